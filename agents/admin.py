@@ -1,0 +1,83 @@
+"""Tenant admin for agents and API keys. New keys are shown once, in a message, and never again."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from .models import Agent, ApiKey, Scope
+from .services import api_key_create, api_key_revoke
+
+
+def _announce_key(request: HttpRequest, agent: Agent, raw_key: str) -> None:
+    messages.warning(
+        request, f"New API key for {agent.name} (copy it now, it will not be shown again): {raw_key}"
+    )
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    extra = 0
+    fields = ["key_id", "name", "scopes", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["name", "role", "is_active", "created_at"]
+    list_filter = ["is_active", "role"]
+    search_fields = ["name", "role"]
+    inlines = [ApiKeyInline]
+    actions = ["mint_read_write_key", "mint_read_only_key"]
+
+    @admin.action(description="Create a read + write API key")
+    def mint_read_write_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset:
+            _, raw = api_key_create(agent=agent, scopes=[Scope.READ, Scope.WRITE], name="admin")
+            _announce_key(request, agent, raw)
+
+    @admin.action(description="Create a read-only API key")
+    def mint_read_only_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
+        for agent in queryset:
+            _, raw = api_key_create(agent=agent, scopes=[Scope.READ], name="admin (read-only)")
+            _announce_key(request, agent, raw)
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["key_id", "agent", "name", "scopes", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["agent", "revoked_at"]
+    list_select_related = ["agent"]
+    search_fields = ["key_id", "name", "agent__name"]
+    fields = ["agent", "name", "scopes", "key_id", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = ["key_id", "created_at", "last_used_at", "revoked_at"]
+    actions = ["revoke"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        return self.readonly_fields + (["agent", "scopes"] if obj else [])
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: object, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, raw = api_key_create(agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name)
+        obj.pk, obj.key_id = key.pk, key.key_id
+        _announce_key(request, obj.agent, raw)
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # revoke instead: the key id stays for the audit trail
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        count = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            api_key_revoke(api_key=key)
+            count += 1
+        self.message_user(request, f"Revoked {count} key(s) at {timezone.now():%Y-%m-%d %H:%M} UTC.")

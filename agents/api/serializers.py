@@ -1,0 +1,109 @@
+"""Building blocks shared by every API input serializer: strict keys, aware datetimes, clean text."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+
+
+class StrictSerializer(serializers.Serializer):
+    """An input serializer that rejects keys it does not declare (a typo is a 400, never ignored)."""
+
+    unknown_key_message = "Unknown field."
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({key: [self.unknown_key_message] for key in unknown})
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number (strings and booleans are refused rather than coerced)."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            raise serializers.ValidationError("Expected a number.")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer (strings, floats and booleans are refused rather than coerced)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Expected an integer.")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean only."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Expected true or false.")
+        return data
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 datetime that must carry a UTC offset; returned in UTC. Naive input is a 400."""
+
+    default_error_messages = {
+        "naive": "Include a timezone offset (e.g. 2026-01-31T12:00:00Z); naive datetimes are ambiguous.",
+    }
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if isinstance(value, str):
+            parsed = parse_datetime(value.strip())
+            if parsed is not None and timezone.is_naive(parsed):
+                self.fail("naive")
+        elif isinstance(value, datetime) and timezone.is_naive(value):
+            self.fail("naive")
+        return super().to_internal_value(value)
+
+
+class CleanCharField(serializers.CharField):
+    """A JSON string (numbers are not coerced) without NUL characters (PostgreSQL text cannot hold them)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Expected a string.")
+        value = super().to_internal_value(data)
+        if "\x00" in value:
+            raise serializers.ValidationError("NUL characters are not allowed.")
+        return value
+
+
+def contains_nul(value: Any) -> bool:
+    """True if a JSON value holds a NUL character in any string or key (PostgreSQL jsonb refuses them)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_nul(v) for v in value)
+    return False
+
+
+class JSONObjectField(serializers.JSONField):
+    """A JSON object (not a list, string or number), at most ``max_bytes`` when serialised."""
+
+    def __init__(self, *, max_bytes: int = 256 * 1024, **kwargs: Any) -> None:
+        self.max_bytes = max_bytes
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        import json
+
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("Expected a JSON object.")
+        if contains_nul(data):
+            raise serializers.ValidationError("NUL characters are not allowed.")
+        if len(json.dumps(data, ensure_ascii=False).encode()) > self.max_bytes:
+            raise serializers.ValidationError(f"At most {self.max_bytes} bytes.")
+        return super().to_internal_value(data)

@@ -1,0 +1,21 @@
+"""Agent-facing endpoints about the caller itself."""
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+
+class WhoAmIView(APIView):
+    """``GET /api/v1/me``: the agent, tenant and scopes behind the presented key."""
+
+    def get(self, request: Request) -> Response:
+        key = request.auth
+        return Response(
+            {
+                "agent": request.user.name,
+                "role": request.user.role,
+                "tenant": request.tenant.schema_name,
+                "key_id": key.key_id,
+                "scopes": key.scopes,
+            }
+        )

@@ -1,0 +1,88 @@
+"""The one place where an API key becomes (tenant, agent): DRF authentication for ``/api/v1/``."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+from django_tenants.utils import get_public_schema_name
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.request import Request
+
+from tenants.models import Tenant
+
+from .models import Agent, ApiKey
+
+KEY_PREFIX = "egm"
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+_TENANT_CACHE_SECONDS = 10.0
+_tenant_cache: dict[str, tuple[float, Tenant | None]] = {}
+
+
+def _tenant_for_schema(schema_name: str) -> Tenant | None:
+    """Active tenant by schema name, cached per process for a few seconds (one query saved per call)."""
+    now = time.monotonic()
+    hit = _tenant_cache.get(schema_name)
+    if hit and now - hit[0] < _TENANT_CACHE_SECONDS:
+        return hit[1]
+    tenant = Tenant.objects.filter(schema_name=schema_name, is_active=True).first()
+    if tenant is not None and tenant.schema_name == get_public_schema_name():
+        tenant = None
+    _tenant_cache[schema_name] = (now, tenant)
+    return tenant
+
+
+def clear_tenant_cache() -> None:
+    """Forget cached tenants (tests; after deactivating a tenant)."""
+    _tenant_cache.clear()
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    """``Authorization: Bearer egm.<schema>.<key_id>.<secret>``.
+
+    On success, activates the tenant's schema on the connection, sets ``request.tenant`` and returns
+    ``(agent, api_key)``. Raises ``AuthenticationFailed`` (401) for a malformed, unknown or revoked
+    key, an inactive agent or tenant; returns ``None`` (then 401 from the permission) with no header.
+    """
+
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[Agent, ApiKey] | None:
+        header = get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != self.keyword.lower().encode() or len(header) != 2:
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid API key.") from None
+        parts = raw.split(".")
+        if len(parts) != 4 or parts[0] != KEY_PREFIX:
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        _, schema_name, key_id, secret = parts
+
+        tenant = _tenant_for_schema(schema_name)
+        if tenant is None:
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        connection.set_tenant(tenant)
+        api_key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
+        if api_key is None or not api_key.check_secret(secret):
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        if api_key.is_revoked:
+            raise exceptions.AuthenticationFailed("This API key has been revoked.")
+        if not api_key.agent.is_active:
+            raise exceptions.AuthenticationFailed("This agent is deactivated.")
+
+        now = timezone.now()
+        if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+            api_key.last_used_at = now
+        request.tenant = tenant  # type: ignore[attr-defined]
+        return api_key.agent, api_key
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword

@@ -1,0 +1,31 @@
+"""``manage.py api_key_create --tenant SLUG --agent NAME [--scopes read,write]``."""
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django_tenants.utils import get_tenant_model, tenant_context
+
+from agents.models import Agent, Scope
+from agents.services import agent_create, api_key_create
+
+
+class Command(BaseCommand):
+    help = "Mint an API key for an agent (created if missing); the key is printed once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--agent", required=True)
+        parser.add_argument("--role", default="")
+        parser.add_argument("--scopes", default="read,write")
+
+    def handle(
+        self, *args: object, tenant: str, agent: str, role: str, scopes: str, **options: object
+    ) -> None:
+        wanted = [s.strip() for s in scopes.split(",") if s.strip()]
+        if not wanted or set(wanted) - set(Scope.values):
+            raise CommandError(f"--scopes must be a comma list of {', '.join(Scope.values)}")
+        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        if obj is None:
+            raise CommandError(f"no tenant {tenant!r}")
+        with tenant_context(obj):
+            agent_obj = Agent.objects.filter(name=agent).first() or agent_create(name=agent, role=role)
+            _, raw = api_key_create(agent=agent_obj, scopes=wanted, name="cli")
+        self.stdout.write(raw)

@@ -1,0 +1,98 @@
+"""Agent identities and their API keys (tenant schema)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from django.contrib.postgres.fields import ArrayField
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.utils import timezone
+
+
+class Agent(models.Model):
+    """A software agent that reads and writes memory through the API."""
+
+    name = models.CharField(max_length=100, unique=True)
+    role = models.CharField(max_length=100, blank=True, help_text="e.g. planner, researcher, critic")
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    # DRF treats ``request.user`` as the principal: an authenticated agent is that principal.
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+
+class Scope(models.TextChoices):
+    READ = "read", "read"
+    WRITE = "write", "write"
+
+
+class ApiKey(models.Model):
+    """An API key for one agent: ``egm.<tenant schema>.<key_id>.<secret>``.
+
+    Only the SHA-256 of the secret is stored; the full key is shown once, when it is created.
+    A fast hash is right here: the secret is 256 bits of randomness, not a password.
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    key_id = models.CharField(max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(max_length=64, editable=False)
+    scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.key_id} ({self.agent.name})"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @staticmethod
+    def hash_secret(secret: str) -> str:
+        """Hex SHA-256 of the secret part of a key."""
+        return hashlib.sha256(secret.encode()).hexdigest()
+
+    def check_secret(self, secret: str) -> bool:
+        """Constant-time comparison of ``secret`` with the stored hash."""
+        return hmac.compare_digest(self.secret_hash, self.hash_secret(secret))
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class IdempotencyRecord(models.Model):
+    """The first response to a POST sent with an ``Idempotency-Key`` header, kept for replays.
+
+    Keys are scoped to the agent; ``fingerprint`` is the SHA-256 of method, path and body, so the same
+    key with a different request is detected (409).
+    """
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    response_status = models.PositiveSmallIntegerField()
+    response_body = models.JSONField(encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "key"], name="idempotency_agent_key_uniq")]
+        indexes = [models.Index(fields=["created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.response_status})"

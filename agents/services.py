@@ -1,0 +1,47 @@
+"""Writes for agents and API keys. Call inside a tenant schema (``tenant_context``)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from .models import Agent, ApiKey, Scope
+
+
+def agent_create(*, name: str, role: str = "", is_active: bool = True) -> Agent:
+    """Create an agent in the current tenant. Raises ``ValidationError`` for a bad or taken name."""
+    agent = Agent(name=name, role=role, is_active=is_active)
+    agent.full_clean()
+    agent.save()
+    return agent
+
+
+@transaction.atomic
+def api_key_create(
+    *, agent: Agent, scopes: Iterable[str] = (Scope.READ, Scope.WRITE), name: str = ""
+) -> tuple[ApiKey, str]:
+    """Mint a key for ``agent``. Returns ``(api_key, raw_key)``; the raw key is never stored.
+
+    The raw key has the form ``egm.<schema>.<key_id>.<secret>``: the schema tells the authentication
+    which tenant to look in, ``key_id`` finds the row, ``secret`` (43 url-safe characters) proves it.
+    """
+    scope_list = sorted(set(scopes))
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    api_key = ApiKey(
+        agent=agent, name=name, key_id=key_id, secret_hash=ApiKey.hash_secret(secret), scopes=scope_list
+    )
+    api_key.full_clean()
+    api_key.save()
+    return api_key, f"egm.{connection.schema_name}.{key_id}.{secret}"
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke a key; later requests with it get 401. Revoking twice keeps the first time."""
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key

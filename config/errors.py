@@ -1,0 +1,45 @@
+"""Domain errors raised by services and selectors, mapped to HTTP by one exception handler.
+
+Services never import DRF; the API layer (``agents.api.exceptions``) turns these into responses.
+"""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base class. ``status`` is the HTTP status the API answers with; ``field`` names the input."""
+
+    status: int = 400
+    code: str = "invalid"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidInput(DomainError):
+    status = 400
+    code = "invalid"
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+
+
+class EmbeddingMismatch(DomainError):
+    """A vector from another embedding model or of another dimension than the configured one."""
+
+    status = 400
+    code = "embedding_mismatch"
+
+
+class PayloadTooLarge(DomainError):
+    status = 413
+    code = "too_large"

@@ -1,0 +1,175 @@
+"""Settings shared by every environment.
+
+Everything that differs between machines is read from the environment with django-environ;
+secrets may also come from ``<NAME>_FILE`` (a path whose content is the value).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+env = environ.Env()
+env.smart_cast = False
+
+
+def env_secret(name: str, default: str | None = None) -> str | None:
+    """Read ``name`` from the environment, or the file named by ``name_FILE``."""
+    file_path = os.environ.get(f"{name}_FILE")
+    if file_path:
+        return Path(file_path).read_text().strip()
+    return os.environ.get(name, default)
+
+
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY", "insecure-dev-key-change-me-0123456789abcdefghijklmnop")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list(
+    "DJANGO_ALLOWED_HOSTS", default=["localhost", ".localhost", "127.0.0.1", "testserver"]
+)
+
+# --- tenancy (django-tenants): one PostgreSQL schema per tenant -------------------------------------
+SHARED_APPS = [
+    "tenants",  # before django_tenants so our idempotent create_tenant command wins
+    "django_tenants",
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.admin",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+    "drf_spectacular",
+]
+TENANT_APPS = [
+    # each tenant has its own users, sessions and admin log: an officer of one tenant never
+    # authenticates against another tenant's schema
+    "django.contrib.contenttypes",
+    "django.contrib.auth",
+    "django.contrib.sessions",
+    "django.contrib.admin",
+    "agents",
+    "memory",
+]
+INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
+
+TENANT_MODEL = "tenants.Tenant"
+TENANT_DOMAIN_MODEL = "tenants.Domain"
+PUBLIC_SCHEMA_NAME = "public"
+PUBLIC_SCHEMA_URLCONF = "config.urls_public"
+ROOT_URLCONF = "config.urls"
+# API calls carry their tenant in the key, so any host may reach /api/v1/ through the public urlconf
+SHOW_PUBLIC_IF_NO_TENANT_FOUND = True
+DATABASE_ROUTERS = ["django_tenants.routers.TenantSyncRouter"]
+
+MIDDLEWARE = [
+    "django_tenants.middleware.main.TenantMainMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+# --- data stores ------------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/engram")}
+DATABASES["default"]["ENGINE"] = "django_tenants.postgresql_backend"
+# a Unix-socket directory arrives percent-encoded in the URL host (postgres://user@%2Fpath/db)
+DATABASES["default"]["HOST"] = unquote(DATABASES["default"].get("HOST", ""))
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "purge-idempotency-keys": {"task": "agents.tasks.purge_expired_idempotency_keys_all", "schedule": 3600.0},
+    "verify-episodic-chains": {"task": "memory.tasks.verify_chains_all", "schedule": 24 * 3600.0},
+}
+
+# --- i18n / time ------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+# --- API ----------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["agents.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["agents.permissions.HasScope"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "agents.api.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Engram API", "VERSION": "1.0.0"}
+
+# 1 MiB of request body is plenty for a batch of 1,000 events of normal size; content fields have
+# their own limits.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("ENGRAM_MAX_BODY_BYTES", default=16 * 1024 * 1024)
+
+# --- Engram --------------------------------------------------------------------------------------------
+_LOCAL_MINILM = BASE_DIR.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx"
+ENGRAM = {
+    # "fastembed", "model2vec" or "openai"
+    "EMBEDDER": env("ENGRAM_EMBEDDER", default="fastembed"),
+    "EMBEDDING_MODEL": env("ENGRAM_EMBEDDING_MODEL", default="sentence-transformers/all-MiniLM-L6-v2"),
+    # a local model folder; empty means "let the library fetch it by name"
+    "EMBEDDING_MODEL_PATH": env(
+        "ENGRAM_EMBEDDING_MODEL_PATH", default=str(_LOCAL_MINILM) if _LOCAL_MINILM.exists() else ""
+    ),
+    "EMBEDDING_DIMENSIONS": env.int("ENGRAM_EMBEDDING_DIMENSIONS", default=0),  # 0: ask the model
+    "OPENAI_BASE_URL": env("ENGRAM_OPENAI_BASE_URL", default=""),
+    "OPENAI_API_KEY": env_secret("ENGRAM_OPENAI_API_KEY", "") or "",
+    "MAX_CONTENT_CHARS": env.int("ENGRAM_MAX_CONTENT_CHARS", default=32_000),
+    "MAX_EVENT_BATCH": 1000,
+    "IDEMPOTENCY_TTL_HOURS": env.int("ENGRAM_IDEMPOTENCY_TTL_HOURS", default=24),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

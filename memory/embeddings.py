@@ -1,0 +1,158 @@
+"""One small interface for text embeddings, with three implementations.
+
+- ``FastEmbedEmbedder``: ONNX models through fastembed (default: all-MiniLM-L6-v2, 384-d);
+- ``Model2VecEmbedder``: static model2vec models (e.g. ``minilm-static-256``, 256-d, far faster);
+- ``OpenAIEmbedder``: any OpenAI-compatible ``/embeddings`` endpoint.
+
+Every implementation returns L2-normalised float32 vectors, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+
+from config.errors import EmbeddingMismatch
+
+
+class Embedder(Protocol):
+    """Turns texts into vectors. ``name`` is stored with each vector; ``dimensions`` is its length."""
+
+    name: str
+    dimensions: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an array of shape ``(len(texts), dimensions)``, float32, rows of unit length."""
+        ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class FastEmbedEmbedder:
+    """fastembed ``TextEmbedding``; ``model_path`` loads a local ONNX folder without any download."""
+
+    def __init__(self, model_name: str, model_path: str = "", batch_size: int = 64) -> None:
+        from fastembed import TextEmbedding
+
+        self.name = model_name
+        self.batch_size = batch_size
+        if model_path:
+            self._model = TextEmbedding(
+                model_name, specific_model_path=model_path, local_files_only=True, threads=1
+            )
+        else:
+            self._model = TextEmbedding(model_name)
+        self._lock = threading.Lock()  # an ONNX session is thread-safe, but batches interleave badly
+        self.dimensions = int(self.embed(["dimension probe"]).shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            vectors = np.array(
+                list(self._model.embed(list(texts), batch_size=self.batch_size)), dtype=np.float32
+            )
+        return _normalise(vectors)
+
+
+class Model2VecEmbedder:
+    """A model2vec ``StaticModel`` loaded from a local folder or a model id."""
+
+    def __init__(self, model_name: str, model_path: str = "") -> None:
+        from model2vec import StaticModel
+
+        self._model = StaticModel.from_pretrained(model_path or model_name)
+        self.name = model_name
+        self.dimensions = int(self._model.dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return _normalise(np.asarray(self._model.encode(list(texts)), dtype=np.float32))
+
+
+class OpenAIEmbedder:
+    """POST ``{base_url}/embeddings`` with ``{"model", "input"}`` (OpenAI's embeddings API shape)."""
+
+    def __init__(
+        self, model_name: str, base_url: str, api_key: str = "", dimensions: int = 0, timeout: float = 30
+    ) -> None:
+        import httpx
+
+        self.name = model_name
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+        )
+        self.dimensions = dimensions or int(self.embed(["dimension probe"]).shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        response = self._client.post("/embeddings", json={"model": self.name, "input": list(texts)})
+        response.raise_for_status()
+        data = sorted(response.json()["data"], key=lambda item: item["index"])
+        return _normalise(np.array([item["embedding"] for item in data], dtype=np.float32))
+
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def get_embedder() -> Embedder:
+    """The process-wide embedder chosen by ``settings.ENGRAM`` (loaded once, on first use).
+
+    Raises ``ImproperlyConfigured`` for an unknown ``EMBEDDER``.
+    """
+    from django.core.exceptions import ImproperlyConfigured
+
+    conf = settings.ENGRAM
+    kind = conf["EMBEDDER"]
+    with _lock:
+        if kind == "fastembed":
+            return FastEmbedEmbedder(conf["EMBEDDING_MODEL"], conf["EMBEDDING_MODEL_PATH"])
+        if kind == "model2vec":
+            path = conf["EMBEDDING_MODEL_PATH"]
+            return Model2VecEmbedder(conf["EMBEDDING_MODEL"] if not path else Path(path).name, path)
+        if kind == "openai":
+            return OpenAIEmbedder(
+                conf["EMBEDDING_MODEL"],
+                conf["OPENAI_BASE_URL"],
+                conf["OPENAI_API_KEY"],
+                conf["EMBEDDING_DIMENSIONS"],
+            )
+    raise ImproperlyConfigured(f"ENGRAM_EMBEDDER must be fastembed, model2vec or openai, not {kind!r}")
+
+
+@functools.lru_cache(maxsize=2048)
+def embed_query(text: str) -> tuple[float, ...]:
+    """Embed one query string (cached: agents repeat their questions)."""
+    return tuple(float(x) for x in get_embedder().embed([text])[0])
+
+
+def check_vector(
+    vector: Sequence[float], *, model: str | None, embedder: Embedder, field: str = "embedding"
+) -> np.ndarray:
+    """Validate a client-supplied vector against the configured embedder and normalise it.
+
+    Raises ``EmbeddingMismatch`` when ``model`` names another model or the length differs from
+    ``embedder.dimensions``; ``InvalidInput``-style errors for non-finite values.
+    """
+    if model is not None and model != embedder.name:
+        raise EmbeddingMismatch(
+            f"Vectors from '{model}' cannot be stored: this tenant's memories use '{embedder.name}'.",
+            field="embedding_model",
+        )
+    array = np.asarray(vector, dtype=np.float32)
+    if array.ndim != 1 or array.shape[0] != embedder.dimensions:
+        raise EmbeddingMismatch(
+            f"Expected {embedder.dimensions} dimensions ({embedder.name}), got {array.shape[0] if array.ndim == 1 else array.shape}.",
+            field=field,
+        )
+    if not np.all(np.isfinite(array)) or not np.any(array):
+        raise EmbeddingMismatch("The vector must be finite and non-zero.", field=field)
+    return _normalise(array[None, :])[0]

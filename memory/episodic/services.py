@@ -1,0 +1,92 @@
+"""Writes to the episodic log: appends only, each one linked into the tenant's hash chain."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.models import Agent
+from config.errors import InvalidInput
+
+from .models import ChainHead, Event, EventKind, EventRole, chain_hash
+
+
+@dataclass(frozen=True)
+class EventData:
+    """One event to append. ``occurred_at`` must be timezone-aware (client time of the event)."""
+
+    session_id: str
+    kind: str
+    content: str
+    occurred_at: datetime
+    role: str = EventRole.ASSISTANT
+    payload: dict[str, Any] = field(default_factory=dict)
+    execution_id: str | None = None
+
+
+def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
+    """Append ``events`` (all or nothing) for ``agent`` to the current tenant's log.
+
+    The chain head row is locked for the transaction, so concurrent appenders queue and every event
+    gets the next ``seq`` and the hash of its predecessor. Returns the saved events in order.
+    Raises ``InvalidInput`` for a naive ``occurred_at``, an unknown kind or role, or an empty batch.
+    """
+    if not events:
+        raise InvalidInput("At least one event is required.", field="events")
+    for index, item in enumerate(events):
+        if timezone.is_naive(item.occurred_at):
+            raise InvalidInput(f"events[{index}].occurred_at must include a timezone.", field="occurred_at")
+        if item.kind not in EventKind.values:
+            raise InvalidInput(f"Unknown kind {item.kind!r}.", field="kind")
+        if item.role not in EventRole.values:
+            raise InvalidInput(f"Unknown role {item.role!r}.", field="role")
+
+    with transaction.atomic():
+        head = ChainHead.objects.select_for_update().get(pk=1)
+        recorded_at = timezone.now()
+        seq, prev = head.last_seq, head.last_hash
+        rows: list[Event] = []
+        for item in events:
+            seq += 1
+            event = Event(
+                seq=seq,
+                session_id=item.session_id,
+                execution_id=item.execution_id,
+                agent=agent,
+                role=item.role,
+                kind=item.kind,
+                content=item.content,
+                payload=item.payload,
+                occurred_at=item.occurred_at,
+                recorded_at=recorded_at,
+                prev_hash=prev,
+            )
+            event.hash = chain_hash(seq=seq, prev_hash=prev, fields=event.hashed_fields())
+            prev = event.hash
+            rows.append(event)
+        Event.objects.bulk_create(rows)
+        head.last_seq, head.last_hash = seq, prev
+        head.save(update_fields=["last_seq", "last_hash"])
+    return rows
+
+
+def decision_record(*, agent: Agent, session_id: str, content: str, payload: dict[str, Any]) -> Event:
+    """Append one ``decision`` event made by the system on ``agent``'s behalf (e.g. a forget)."""
+    return events_append(
+        agent=agent,
+        events=[
+            EventData(
+                session_id=session_id,
+                kind=EventKind.DECISION,
+                role=EventRole.SYSTEM,
+                content=content,
+                payload=payload,
+                occurred_at=timezone.now(),
+            )
+        ],
+    )[0]

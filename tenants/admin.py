@@ -1,0 +1,52 @@
+"""The platform admin (public schema only): tenants, domains and their retrieval policy."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+
+from .models import Domain, Tenant
+
+
+class PublicAdminSite(admin.AdminSite):
+    site_header = "Engram platform"
+    site_title = "Engram platform"
+
+
+public_admin_site = PublicAdminSite(name="public_admin")
+
+
+class DomainInline(admin.TabularInline):
+    model = Domain
+    extra = 0
+
+
+@admin.register(Tenant, site=public_admin_site)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["schema_name", "name", "is_active", "created_at"]
+    search_fields = ["schema_name", "name"]
+    inlines = [DomainInline]
+    fieldsets = [
+        (None, {"fields": ["schema_name", "name", "is_active"]}),
+        (
+            "Retrieval policy",
+            {
+                "fields": [
+                    "w_similarity",
+                    "w_recency",
+                    "w_importance",
+                    "recency_half_life_hours",
+                    "near_duplicate_threshold",
+                ]
+            },
+        ),
+    ]
+
+    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+        # the schema name cannot change once the schema exists
+        return ["schema_name"] if obj else []
+
+
+public_admin_site.register(User, UserAdmin)
+public_admin_site.register(Group, GroupAdmin)

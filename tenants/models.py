@@ -1,0 +1,76 @@
+"""Tenants (one PostgreSQL schema each), their domains and their retrieval policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django_tenants.models import DomainMixin, TenantMixin
+
+unit_interval = [MinValueValidator(0.0), MaxValueValidator(1.0)]
+schema_name_validator = RegexValidator(
+    r"^[a-z][a-z0-9_]{0,62}$", "Use lowercase letters, digits and underscores, starting with a letter."
+)
+
+
+@dataclass(frozen=True)
+class RetrievalPolicy:
+    """How semantic recall ranks memories for one tenant.
+
+    ``score = w_similarity * relevance + w_recency * exp(-lambda * hours) + w_importance * importance``
+    with ``lambda = ln 2 / recency_half_life_hours`` (Park et al. 2023, "Generative Agents", §4.1).
+    Writes whose cosine similarity to an existing memory is at least ``near_duplicate_threshold``
+    reinforce that memory instead of inserting a new one.
+    """
+
+    w_similarity: float
+    w_recency: float
+    w_importance: float
+    recency_half_life_hours: float
+    near_duplicate_threshold: float
+
+
+class Tenant(TenantMixin):
+    """A customer organisation. ``schema_name`` doubles as its slug (``demo`` → ``demo.localhost``)."""
+
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    is_active = models.BooleanField(default=True)
+
+    w_similarity = models.FloatField(default=0.7, validators=unit_interval)
+    w_recency = models.FloatField(default=0.15, validators=unit_interval)
+    w_importance = models.FloatField(default=0.15, validators=unit_interval)
+    recency_half_life_hours = models.FloatField(default=72.0, validators=[MinValueValidator(0.01)])
+    near_duplicate_threshold = models.FloatField(default=0.97, validators=unit_interval)
+
+    auto_create_schema = True
+    auto_drop_schema = False
+
+    class Meta:
+        ordering = ["schema_name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.schema_name})"
+
+    @property
+    def slug(self) -> str:
+        return self.schema_name
+
+    @property
+    def retrieval_policy(self) -> RetrievalPolicy:
+        """The tenant's ranking weights and thresholds as an immutable value."""
+        return RetrievalPolicy(
+            w_similarity=self.w_similarity,
+            w_recency=self.w_recency,
+            w_importance=self.w_importance,
+            recency_half_life_hours=self.recency_half_life_hours,
+            near_duplicate_threshold=self.near_duplicate_threshold,
+        )
+
+
+class Domain(DomainMixin):
+    """A host name that routes browser (admin) requests to a tenant, e.g. ``demo.localhost``."""
+
+    def __str__(self) -> str:
+        return self.domain
