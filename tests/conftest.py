@@ -1,0 +1,113 @@
+"""Test fixtures: two tenants made once per run on the real PostgreSQL, agents with keys, API clients.
+
+Tests run against the real PostgreSQL (pgvector) and Redis that ``./engram test`` starts. Most tests
+use pytest-django's ``db`` fixture (each test in a transaction rolled back at its end). Tests that
+need data other connections can see (concurrency, the Celery worker) use ``scratch_tenant``: a tenant
+created and committed for that test and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django_tenants.utils import tenant_context
+from rest_framework.test import APIClient
+
+from agents.authentication import clear_tenant_cache
+from agents.models import Agent, Scope
+from agents.services import agent_create, api_key_create
+from tenants.models import Tenant
+from tenants.services import public_tenant_ensure, tenant_create
+
+SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
+LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
+    """After the test database is migrated, create the public tenant and tenants ``alpha``/``beta``."""
+    with django_db_blocker.unblock():
+        public_tenant_ensure(domain="localhost")
+        tenant_create(slug="alpha", name="Alpha", domain="alpha.localhost")
+        tenant_create(slug="beta", name="Beta", domain="beta.localhost")
+        connection.set_schema_to_public()
+
+
+@pytest.fixture(autouse=True)
+def _public_schema_between_tests() -> Iterator[None]:
+    clear_tenant_cache()
+    yield
+    connection.set_schema_to_public()
+
+
+@pytest.fixture
+def tenant_a(db) -> Tenant:  # type: ignore[no-untyped-def]
+    return Tenant.objects.get(schema_name="alpha")
+
+
+@pytest.fixture
+def tenant_b(db) -> Tenant:  # type: ignore[no-untyped-def]
+    return Tenant.objects.get(schema_name="beta")
+
+
+@dataclass
+class Caller:
+    """An agent in a tenant with an API client that carries its key."""
+
+    tenant: Tenant
+    agent: Agent
+    key: str
+    client: APIClient
+
+    def post(self, path: str, data: object, **headers: str):  # type: ignore[no-untyped-def]
+        return self.client.post(path, data, format="json", headers=headers)
+
+    def get(self, path: str, params: dict | None = None):  # type: ignore[no-untyped-def]
+        return self.client.get(path, params or {})
+
+
+def make_caller(tenant: Tenant, name: str, scopes: tuple[str, ...] = (Scope.READ, Scope.WRITE)) -> Caller:
+    """Create agent ``name`` with a key in ``tenant`` and return a client authenticated as it."""
+    with tenant_context(tenant):
+        agent = Agent.objects.filter(name=name).first() or agent_create(name=name)
+        _, key = api_key_create(agent=agent, scopes=scopes)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return Caller(tenant, agent, key, client)
+
+
+@pytest.fixture
+def alice(tenant_a: Tenant) -> Caller:
+    """Owner: an agent of tenant alpha."""
+    return make_caller(tenant_a, "alice")
+
+
+@pytest.fixture
+def bob(tenant_a: Tenant) -> Caller:
+    """Teammate: another agent of tenant alpha."""
+    return make_caller(tenant_a, "bob")
+
+
+@pytest.fixture
+def mallory(tenant_b: Tenant) -> Caller:
+    """Outsider: an agent of tenant beta."""
+    return make_caller(tenant_b, "mallory")
+
+
+@pytest.fixture
+def scratch_tenant(django_db_setup, django_db_blocker) -> Iterator[Tenant]:  # type: ignore[no-untyped-def]
+    """A committed tenant of its own (for work across connections); its schema is dropped afterwards."""
+    with django_db_blocker.unblock():
+        tenant, _ = tenant_create(slug=f"scratch_{uuid.uuid4().hex[:8]}")
+        connection.set_schema_to_public()
+        try:
+            yield tenant
+        finally:
+            connection.set_schema_to_public()
+            tenant.auto_drop_schema = True
+            tenant.delete(force_drop=True)
