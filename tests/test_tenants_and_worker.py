@@ -1,0 +1,85 @@
+"""Tenant provisioning, and the Celery worker running tenant-aware tasks for real."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+from django_tenants.utils import tenant_context
+
+from agents.models import Agent
+from agents.services import agent_create
+from memory.episodic.services import EventData, events_append
+from memory.tasks import verify_chain
+from tenants.models import Tenant
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def test_create_tenant_command_is_idempotent(django_db_setup, django_db_blocker) -> None:  # type: ignore[no-untyped-def]
+    with django_db_blocker.unblock():
+        try:
+            out = io.StringIO()
+            call_command("create_tenant", "gamma", "--domain", "gamma.localhost", stdout=out)
+            call_command("create_tenant", "gamma", "--domain", "gamma.localhost", stdout=out)
+            assert out.getvalue().splitlines() == ["tenant gamma: created", "tenant gamma: already exists"]
+            tenant = Tenant.objects.get(schema_name="gamma")
+            assert list(tenant.domains.values_list("domain", flat=True)) == ["gamma.localhost"]
+            assert tenant.retrieval_policy.near_duplicate_threshold == 0.97
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'")
+                assert cursor.fetchone() == ("public",)
+        finally:
+            connection.set_schema_to_public()
+            Tenant.objects.filter(schema_name="gamma").first().delete(force_drop=True)
+
+
+@pytest.mark.parametrize("slug", ["public", "Bad-Slug", "1abc", ""])
+def test_bad_tenant_slugs_are_refused(db, slug: str) -> None:  # type: ignore[no-untyped-def]
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError):
+        call_command("create_tenant", slug, stdout=io.StringIO())
+
+
+@pytest.fixture(scope="module")
+def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
+    """A real Celery worker process on the test database and the test Redis."""
+    # the same server as the suite, but pytest-django's test database
+    test_db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    env = {**os.environ, "DATABASE_URL": test_db_url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
+        cwd=BASE_DIR, env=env,
+    )
+    try:
+        yield worker
+    finally:
+        worker.terminate()
+        worker.wait(30)
+
+
+def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) -> None:  # type: ignore[no-untyped-def]
+    with tenant_context(scratch_tenant):
+        agent = Agent.objects.first() or agent_create(name="worker-test")
+        events_append(agent=agent, events=[
+            EventData(session_id="s", kind="message", content=f"turn {i}", occurred_at=timezone.now())
+            for i in range(3)
+        ])
+    result = verify_chain.delay(scratch_tenant.pk).get(timeout=90)
+    assert result == {"tenant": scratch_tenant.schema_name, "ok": True, "checked": 3, "broken_seq": None, "reason": ""}
+
+    with tenant_context(scratch_tenant), connection.cursor() as cursor:
+        cursor.execute("SET session_replication_role = replica")
+        cursor.execute("UPDATE memory_event SET content = 'forged' WHERE seq = 2")
+        cursor.execute("SET session_replication_role = origin")
+    result = verify_chain.delay(scratch_tenant.pk).get(timeout=90)
+    assert result["ok"] is False and result["broken_seq"] == 2
