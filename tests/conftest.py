@@ -8,6 +8,7 @@ created and committed for that test and dropped afterwards.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,14 @@ from tenants.services import public_tenant_ensure, tenant_create
 
 SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
 LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
+MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
+
+# Semantic memory needs the embedding model; there is no model hub to fetch it from here.
+requires_model = pytest.mark.skipif(
+    not MODEL_DIR.exists() and not os.environ.get("ENGRAM_EMBEDDING_MODEL_PATH"),
+    reason=f"embedding model not found at {MODEL_DIR} (the shared/ folder beside the repo) "
+    "and ENGRAM_EMBEDDING_MODEL_PATH is unset",
+)
 
 
 @pytest.fixture(scope="session")

@@ -13,8 +13,10 @@ from django_tenants.utils import tenant_context
 from memory.episodic.models import Event, EventKind
 from memory.semantic.models import SemanticMemory
 
-from .conftest import Caller, make_caller
+from .conftest import Caller, make_caller, requires_model
 from .test_events import UNICODE_SAMPLES
+
+pytestmark = requires_model
 
 FACTS = [
     ("Alice works at Acme Corp as a data engineer in Lisbon.", ["people", "work"]),
