@@ -239,14 +239,15 @@ def cmd_up(port: int) -> int:
         def _on_signal(signum: int, frame: object) -> None:
             stop["now"] = True
 
-        signal.signal(signal.SIGINT, _on_signal)
-        signal.signal(signal.SIGTERM, _on_signal)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, _on_signal)
         try:
             while not stop["now"] and all(p.poll() is None for p in children):
                 time.sleep(0.3)
         finally:
-            print("\nstopping web server, Celery, Redis and PostgreSQL...", flush=True)
-            _terminate(children)
+            _terminate(children)  # first: a closed terminal must not keep them alive
+            with contextlib.suppress(OSError):
+                print("\nstopped the web server and Celery; stopping Redis and PostgreSQL", flush=True)
     return 0
 
 
@@ -278,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     svc = sub.add_parser("services", help="start PostgreSQL and Redis only")
     svc.add_argument("--profile", default="bench")
     args, rest = parser.parse_known_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so every service started here is stopped on the way out
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda signum, frame: sys.exit(128 + signum))
     if args.command == "up":
         return cmd_up(args.port)
     if args.command == "test":

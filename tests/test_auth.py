@@ -22,15 +22,25 @@ def test_me_names_agent_tenant_and_scopes(alice: Caller) -> None:
     response = alice.get("/api/v1/me")
     assert response.status_code == 200
     assert response.json() == {
-        "agent": "alice", "role": "", "tenant": "alpha",
-        "key_id": alice.key.split(".")[2], "scopes": ["read", "write"],
+        "agent": "alice",
+        "role": "",
+        "tenant": "alpha",
+        "key_id": alice.key.split(".")[2],
+        "scopes": ["read", "write"],
     }
 
 
 def test_missing_malformed_and_unknown_keys_are_401(alice: Caller) -> None:
     prefix, schema, key_id, secret = alice.key.split(".")
-    for header in [None, "Bearer", "Basic abc", "Bearer nonsense", f"Bearer {prefix}.{schema}.{key_id}.wrong",
-                   f"Bearer {prefix}.nosuchtenant.{key_id}.{secret}", f"Bearer {prefix}.public.{key_id}.{secret}"]:
+    for header in [
+        None,
+        "Bearer",
+        "Basic abc",
+        "Bearer nonsense",
+        f"Bearer {prefix}.{schema}.{key_id}.wrong",
+        f"Bearer {prefix}.nosuchtenant.{key_id}.{secret}",
+        f"Bearer {prefix}.public.{key_id}.{secret}",
+    ]:
         response = client_with(header).get("/api/v1/events")
         assert response.status_code == 401, header
         assert response["WWW-Authenticate"] == "Bearer"

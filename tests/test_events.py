@@ -24,8 +24,14 @@ UNICODE_SAMPLES = [
 
 
 def event(content: str = "hello", **extra: object) -> dict[str, object]:
-    return {"session_id": "s1", "kind": "message", "role": "user", "content": content,
-            "occurred_at": "2026-03-01T10:00:00Z", **extra}
+    return {
+        "session_id": "s1",
+        "kind": "message",
+        "role": "user",
+        "content": content,
+        "occurred_at": "2026-03-01T10:00:00Z",
+        **extra,
+    }
 
 
 def test_single_and_batch_append_form_a_chain(alice: Caller) -> None:
@@ -82,7 +88,9 @@ def test_bad_event_input_is_400_naming_the_field(alice: Caller, body: dict, fiel
 
 
 def test_malformed_json_is_400(alice: Caller) -> None:
-    response = alice.client.post("/api/v1/events", data=b'{"session_id": "s1",', content_type="application/json")
+    response = alice.client.post(
+        "/api/v1/events", data=b'{"session_id": "s1",', content_type="application/json"
+    )
     assert response.status_code == 400
     assert "body" in response.json()["errors"]
 
@@ -96,11 +104,14 @@ def test_unicode_round_trips_byte_for_byte(alice: Caller) -> None:
 
 
 def test_list_filters_and_chronological_cursor(alice: Caller, bob: Caller) -> None:
-    alice.post("/api/v1/events", [
-        event("late", occurred_at="2026-03-03T00:00:00Z"),
-        event("early", occurred_at="2026-03-01T00:00:00Z"),
-        event("tool", kind="tool_call", session_id="s2", occurred_at="2026-03-02T00:00:00+02:00"),
-    ])
+    alice.post(
+        "/api/v1/events",
+        [
+            event("late", occurred_at="2026-03-03T00:00:00Z"),
+            event("early", occurred_at="2026-03-01T00:00:00Z"),
+            event("tool", kind="tool_call", session_id="s2", occurred_at="2026-03-02T00:00:00+02:00"),
+        ],
+    )
     bob.post("/api/v1/events", event("bob speaks about Lisbon", occurred_at="2026-03-02T12:00:00Z"))
 
     def contents(params: dict) -> list[str]:
@@ -112,7 +123,9 @@ def test_list_filters_and_chronological_cursor(alice: Caller, bob: Caller) -> No
     assert contents({"session_id": "s2"}) == ["tool"]
     assert contents({"agent": "bob"}) == ["bob speaks about Lisbon"]
     assert contents({"kind": "tool_call,decision"}) == ["tool"]
-    assert contents({"since": "2026-03-02T00:00:00Z", "until": "2026-03-03T00:00:00Z"}) == ["bob speaks about Lisbon"]
+    assert contents({"since": "2026-03-02T00:00:00Z", "until": "2026-03-03T00:00:00Z"}) == [
+        "bob speaks about Lisbon"
+    ]
     assert contents({"q": "lisbon"}) == ["bob speaks about Lisbon"]
 
     first = alice.get("/api/v1/events", {"limit": 3}).json()
@@ -122,8 +135,9 @@ def test_list_filters_and_chronological_cursor(alice: Caller, bob: Caller) -> No
     assert second["next"] is None
 
 
-@pytest.mark.parametrize("params", [{"colour": "blue"}, {"since": "2026-03-01T00:00:00"}, {"kind": "dream"},
-                                    {"limit": 0}])
+@pytest.mark.parametrize(
+    "params", [{"colour": "blue"}, {"since": "2026-03-01T00:00:00"}, {"kind": "dream"}, {"limit": 0}]
+)
 def test_bad_list_parameters_are_400(alice: Caller, params: dict) -> None:
     response = alice.get("/api/v1/events", params)
     assert response.status_code == 400
@@ -139,18 +153,25 @@ def test_other_tenant_sees_no_events(alice: Caller, mallory: Caller) -> None:
     assert [e["seq"] for e in mallory.get("/api/v1/events").json()["results"]] == [1]  # a chain per tenant
 
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE memory_event SET content = 'rewritten'",
-    "DELETE FROM memory_event",
-    "TRUNCATE memory_event CASCADE",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE memory_event SET content = 'rewritten'",
+        "DELETE FROM memory_event",
+        "TRUNCATE memory_event CASCADE",
+    ],
+)
 def test_raw_sql_cannot_change_or_remove_events(alice: Caller, statement: str) -> None:
     alice.post("/api/v1/events", event("immutable"))
     with tenant_context(alice.tenant):
         with connection.cursor() as cursor:
             # flush the deferred FK checks of the insert, or TRUNCATE refuses for that reason instead
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
             cursor.execute(statement)
         assert list(Event.objects.values_list("content", flat=True)) == ["immutable"]
 

@@ -55,7 +55,9 @@ def test_create_then_recall_with_score_components(alice: Caller) -> None:
 def test_recall_updates_last_access(alice: Caller) -> None:
     created = remember(alice, "The office wifi password rotates monthly.").json()
     with tenant_context(alice.tenant):
-        SemanticMemory.objects.filter(pk=created["id"]).update(last_accessed_at=timezone.now() - timedelta(days=3))
+        SemanticMemory.objects.filter(pk=created["id"]).update(
+            last_accessed_at=timezone.now() - timedelta(days=3)
+        )
     first = search(alice, "wifi password")[0]
     assert first["components"]["recency"] < 0.6  # three days old with a 72 h half-life: 0.5
     with tenant_context(alice.tenant):
@@ -118,8 +120,16 @@ def test_other_tenant_sees_nothing(alice: Caller, mallory: Caller) -> None:
 def test_filters(alice: Caller, bob: Caller) -> None:
     for text, tags in FACTS:
         remember(alice, text, tags=tags, scope="shared", memory_type="fact", confidence=0.9, importance=0.2)
-    remember(bob, "Bob's calendar is full on Fridays.", tags=["people"], scope="shared",
-             memory_type="preference", confidence=0.4, importance=0.9, session_id="sess-7")
+    remember(
+        bob,
+        "Bob's calendar is full on Fridays.",
+        tags=["people"],
+        scope="shared",
+        memory_type="preference",
+        confidence=0.4,
+        importance=0.9,
+        session_id="sess-7",
+    )
 
     def found(**filters: object) -> set[str]:
         return set(contents(search(alice, "people", k=20, filters=filters)))
@@ -127,18 +137,27 @@ def test_filters(alice: Caller, bob: Caller) -> None:
     assert found(tags_any=["ops", "deadlines"]) == {FACTS[1][0], FACTS[3][0]}
     assert found(tags_all=["people", "preferences"]) == {FACTS[2][0]}
     assert found(agent="bob") == {"Bob's calendar is full on Fridays."}
-    assert found(memory_type="preference") == found(session_id="sess-7") == found(min_confidence=0.3, importance={"gt": 0.5})
+    assert (
+        found(memory_type="preference")
+        == found(session_id="sess-7")
+        == found(min_confidence=0.3, importance={"gt": 0.5})
+    )
     assert found(min_confidence=0.5) == {text for text, _ in FACTS}
     assert found(scope="private") == set()
     now = timezone.now()
     assert found(created_at={"gte": (now - timedelta(minutes=5)).isoformat()}) == {t for t, _ in FACTS} | {
-        "Bob's calendar is full on Fridays."}
+        "Bob's calendar is full on Fridays."
+    }
     assert found(created_at={"lt": (now - timedelta(minutes=5)).isoformat()}) == set()
 
 
 def test_weights_and_mmr(alice: Caller) -> None:
-    for text in ["Paris is the capital of France.", "The capital of France is Paris.",
-                 "France's capital city is Paris.", "Berlin is the capital of Germany."]:
+    for text in [
+        "Paris is the capital of France.",
+        "The capital of France is Paris.",
+        "France's capital city is Paris.",
+        "Berlin is the capital of Germany.",
+    ]:
         remember(alice, text, scope="shared")
     plain = contents(search(alice, "capital of France", k=2))
     assert all("Paris" in text for text in plain)
@@ -172,10 +191,13 @@ def test_bad_search_input_is_400_naming_the_field(alice: Caller, body: dict, fie
 
 
 def test_unknown_filter_error_names_the_key(alice: Caller) -> None:
-    errors = alice.post("/api/v1/memories/search", {"query": "x", "filters": {"colour": "blue"}}).json()["errors"]
+    errors = alice.post("/api/v1/memories/search", {"query": "x", "filters": {"colour": "blue"}}).json()[
+        "errors"
+    ]
     assert errors == {"filters": {"colour": ["Unknown filter."]}}
-    errors = alice.post("/api/v1/memories/search",
-                        {"query": "x", "filters": {"importance": {"near": 0.5}}}).json()["errors"]
+    errors = alice.post(
+        "/api/v1/memories/search", {"query": "x", "filters": {"importance": {"near": 0.5}}}
+    ).json()["errors"]
     assert "near" in errors["filters"]["importance"]
 
 
@@ -235,11 +257,15 @@ def test_idempotent_replay_and_conflict(alice: Caller) -> None:
     assert first.status_code == replay.status_code == 201
     assert replay.json() == first.json()
     assert replay["Idempotent-Replayed"] == "true"
-    conflict = alice.post("/api/v1/memories", {**body, "content": "Something else."}, **{"Idempotency-Key": "k-1"})
+    conflict = alice.post(
+        "/api/v1/memories", {**body, "content": "Something else."}, **{"Idempotency-Key": "k-1"}
+    )
     assert conflict.status_code == 409
     assert "Idempotency-Key" in conflict.json()["errors"]
 
-    events = [{"session_id": "s", "kind": "message", "content": "once", "occurred_at": "2026-01-01T00:00:00Z"}]
+    events = [
+        {"session_id": "s", "kind": "message", "content": "once", "occurred_at": "2026-01-01T00:00:00Z"}
+    ]
     assert alice.post("/api/v1/events", events, **{"Idempotency-Key": "e-1"}).status_code == 201
     assert alice.post("/api/v1/events", events, **{"Idempotency-Key": "e-1"}).status_code == 201
     with tenant_context(alice.tenant):
@@ -248,8 +274,13 @@ def test_idempotent_replay_and_conflict(alice: Caller) -> None:
 
 
 def test_idempotency_keys_belong_to_one_agent(alice: Caller, bob: Caller) -> None:
-    assert alice.post("/api/v1/memories", {"content": "alice's"}, **{"Idempotency-Key": "same"}).status_code == 201
-    assert bob.post("/api/v1/memories", {"content": "bob's"}, **{"Idempotency-Key": "same"}).status_code == 201
+    assert (
+        alice.post("/api/v1/memories", {"content": "alice's"}, **{"Idempotency-Key": "same"}).status_code
+        == 201
+    )
+    assert (
+        bob.post("/api/v1/memories", {"content": "bob's"}, **{"Idempotency-Key": "same"}).status_code == 201
+    )
 
 
 def test_concurrent_identical_writes_make_one_row(scratch_tenant) -> None:  # type: ignore[no-untyped-def]

@@ -35,7 +35,9 @@ def test_create_tenant_command_is_idempotent(django_db_setup, django_db_blocker)
             assert list(tenant.domains.values_list("domain", flat=True)) == ["gamma.localhost"]
             assert tenant.retrieval_policy.near_duplicate_threshold == 0.97
             with connection.cursor() as cursor:
-                cursor.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'")
+                cursor.execute(
+                    "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
+                )
                 assert cursor.fetchone() == ("public",)
         finally:
             connection.set_schema_to_public()
@@ -58,7 +60,8 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
     env = {**os.environ, "DATABASE_URL": test_db_url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
-        cwd=BASE_DIR, env=env,
+        cwd=BASE_DIR,
+        env=env,
     )
     try:
         yield worker
@@ -70,12 +73,21 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
 def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
         agent = Agent.objects.first() or agent_create(name="worker-test")
-        events_append(agent=agent, events=[
-            EventData(session_id="s", kind="message", content=f"turn {i}", occurred_at=timezone.now())
-            for i in range(3)
-        ])
+        events_append(
+            agent=agent,
+            events=[
+                EventData(session_id="s", kind="message", content=f"turn {i}", occurred_at=timezone.now())
+                for i in range(3)
+            ],
+        )
     result = verify_chain.delay(scratch_tenant.pk).get(timeout=90)
-    assert result == {"tenant": scratch_tenant.schema_name, "ok": True, "checked": 3, "broken_seq": None, "reason": ""}
+    assert result == {
+        "tenant": scratch_tenant.schema_name,
+        "ok": True,
+        "checked": 3,
+        "broken_seq": None,
+        "reason": "",
+    }
 
     with tenant_context(scratch_tenant), connection.cursor() as cursor:
         cursor.execute("SET session_replication_role = replica")
