@@ -303,3 +303,20 @@ def test_concurrent_identical_writes_make_one_row(scratch_tenant) -> None:  # ty
     assert sorted(statuses) == [200, 200, 200, 201]
     with tenant_context(scratch_tenant):
         assert SemanticMemory.objects.filter(content="Two writers, one memory.").count() == 1
+
+
+def test_rows_from_another_embedding_model_are_never_compared(alice: Caller) -> None:
+    from memory.embeddings import get_embedder
+    from memory.semantic.services import content_hash
+
+    text = "Quarterly revenue grew by eight percent."
+    with tenant_context(alice.tenant):
+        vector = get_embedder().embed([text])[0]
+        SemanticMemory.objects.create(
+            agent=alice.agent, scope="shared", content=text, content_hash=content_hash(text), embedding=vector,
+            embedding_model="some-other-model", embedding_dimensions=384,
+        )
+    assert search(alice, "How much did revenue grow?") == []
+    # a new write of the same text is embedded with the configured model and found
+    assert remember(alice, text, scope="private").status_code == 201
+    assert contents(search(alice, "How much did revenue grow?")) == [text]
