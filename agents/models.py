@@ -7,6 +7,7 @@ import hmac
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.serializers.json import DjangoJSONEncoder
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -14,7 +15,12 @@ from django.utils import timezone
 class Agent(models.Model):
     """A software agent that reads and writes memory through the API."""
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(
+        max_length=100,
+        unique=True,
+        validators=[RegexValidator(r"^[A-Za-z0-9._\-]+$", "Use letters, digits, '.', '_' or '-'.")],
+        help_text="Letters, digits, '.', '_' or '-' (it appears in blackboard field names).",
+    )
     role = models.CharField(max_length=100, blank=True, help_text="e.g. planner, researcher, critic")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -43,3 +43,10 @@ class EmbeddingMismatch(DomainError):
 class PayloadTooLarge(DomainError):
     status = 413
     code = "too_large"
+
+
+class ServiceUnavailable(DomainError):
+    """A backing service (Redis for working memory) cannot be reached; retry later."""
+
+    status = 503
+    code = "unavailable"

@@ -41,6 +41,19 @@ class TenantAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        (
+            "Working memory",
+            {
+                "fields": [
+                    "blackboard_ttl_seconds",
+                    "scratchpad_ttl_seconds",
+                    "window_ttl_seconds",
+                    "window_max_turns",
+                    "working_value_max_bytes",
+                    "checkpoint_cache_ttl_seconds",
+                ]
+            },
+        ),
     ]
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]

@@ -31,6 +31,18 @@ class RetrievalPolicy:
     near_duplicate_threshold: float
 
 
+@dataclass(frozen=True)
+class WorkingMemoryPolicy:
+    """Limits of the Redis-backed working memory for one tenant (seconds, turns, bytes)."""
+
+    blackboard_ttl_seconds: int
+    scratchpad_ttl_seconds: int
+    window_ttl_seconds: int
+    window_max_turns: int
+    value_max_bytes: int
+    checkpoint_cache_ttl_seconds: int
+
+
 class Tenant(TenantMixin):
     """A customer organisation. ``schema_name`` doubles as its slug (``demo`` → ``demo.localhost``)."""
 
@@ -43,6 +55,13 @@ class Tenant(TenantMixin):
     w_importance = models.FloatField(default=0.15, validators=unit_interval)
     recency_half_life_hours = models.FloatField(default=72.0, validators=[MinValueValidator(0.01)])
     near_duplicate_threshold = models.FloatField(default=0.97, validators=unit_interval)
+
+    blackboard_ttl_seconds = models.PositiveIntegerField(default=24 * 3600, validators=[MinValueValidator(1)])
+    scratchpad_ttl_seconds = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
+    window_ttl_seconds = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
+    window_max_turns = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
+    working_value_max_bytes = models.PositiveIntegerField(default=10 * 1024, validators=[MinValueValidator(1)])
+    checkpoint_cache_ttl_seconds = models.PositiveIntegerField(default=24 * 3600, validators=[MinValueValidator(1)])
 
     auto_create_schema = True
     auto_drop_schema = False
@@ -66,6 +85,19 @@ class Tenant(TenantMixin):
             w_importance=self.w_importance,
             recency_half_life_hours=self.recency_half_life_hours,
             near_duplicate_threshold=self.near_duplicate_threshold,
+        )
+
+
+    @property
+    def working_memory_policy(self) -> WorkingMemoryPolicy:
+        """The tenant's working-memory TTLs and size limit as an immutable value."""
+        return WorkingMemoryPolicy(
+            blackboard_ttl_seconds=self.blackboard_ttl_seconds,
+            scratchpad_ttl_seconds=self.scratchpad_ttl_seconds,
+            window_ttl_seconds=self.window_ttl_seconds,
+            window_max_turns=self.window_max_turns,
+            value_max_bytes=self.working_value_max_bytes,
+            checkpoint_cache_ttl_seconds=self.checkpoint_cache_ttl_seconds,
         )
 
 
