@@ -40,49 +40,72 @@ def clear_tenant_cache() -> None:
     _tenant_cache.clear()
 
 
-class ApiKeyAuthentication(BaseAuthentication):
-    """``Authorization: Bearer egm.<schema>.<key_id>.<secret>``.
+def parse_bearer(header: bytes | str | None) -> str | None:
+    """The key in ``Authorization: Bearer <key>``; ``None`` without a header.
 
-    On success, activates the tenant's schema on the connection, sets ``request.tenant`` and returns
-    ``(agent, api_key)``. Raises ``AuthenticationFailed`` (401) for a malformed, unknown or revoked
-    key, an inactive agent or tenant; returns ``None`` (then 401 from the permission) with no header.
+    Raises ``AuthenticationFailed`` for another scheme or a malformed header.
+    """
+    if not header:
+        return None
+    if isinstance(header, str):
+        header = header.encode("latin-1", errors="replace")
+    parts = header.split()
+    if not parts:
+        return None
+    if parts[0].lower() != b"bearer" or len(parts) != 2:
+        raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
+    try:
+        return parts[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise exceptions.AuthenticationFailed("Invalid API key.") from None
+
+
+def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
+    """Turn a raw key into ``(tenant, agent, api_key)`` and activate the tenant's schema.
+
+    Raises ``AuthenticationFailed`` for a malformed, unknown or revoked key, an inactive agent or
+    an inactive tenant. Updates ``last_used_at`` at most once a minute per key.
+    """
+    parts = raw.split(".")
+    if len(parts) != 4 or parts[0] != KEY_PREFIX:
+        raise exceptions.AuthenticationFailed("Invalid API key.")
+    _, schema_name, key_id, secret = parts
+
+    tenant = _tenant_for_schema(schema_name)
+    if tenant is None:
+        raise exceptions.AuthenticationFailed("Invalid API key.")
+    connection.set_tenant(tenant)
+    api_key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
+    if api_key is None or not api_key.check_secret(secret):
+        raise exceptions.AuthenticationFailed("Invalid API key.")
+    if api_key.is_revoked:
+        raise exceptions.AuthenticationFailed("This API key has been revoked.")
+    if not api_key.agent.is_active:
+        raise exceptions.AuthenticationFailed("This agent is deactivated.")
+
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+        api_key.last_used_at = now
+    return tenant, api_key.agent, api_key
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    """DRF authentication for ``Authorization: Bearer egm.<schema>.<key_id>.<secret>``.
+
+    On success, activates the tenant's schema, sets ``request.tenant`` and returns
+    ``(agent, api_key)``; see ``resolve_api_key`` for the failures (401). No header: ``None``.
     """
 
     keyword = "Bearer"
 
     def authenticate(self, request: Request) -> tuple[Agent, ApiKey] | None:
-        header = get_authorization_header(request).split()
-        if not header:
+        raw = parse_bearer(get_authorization_header(request))
+        if raw is None:
             return None
-        if header[0].lower() != self.keyword.lower().encode() or len(header) != 2:
-            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
-        try:
-            raw = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Invalid API key.") from None
-        parts = raw.split(".")
-        if len(parts) != 4 or parts[0] != KEY_PREFIX:
-            raise exceptions.AuthenticationFailed("Invalid API key.")
-        _, schema_name, key_id, secret = parts
-
-        tenant = _tenant_for_schema(schema_name)
-        if tenant is None:
-            raise exceptions.AuthenticationFailed("Invalid API key.")
-        connection.set_tenant(tenant)
-        api_key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
-        if api_key is None or not api_key.check_secret(secret):
-            raise exceptions.AuthenticationFailed("Invalid API key.")
-        if api_key.is_revoked:
-            raise exceptions.AuthenticationFailed("This API key has been revoked.")
-        if not api_key.agent.is_active:
-            raise exceptions.AuthenticationFailed("This agent is deactivated.")
-
-        now = timezone.now()
-        if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
-            ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
-            api_key.last_used_at = now
+        tenant, agent, api_key = resolve_api_key(raw)
         request.tenant = tenant  # type: ignore[attr-defined]
-        return api_key.agent, api_key
+        return agent, api_key
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword

@@ -12,10 +12,13 @@ class DomainError(Exception):
     status: int = 400
     code: str = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, extra: dict[str, object] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        self.extra = extra or {}
 
 
 class InvalidInput(DomainError):

@@ -207,8 +207,19 @@ def cmd_up(port: int) -> int:
         _manage(["migrate_schemas", "--noinput", "-v", "0"], env)
         _manage(["bootstrap_demo", "--port", str(port)], env)
         children = [
+            # ASGI, so Server-Sent Events streams work next to the API and the admin
             subprocess.Popen(
-                [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "config.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--no-access-log",
+                ],
                 cwd=BASE_DIR,
                 env=env,
                 start_new_session=True,

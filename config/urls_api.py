@@ -6,6 +6,16 @@ from drf_spectacular.views import SpectacularAPIView
 from agents.api.views import WhoAmIView
 from memory.api.events import EventsView
 from memory.api.memories import MemoriesView, MemoryDetailView, MemorySearchView
+from memory.api.stream import execution_stream
+from memory.api.working import (
+    BlackboardFieldReadView,
+    BlackboardFieldWriteView,
+    BlackboardView,
+    ExecutionCloseView,
+    ScratchpadKeyView,
+    ScratchpadView,
+    WindowView,
+)
 
 urlpatterns = [
     path("me", WhoAmIView.as_view(), name="me"),
@@ -13,6 +23,26 @@ urlpatterns = [
     path("memories", MemoriesView.as_view(), name="memories"),
     path("memories/search", MemorySearchView.as_view(), name="memory-search"),
     path("memories/<uuid:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
+    path("executions/<str:execution_id>/blackboard", BlackboardView.as_view(), name="blackboard"),
+    path(
+        "executions/<str:execution_id>/blackboard/<str:field>",
+        BlackboardFieldWriteView.as_view(),
+        name="blackboard-write",
+    ),
+    path(
+        "executions/<str:execution_id>/blackboard/<str:agent>/<str:field>",
+        BlackboardFieldReadView.as_view(),
+        name="blackboard-field",
+    ),
+    path("executions/<str:execution_id>/scratchpad", ScratchpadView.as_view(), name="scratchpad"),
+    path(
+        "executions/<str:execution_id>/scratchpad/<str:key>",
+        ScratchpadKeyView.as_view(),
+        name="scratchpad-key",
+    ),
+    path("executions/<str:execution_id>/close", ExecutionCloseView.as_view(), name="execution-close"),
+    path("executions/<str:execution_id>/stream", execution_stream, name="execution-stream"),
+    path("sessions/<str:session_id>/window", WindowView.as_view(), name="window"),
     path(
         "schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"
     ),

@@ -40,23 +40,41 @@ def test_model2vec_static_model_gives_unit_256d_vectors() -> None:
 
 def test_openai_compatible_embedder_replays_a_recorded_response(monkeypatch: pytest.MonkeyPatch) -> None:
     # a response recorded in the shape of OpenAI's /v1/embeddings (data out of order on purpose)
-    recorded = {"object": "list", "model": "text-embedding-3-small", "data": [
-        {"object": "embedding", "index": 1, "embedding": [0.0, 3.0, 4.0]},
-        {"object": "embedding", "index": 0, "embedding": [1.0, 0.0, 0.0]},
-    ]}
+    recorded = {
+        "object": "list",
+        "model": "text-embedding-3-small",
+        "data": [
+            {"object": "embedding", "index": 1, "embedding": [0.0, 3.0, 4.0]},
+            {"object": "embedding", "index": 0, "embedding": [1.0, 0.0, 0.0]},
+        ],
+    }
     seen: list[dict] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append({"url": str(request.url), "auth": request.headers.get("authorization"),
-                     "body": json.loads(request.content)})
+        seen.append(
+            {
+                "url": str(request.url),
+                "auth": request.headers.get("authorization"),
+                "body": json.loads(request.content),
+            }
+        )
         return httpx.Response(200, json=recorded)
 
     real_client = httpx.Client
-    monkeypatch.setattr(httpx, "Client", lambda **kw: real_client(transport=httpx.MockTransport(handler), **kw))
-    embedder = OpenAIEmbedder("text-embedding-3-small", "http://embeddings.invalid/v1", "sk-test", dimensions=3)
+    monkeypatch.setattr(
+        httpx, "Client", lambda **kw: real_client(transport=httpx.MockTransport(handler), **kw)
+    )
+    embedder = OpenAIEmbedder(
+        "text-embedding-3-small", "http://embeddings.invalid/v1", "sk-test", dimensions=3
+    )
     vectors = embedder.embed(["a", "b"])
-    assert seen == [{"url": "http://embeddings.invalid/v1/embeddings", "auth": "Bearer sk-test",
-                     "body": {"model": "text-embedding-3-small", "input": ["a", "b"]}}]
+    assert seen == [
+        {
+            "url": "http://embeddings.invalid/v1/embeddings",
+            "auth": "Bearer sk-test",
+            "body": {"model": "text-embedding-3-small", "input": ["a", "b"]},
+        }
+    ]
     assert np.allclose(vectors, [[1, 0, 0], [0, 0.6, 0.8]])
 
 
@@ -83,11 +101,18 @@ def test_event_list_query_count_does_not_grow_with_rows(alice: Caller) -> None:
             assert alice.get("/api/v1/events").status_code == 200
         return len(ctx.captured_queries)
 
-    alice.post("/api/v1/events", [{"session_id": "s", "kind": "message", "content": "x",
-                                   "occurred_at": "2026-01-01T00:00:00Z"}])
+    alice.post(
+        "/api/v1/events",
+        [{"session_id": "s", "kind": "message", "content": "x", "occurred_at": "2026-01-01T00:00:00Z"}],
+    )
     few = queries_for_listing()
-    alice.post("/api/v1/events", [{"session_id": "s", "kind": "message", "content": str(i),
-                                   "occurred_at": "2026-01-01T00:00:00Z"} for i in range(50)])
+    alice.post(
+        "/api/v1/events",
+        [
+            {"session_id": "s", "kind": "message", "content": str(i), "occurred_at": "2026-01-01T00:00:00Z"}
+            for i in range(50)
+        ],
+    )
     assert queries_for_listing() == few
 
 
@@ -103,8 +128,12 @@ def _login(client, tenant, username: str = "op") -> None:  # type: ignore[no-unt
 def test_admin_mints_a_key_shown_once_and_revokes_it(alice: Caller, client) -> None:  # type: ignore[no-untyped-def]
     _login(client, alice.tenant)
     host = {"HTTP_HOST": "alpha.localhost"}
-    response = client.post("/admin/agents/agent/", {"action": "mint_read_only_key",
-                                                    "_selected_action": [alice.agent.pk]}, follow=True, **host)
+    response = client.post(
+        "/admin/agents/agent/",
+        {"action": "mint_read_only_key", "_selected_action": [alice.agent.pk]},
+        follow=True,
+        **host,
+    )
     page = response.content.decode()
     assert "it will not be shown again" in page
     raw = page.split("shown again): ")[1].split("<")[0].strip()

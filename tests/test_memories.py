@@ -313,8 +313,13 @@ def test_rows_from_another_embedding_model_are_never_compared(alice: Caller) -> 
     with tenant_context(alice.tenant):
         vector = get_embedder().embed([text])[0]
         SemanticMemory.objects.create(
-            agent=alice.agent, scope="shared", content=text, content_hash=content_hash(text), embedding=vector,
-            embedding_model="some-other-model", embedding_dimensions=384,
+            agent=alice.agent,
+            scope="shared",
+            content=text,
+            content_hash=content_hash(text),
+            embedding=vector,
+            embedding_model="some-other-model",
+            embedding_dimensions=384,
         )
     assert search(alice, "How much did revenue grow?") == []
     # a new write of the same text is embedded with the configured model and found

@@ -28,7 +28,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     malformed JSON → 400 with ``errors.body``; ``DomainError`` → its status with ``errors[field]``.
     """
     if isinstance(exc, DomainError):
-        body: dict[str, Any] = {"detail": exc.message, "code": exc.code}
+        body: dict[str, Any] = {"detail": exc.message, "code": exc.code, **exc.extra}
         if exc.field:
             body["errors"] = {exc.field: [exc.message]}
         return Response(body, status=exc.status)

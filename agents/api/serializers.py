@@ -16,11 +16,17 @@ class StrictSerializer(serializers.Serializer):
     unknown_key_message = "Unknown field."
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({key: [self.unknown_key_message] for key in unknown})
-        return super().to_internal_value(data)
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        errors = {key: [self.unknown_key_message] for key in unknown}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if not errors or not isinstance(exc.detail, dict):
+                raise
+            raise serializers.ValidationError({**exc.detail, **errors}) from exc
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
 
 
 class StrictFloatField(serializers.FloatField):

@@ -5,15 +5,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0001_initial'),
+        ("agents", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='agent',
-            name='name',
-            field=models.CharField(help_text="Letters, digits, '.', '_' or '-' (it appears in blackboard field names).", max_length=100, unique=True, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9._\\-]+$', "Use letters, digits, '.', '_' or '-'.")]),
+            model_name="agent",
+            name="name",
+            field=models.CharField(
+                help_text="Letters, digits, '.', '_' or '-' (it appears in blackboard field names).",
+                max_length=100,
+                unique=True,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[A-Za-z0-9._\\-]+$", "Use letters, digits, '.', '_' or '-'."
+                    )
+                ],
+            ),
         ),
     ]

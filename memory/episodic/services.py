@@ -75,13 +75,16 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     return rows
 
 
-def decision_record(*, agent: Agent, session_id: str, content: str, payload: dict[str, Any]) -> Event:
+def decision_record(
+    *, agent: Agent, session_id: str, content: str, payload: dict[str, Any], execution_id: str | None = None
+) -> Event:
     """Append one ``decision`` event made by the system on ``agent``'s behalf (e.g. a forget)."""
     return events_append(
         agent=agent,
         events=[
             EventData(
                 session_id=session_id,
+                execution_id=execution_id,
                 kind=EventKind.DECISION,
                 role=EventRole.SYSTEM,
                 content=content,

@@ -33,5 +33,7 @@ def tenant_samples(schema_name: str) -> list[dict[str, object]]:
     for metric in LOOKUPS.collect():
         for sample in metric.samples:
             if sample.name.endswith("_total") and sample.labels.get("tenant") == schema_name:
-                rows.append({**{k: v for k, v in sample.labels.items() if k != "tenant"}, "count": int(sample.value)})
+                rows.append(
+                    {**{k: v for k, v in sample.labels.items() if k != "tenant"}, "count": int(sample.value)}
+                )
     return sorted(rows, key=lambda r: (r["agent"], r["layer"], r["result"]))

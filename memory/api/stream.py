@@ -1,0 +1,87 @@
+"""``GET /api/v1/executions/{id}/stream``: Server-Sent Events of an execution's blackboard writes.
+
+An async view (served under ASGI, e.g. uvicorn): it subscribes to the execution's tenant-prefixed
+Redis channel and forwards each write as ``event: blackboard`` with the field's JSON document as
+``data`` and ``<field>@<version>`` as ``id``. A comment line is sent every ``KEEPALIVE_SECONDS`` so
+proxies keep the connection open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from rest_framework import exceptions
+
+from agents.authentication import parse_bearer, resolve_api_key
+from config.errors import DomainError
+from memory.working.services import updates_channel
+from memory.working.store import UNAVAILABLE_MESSAGE, check_id
+
+KEEPALIVE_SECONDS = 15.0
+
+
+def _authenticate(header: str | None, execution_id: str) -> tuple[str, str]:
+    """Sync part: key → (schema name, agent name); raises DRF/DomainError exceptions."""
+    try:
+        raw = parse_bearer(header)
+        if raw is None:
+            raise exceptions.NotAuthenticated("Authentication credentials were not provided.")
+        tenant, agent, api_key = resolve_api_key(raw)
+        if not api_key.has_scope("read"):
+            raise exceptions.PermissionDenied("This API key lacks the 'read' scope.")
+        check_id(execution_id, field="execution_id")
+        return tenant.schema_name, agent.name
+    finally:
+        close_old_connections()
+
+
+async def execution_stream(request: HttpRequest, execution_id: str) -> HttpResponse:
+    """Stream blackboard writes of ``execution_id`` to the caller until it disconnects."""
+    try:
+        schema_name, _agent = await sync_to_async(_authenticate)(
+            request.headers.get("Authorization"), execution_id
+        )
+    except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed) as exc:
+        response = JsonResponse({"detail": str(exc.detail), "code": "not_authenticated"}, status=401)
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+    except exceptions.PermissionDenied as exc:
+        return JsonResponse({"detail": str(exc.detail), "code": "permission_denied"}, status=403)
+    except DomainError as exc:
+        return JsonResponse(
+            {"detail": exc.message, "code": exc.code, "errors": {exc.field: [exc.message]}}, status=exc.status
+        )
+
+    client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5)
+    pubsub = client.pubsub()
+    try:
+        await pubsub.subscribe(updates_channel(execution_id, schema_name))
+    except (aioredis.ConnectionError, aioredis.TimeoutError):
+        await client.aclose()
+        return JsonResponse({"detail": UNAVAILABLE_MESSAGE, "code": "unavailable"}, status=503)
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            yield f"retry: 3000\n: following execution {execution_id}\n\n"
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=KEEPALIVE_SECONDS)
+                if message is None:
+                    yield ": keep-alive\n\n"
+                    continue
+                data = message["data"].decode()
+                doc = json.loads(data)
+                yield f"event: blackboard\nid: {doc['field']}@{doc['version']}\ndata: {data}\n\n"
+        finally:
+            await pubsub.aclose()
+            await client.aclose()
+
+    response = StreamingHttpResponse(events(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

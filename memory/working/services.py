@@ -1,0 +1,298 @@
+"""Working memory in Redis: the blackboard of an execution, private scratchpads, conversation windows.
+
+Key layout (``{t}`` is the tenant's schema, a Redis Cluster hash tag; see ``store.tenant_key``):
+
+=============================  ======  =====================================================
+``{t}:bb:<execution>``         hash    ``<agent>:<field>`` → JSON document (value + provenance)
+``{t}:bbv:<execution>``        hash    ``<agent>:<field>`` → version (integer, starts at 1)
+``{t}:bb-closed:<execution>``  string  set when the execution is closed (no more writes)
+``{t}:bb-updates:<execution>`` pubsub  every blackboard write, as its JSON document
+``{t}:sp:<execution>:<agent>`` hash    scratchpad key → JSON value (private to the agent)
+``{t}:sp-idx:<execution>``     set     agent ids that have a scratchpad in the execution
+``{t}:win:<session>``          list    conversation turns (JSON), oldest first, bounded
+=============================  ======  =====================================================
+
+Every write refreshes the TTL of the keys it touches (tenant policy). Redis being unreachable
+raises ``ServiceUnavailable`` (503): working memory is ephemeral by design and has no fallback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from agents.models import Agent
+from config.errors import Conflict, NotFound, PayloadTooLarge
+from memory.episodic.models import Event
+from memory.episodic.services import decision_record
+from tenants.models import WorkingMemoryPolicy
+
+from .metrics import record_lookup
+from .store import check_id, get_redis, redis_errors, tenant_key
+
+# Compare-and-set of one blackboard field, atomic in Redis. The value JSON is spliced into the
+# document verbatim (never decoded and re-encoded by Lua's cjson, which would alter numbers).
+# KEYS: values hash, versions hash, closed flag. ARGV: field, expected version or "", value JSON,
+# agent, ISO time, TTL seconds, channel. Returns {1, version} on success, {0, current} on conflict,
+# {-1, 0} when the execution is closed.
+_WRITE_SCRIPT = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return {-1, 0} end
+local current = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= current then return {0, current} end
+local version = current + 1
+local doc = '{"field":' .. cjson.encode(ARGV[1]) .. ',"agent":' .. cjson.encode(ARGV[4]) ..
+    ',"version":' .. version .. ',"updated_at":' .. cjson.encode(ARGV[5]) .. ',"value":' .. ARGV[3] .. '}'
+redis.call('HSET', KEYS[1], ARGV[1], doc)
+redis.call('HSET', KEYS[2], ARGV[1], version)
+redis.call('EXPIRE', KEYS[1], ARGV[6])
+redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('PUBLISH', ARGV[7], doc)
+return {1, version}
+"""
+
+SEMANTIC_HINT = "Store large content as a semantic memory (POST /api/v1/memories) and keep its id here."
+
+
+def _encode(value: Any, policy: WorkingMemoryPolicy, *, field: str) -> str:
+    encoded = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    size = len(encoded.encode("utf-8"))
+    if size > policy.value_max_bytes:
+        raise PayloadTooLarge(
+            f"The value is {size} bytes; working memory holds at most {policy.value_max_bytes}. {SEMANTIC_HINT}",
+            field=field,
+        )
+    return encoded
+
+
+def updates_channel(execution_id: str, schema_name: str | None = None) -> str:
+    """The pub/sub channel of an execution's blackboard writes (tenant-prefixed)."""
+    if schema_name is None:
+        return tenant_key("bb-updates", execution_id)
+    return "{" + schema_name + "}:bb-updates:" + execution_id
+
+
+@dataclass(frozen=True)
+class BlackboardEntry:
+    """One blackboard field: ``field`` is ``<agent>:<name>``; ``version`` counts writes from 1."""
+
+    field: str
+    agent: str
+    version: int
+    updated_at: str
+    value: Any
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> BlackboardEntry:
+        doc = json.loads(raw)
+        return cls(doc["field"], doc["agent"], int(doc["version"]), doc["updated_at"], doc["value"])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "field": self.field,
+            "agent": self.agent,
+            "version": self.version,
+            "updated_at": self.updated_at,
+            "value": self.value,
+        }
+
+
+def blackboard_write(
+    *,
+    agent: Agent,
+    execution_id: str,
+    name: str,
+    value: Any,
+    policy: WorkingMemoryPolicy,
+    expected_version: int | None = None,
+) -> BlackboardEntry:
+    """Write ``<agent>:<name>`` on the execution's blackboard and publish the change.
+
+    With ``expected_version`` (0 = "must not exist yet") the write is a compare-and-set done in one
+    Lua script. Raises ``Conflict`` (409, ``current_version`` in the body) on a stale version or a
+    closed execution, ``PayloadTooLarge`` (413) above the tenant's size limit, ``InvalidInput`` for a
+    bad id and ``ServiceUnavailable`` (503) without Redis.
+    """
+    check_id(execution_id, field="execution_id")
+    check_id(name, field="field")
+    encoded = _encode(value, policy, field="value")
+    field = f"{agent.name}:{name}"
+    now = timezone.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
+    with redis_errors():
+        script = get_redis().register_script(_WRITE_SCRIPT)
+        status, version = script(
+            keys=[
+                tenant_key("bb", execution_id),
+                tenant_key("bbv", execution_id),
+                tenant_key("bb-closed", execution_id),
+            ],
+            args=[
+                field,
+                "" if expected_version is None else str(expected_version),
+                encoded,
+                agent.name,
+                now,
+                policy.blackboard_ttl_seconds,
+                updates_channel(execution_id),
+            ],
+        )
+    if status == -1:
+        raise Conflict(f"Execution {execution_id} is closed.", field="execution_id")
+    if status == 0:
+        raise Conflict(
+            f"{field} is at version {version}, not {expected_version}: read it again and retry.",
+            field="expected_version",
+            extra={"current_version": int(version)},
+        )
+    return BlackboardEntry(field, agent.name, int(version), now, json.loads(encoded))
+
+
+def blackboard_read(
+    *, reader: Agent, execution_id: str, agent_name: str | None = None
+) -> list[BlackboardEntry]:
+    """All fields of the execution's blackboard (or those written by ``agent_name``), sorted by field."""
+    check_id(execution_id, field="execution_id")
+    with redis_errors():
+        raw = get_redis().hgetall(tenant_key("bb", execution_id))
+    prefix = f"{agent_name}:".encode() if agent_name is not None else b""
+    entries = sorted(
+        (BlackboardEntry.from_json(v) for k, v in raw.items() if k.startswith(prefix)), key=lambda e: e.field
+    )
+    record_lookup(agent=reader.name, layer="blackboard", hit=bool(entries))
+    return entries
+
+
+def blackboard_get(*, reader: Agent, execution_id: str, agent_name: str, name: str) -> BlackboardEntry:
+    """One field; raises ``NotFound`` if it was never written or has expired."""
+    check_id(execution_id, field="execution_id")
+    with redis_errors():
+        raw = get_redis().hget(tenant_key("bb", execution_id), f"{agent_name}:{name}")
+    record_lookup(agent=reader.name, layer="blackboard", hit=raw is not None)
+    if raw is None:
+        raise NotFound(f"No field {agent_name}:{name} on execution {execution_id}.", field="field")
+    return BlackboardEntry.from_json(raw)
+
+
+def scratchpad_write(
+    *, agent: Agent, execution_id: str, key: str, value: Any, policy: WorkingMemoryPolicy
+) -> None:
+    """Set ``key`` in the agent's private scratchpad for the execution (TTL refreshed)."""
+    check_id(execution_id, field="execution_id")
+    check_id(key, field="key")
+    encoded = _encode(value, policy, field="value")
+    pad, index = tenant_key("sp", execution_id, agent.pk), tenant_key("sp-idx", execution_id)
+    with redis_errors():
+        client = get_redis()
+        if client.exists(tenant_key("bb-closed", execution_id)):
+            raise Conflict(f"Execution {execution_id} is closed.", field="execution_id")
+        pipe = client.pipeline(transaction=True)
+        pipe.hset(pad, key, encoded).expire(pad, policy.scratchpad_ttl_seconds)
+        pipe.sadd(index, agent.pk).expire(
+            index, max(policy.scratchpad_ttl_seconds, policy.blackboard_ttl_seconds)
+        )
+        pipe.execute()
+
+
+def scratchpad_read(*, agent: Agent, execution_id: str) -> dict[str, Any]:
+    """The agent's own scratchpad for the execution (empty if none or expired)."""
+    check_id(execution_id, field="execution_id")
+    with redis_errors():
+        raw = get_redis().hgetall(tenant_key("sp", execution_id, agent.pk))
+    record_lookup(agent=agent.name, layer="scratchpad", hit=bool(raw))
+    return {k.decode(): json.loads(v) for k, v in sorted(raw.items())}
+
+
+def scratchpad_delete(*, agent: Agent, execution_id: str, key: str) -> bool:
+    """Remove one key from the agent's scratchpad; returns whether it existed."""
+    check_id(execution_id, field="execution_id")
+    with redis_errors():
+        return bool(get_redis().hdel(tenant_key("sp", execution_id, agent.pk), key))
+
+
+def window_append(
+    *, agent: Agent, session_id: str, role: str, content: str, policy: WorkingMemoryPolicy
+) -> int:
+    """Append a turn to the session's conversation window, keep the last ``window_max_turns``.
+
+    Returns the window's length after the append (RPUSH + LTRIM + EXPIRE in one MULTI).
+    """
+    check_id(session_id, field="session_id")
+    turn = {
+        "role": role,
+        "content": content,
+        "agent": agent.name,
+        "at": timezone.now().isoformat(timespec="microseconds").replace("+00:00", "Z"),
+    }
+    encoded = _encode(turn, policy, field="content")
+    key = tenant_key("win", session_id)
+    with redis_errors():
+        pipe = get_redis().pipeline(transaction=True)
+        pipe.rpush(key, encoded).ltrim(key, -policy.window_max_turns, -1).expire(
+            key, policy.window_ttl_seconds
+        )
+        pipe.llen(key)
+        return int(pipe.execute()[-1])
+
+
+def window_read(*, agent: Agent, session_id: str, last: int) -> list[dict[str, Any]]:
+    """The last ``last`` turns of the session's window, oldest first."""
+    check_id(session_id, field="session_id")
+    with redis_errors():
+        raw = get_redis().lrange(tenant_key("win", session_id), -last, -1)
+    record_lookup(agent=agent.name, layer="window", hit=bool(raw))
+    return [json.loads(item) for item in raw]
+
+
+SUMMARY_VALUE_CHARS = 500
+
+
+def execution_close(*, agent: Agent, execution_id: str, session_id: str | None = None) -> Event:
+    """Close an execution: no more writes, scratchpads deleted, blackboard kept until its TTL.
+
+    Writes a ``decision`` event whose payload summarises the final blackboard (each value cut to
+    ``SUMMARY_VALUE_CHARS`` characters of JSON). Raises ``Conflict`` if already closed.
+    """
+    check_id(execution_id, field="execution_id")
+    client = get_redis()
+    with redis_errors():
+        ttl = client.ttl(tenant_key("bb", execution_id))
+        closed = client.set(
+            tenant_key("bb-closed", execution_id),
+            agent.name,
+            nx=True,
+            ex=ttl if ttl and ttl > 0 else 24 * 3600,
+        )
+        if not closed:
+            raise Conflict(f"Execution {execution_id} is already closed.", field="execution_id")
+        index = tenant_key("sp-idx", execution_id)
+        pads = [tenant_key("sp", execution_id, member.decode()) for member in client.smembers(index)]
+        client.delete(index, *pads)
+        entries = [
+            BlackboardEntry.from_json(v) for v in client.hgetall(tenant_key("bb", execution_id)).values()
+        ]
+    summary = []
+    for entry in sorted(entries, key=lambda e: e.field):
+        text = json.dumps(entry.value, ensure_ascii=False)
+        summary.append(
+            {
+                "field": entry.field,
+                "agent": entry.agent,
+                "version": entry.version,
+                "updated_at": entry.updated_at,
+                "value": text if len(text) <= SUMMARY_VALUE_CHARS else text[:SUMMARY_VALUE_CHARS] + "…",
+            }
+        )
+    return decision_record(
+        agent=agent,
+        session_id=session_id or f"execution:{execution_id}",
+        execution_id=execution_id,
+        content=f"Execution {execution_id} closed by {agent.name}; final blackboard has {len(summary)} field(s).",
+        payload={
+            "action": "execution_close",
+            "execution_id": execution_id,
+            "scratchpads_deleted": len(pads),
+            "blackboard": summary,
+        },
+    )
