@@ -38,13 +38,23 @@ requires_model = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
-    """After the test database is migrated, create the public tenant and tenants ``alpha``/``beta``."""
+def django_db_setup(django_test_environment, django_db_blocker) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """Create and migrate the test database, then the public tenant and tenants ``alpha``/``beta``.
+
+    Replaces pytest-django's fixture, which sets up only databases that some collected test marks
+    with ``django_db``; ``scratch_tenant`` tests need the database without that mark.
+    """
+    from django.test.utils import setup_databases, teardown_databases
+
     with django_db_blocker.unblock():
+        db_config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
         public_tenant_ensure(domain="localhost")
         tenant_create(slug="alpha", name="Alpha", domain="alpha.localhost")
         tenant_create(slug="beta", name="Beta", domain="beta.localhost")
         connection.set_schema_to_public()
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(db_config, verbosity=0)
 
 
 @pytest.fixture(autouse=True)
