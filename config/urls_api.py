@@ -4,6 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
 from agents.api.views import WhoAmIView
+from memory.api.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
 from memory.api.events import EventsView
 from memory.api.memories import MemoriesView, MemoryDetailView, MemorySearchView
 from memory.api.stream import execution_stream
@@ -43,6 +44,17 @@ urlpatterns = [
     path("executions/<str:execution_id>/close", ExecutionCloseView.as_view(), name="execution-close"),
     path("executions/<str:execution_id>/stream", execution_stream, name="execution-stream"),
     path("sessions/<str:session_id>/window", WindowView.as_view(), name="window"),
+    path("sessions/<str:session_id>/checkpoints", CheckpointsView.as_view(), name="checkpoints"),
+    path(
+        "sessions/<str:session_id>/checkpoints/latest",
+        CheckpointLatestView.as_view(),
+        name="checkpoint-latest",
+    ),
+    path(
+        "sessions/<str:session_id>/checkpoints/<int:step_index>",
+        CheckpointDetailView.as_view(),
+        name="checkpoint-detail",
+    ),
     path(
         "schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"
     ),

@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 
+from .checkpoints import admin as checkpoints_admin  # noqa: F401 (registers CheckpointAdmin)
 from .models import Event, SemanticMemory
 from .semantic.services import memory_forget
 

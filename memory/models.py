@@ -1,6 +1,16 @@
 """Models of every memory layer; each lives in its layer's sub-package."""
 
+from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 
-__all__ = ["ChainHead", "Event", "EventKind", "EventRole", "MemoryScope", "MemoryType", "SemanticMemory"]
+__all__ = [
+    "ChainHead",
+    "Checkpoint",
+    "Event",
+    "EventKind",
+    "EventRole",
+    "MemoryScope",
+    "MemoryType",
+    "SemanticMemory",
+]

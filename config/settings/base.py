@@ -165,6 +165,8 @@ ENGRAM = {
     "MAX_CONTENT_CHARS": env.int("ENGRAM_MAX_CONTENT_CHARS", default=32_000),
     "MAX_EVENT_BATCH": 1000,
     "IDEMPOTENCY_TTL_HOURS": env.int("ENGRAM_IDEMPOTENCY_TTL_HOURS", default=24),
+    # /metrics: with a token, scrapers send "Authorization: Bearer <token>"; without, loopback only
+    "METRICS_TOKEN": env_secret("ENGRAM_METRICS_TOKEN", "") or "",
 }
 
 LOGGING = {

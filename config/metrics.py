@@ -1,0 +1,100 @@
+"""``/metrics`` in Prometheus text format, and the tenant admin's page of working-memory counters.
+
+``/metrics`` shows every tenant's counters, so it is not public: with ``ENGRAM["METRICS_TOKEN"]``
+set (env ``ENGRAM_METRICS_TOKEN`` or ``ENGRAM_METRICS_TOKEN_FILE``) a scraper must send
+``Authorization: Bearer <token>``; without a token only loopback clients (``127.0.0.0/8``, ``::1``)
+may read it. Behind a reverse proxy on the same host every client looks local: set a token there.
+Anything else gets 403.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from collections import defaultdict
+from typing import cast
+
+from django.conf import settings
+from django.contrib import admin
+from django.db import connection
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_safe
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+from memory.working.metrics import tenant_samples
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 from a dual-stack socket
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def metrics_allowed(request: HttpRequest) -> bool:
+    """True for the configured bearer token or, when no token is configured, a loopback client."""
+    token = settings.ENGRAM.get("METRICS_TOKEN") or ""
+    if token:
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
+    return _is_loopback(request.META.get("REMOTE_ADDR", ""))
+
+
+@require_safe
+def prometheus_metrics(request: HttpRequest) -> HttpResponse:
+    """GET ``/metrics``: every collector of this process (or, with ``PROMETHEUS_MULTIPROC_DIR``, of all
+    worker processes) in the Prometheus text exposition format 0.0.4. 403 when not allowed.
+    """
+    if not metrics_allowed(request):
+        return HttpResponse(
+            "Forbidden: send the metrics bearer token, or scrape from this host.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def metric_rows(schema_name: str) -> list[dict[str, object]]:
+    """The tenant's lookup counters as one row per (agent, layer): ``hits``, ``misses``, ``total``,
+    ``hit_ratio`` (0-1, ``None`` without lookups), sorted by agent then layer.
+    """
+    table: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: {"hit": 0, "miss": 0})
+    for sample in tenant_samples(schema_name):
+        counts = table[(str(sample["agent"]), str(sample["layer"]))]
+        counts[str(sample["result"])] += cast(int, sample["count"])
+    rows: list[dict[str, object]] = []
+    for (agent, layer), counts in sorted(table.items()):
+        total = counts["hit"] + counts["miss"]
+        rows.append(
+            {
+                "agent": agent,
+                "layer": layer,
+                "hits": counts["hit"],
+                "misses": counts["miss"],
+                "total": total,
+                "hit_ratio": counts["hit"] / total if total else None,
+            }
+        )
+    return rows
+
+
+def tenant_metrics_admin(request: HttpRequest) -> TemplateResponse:
+    """The admin page of the current tenant's hit/miss counters (wrap in ``admin.site.admin_view``)."""
+    context = {
+        **admin.site.each_context(request),
+        "title": "Working-memory metrics",
+        "rows": metric_rows(connection.schema_name),
+        "schema_name": connection.schema_name,
+        "pid": os.getpid(),
+    }
+    return TemplateResponse(request, "admin/engram/metrics.html", context)

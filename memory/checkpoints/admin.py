@@ -1,0 +1,47 @@
+"""Tenant admin for checkpoints: read-only (agents write them through the API)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from .models import Checkpoint
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(admin.ModelAdmin):
+    list_display = ["session_id", "step_index", "agent", "schema_version", "idempotency_key", "created_at"]
+    list_filter = ["agent", "schema_version"]
+    list_select_related = ["agent"]
+    search_fields = ["session_id", "idempotency_key"]
+    ordering = ["-created_at"]
+    show_full_result_count = False
+    fields = [
+        "session_id",
+        "step_index",
+        "idempotency_key",
+        "schema_version",
+        "agent",
+        "created_at",
+        "fingerprint",
+        "state",
+        "plan",
+    ]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Checkpoint]:
+        qs = super().get_queryset(request)
+        match = request.resolver_match
+        if match is not None and (match.url_name or "").endswith("_changelist"):
+            return qs.defer("state", "plan")  # the list shows neither (up to 1 MiB each)
+        return qs
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
