@@ -45,3 +45,17 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
     return api_key
+
+
+SYSTEM_AGENT_NAME = "engram-system"
+
+
+def system_agent_get() -> Agent:
+    """The tenant's system agent, author of decisions made by people in the admin (created once).
+
+    It is inactive and has no keys, so nobody can call the API as it.
+    """
+    agent, _ = Agent.objects.get_or_create(
+        name=SYSTEM_AGENT_NAME, defaults={"role": "system", "is_active": False}
+    )
+    return agent

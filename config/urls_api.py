@@ -6,6 +6,13 @@ from drf_spectacular.views import SpectacularAPIView
 from agents.api.views import WhoAmIView
 from memory.api.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
 from memory.api.events import EventsView
+from memory.api.knowledge import (
+    ContradictionsView,
+    EntityFactsView,
+    FactRetractView,
+    FactsView,
+    GraphPathView,
+)
 from memory.api.memories import MemoriesView, MemoryDetailView, MemorySearchView
 from memory.api.stream import execution_stream
 from memory.api.working import (
@@ -24,6 +31,11 @@ urlpatterns = [
     path("memories", MemoriesView.as_view(), name="memories"),
     path("memories/search", MemorySearchView.as_view(), name="memory-search"),
     path("memories/<uuid:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
+    path("facts", FactsView.as_view(), name="facts"),
+    path("facts/<int:fact_id>/retract", FactRetractView.as_view(), name="fact-retract"),
+    path("entities/<path:name>/facts", EntityFactsView.as_view(), name="entity-facts"),
+    path("graph/path", GraphPathView.as_view(), name="graph-path"),
+    path("contradictions", ContradictionsView.as_view(), name="contradictions"),
     path("executions/<str:execution_id>/blackboard", BlackboardView.as_view(), name="blackboard"),
     path(
         "executions/<str:execution_id>/blackboard/<str:field>",

@@ -2,15 +2,29 @@
 
 from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
+from memory.knowledge.models import (
+    Contradiction,
+    Entity,
+    Fact,
+    FactProvenance,
+    GraphOutbox,
+    Predicate,
+)
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 
 __all__ = [
     "ChainHead",
     "Checkpoint",
+    "Contradiction",
+    "Entity",
     "Event",
     "EventKind",
     "EventRole",
+    "Fact",
+    "FactProvenance",
+    "GraphOutbox",
     "MemoryScope",
     "MemoryType",
+    "Predicate",
     "SemanticMemory",
 ]

@@ -54,6 +54,7 @@ class TenantAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        ("Knowledge", {"fields": ["default_predicate_cardinality"]}),
     ]
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]

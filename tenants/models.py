@@ -60,8 +60,19 @@ class Tenant(TenantMixin):
     scratchpad_ttl_seconds = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
     window_ttl_seconds = models.PositiveIntegerField(default=3600, validators=[MinValueValidator(1)])
     window_max_turns = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
-    working_value_max_bytes = models.PositiveIntegerField(default=10 * 1024, validators=[MinValueValidator(1)])
-    checkpoint_cache_ttl_seconds = models.PositiveIntegerField(default=24 * 3600, validators=[MinValueValidator(1)])
+    working_value_max_bytes = models.PositiveIntegerField(
+        default=10 * 1024, validators=[MinValueValidator(1)]
+    )
+    checkpoint_cache_ttl_seconds = models.PositiveIntegerField(
+        default=24 * 3600, validators=[MinValueValidator(1)]
+    )
+
+    default_predicate_cardinality = models.CharField(
+        max_length=4,
+        choices=[("one", "one"), ("many", "many")],
+        default="one",
+        help_text="Cardinality given to a predicate the first time an agent uses it.",
+    )
 
     auto_create_schema = True
     auto_drop_schema = False
@@ -86,7 +97,6 @@ class Tenant(TenantMixin):
             recency_half_life_hours=self.recency_half_life_hours,
             near_duplicate_threshold=self.near_duplicate_threshold,
         )
-
 
     @property
     def working_memory_policy(self) -> WorkingMemoryPolicy:

@@ -5,40 +5,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0001_initial'),
+        ("tenants", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tenant',
-            name='blackboard_ttl_seconds',
-            field=models.PositiveIntegerField(default=86400, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="tenant",
+            name="blackboard_ttl_seconds",
+            field=models.PositiveIntegerField(
+                default=86400, validators=[django.core.validators.MinValueValidator(1)]
+            ),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='checkpoint_cache_ttl_seconds',
-            field=models.PositiveIntegerField(default=86400, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="tenant",
+            name="checkpoint_cache_ttl_seconds",
+            field=models.PositiveIntegerField(
+                default=86400, validators=[django.core.validators.MinValueValidator(1)]
+            ),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='scratchpad_ttl_seconds',
-            field=models.PositiveIntegerField(default=3600, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="tenant",
+            name="scratchpad_ttl_seconds",
+            field=models.PositiveIntegerField(
+                default=3600, validators=[django.core.validators.MinValueValidator(1)]
+            ),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='window_max_turns',
-            field=models.PositiveIntegerField(default=50, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="tenant",
+            name="window_max_turns",
+            field=models.PositiveIntegerField(
+                default=50, validators=[django.core.validators.MinValueValidator(1)]
+            ),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='window_ttl_seconds',
-            field=models.PositiveIntegerField(default=3600, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="tenant",
+            name="window_ttl_seconds",
+            field=models.PositiveIntegerField(
+                default=3600, validators=[django.core.validators.MinValueValidator(1)]
+            ),
         ),
         migrations.AddField(
-            model_name='tenant',
-            name='working_value_max_bytes',
-            field=models.PositiveIntegerField(default=10240, validators=[django.core.validators.MinValueValidator(1)]),
+            model_name="tenant",
+            name="working_value_max_bytes",
+            field=models.PositiveIntegerField(
+                default=10240, validators=[django.core.validators.MinValueValidator(1)]
+            ),
         ),
     ]

@@ -1,0 +1,383 @@
+"""Writes to the knowledge layer: asserting, retracting, and resolving contradictions.
+
+Every change to a fact adds a ``GraphOutbox`` row in the same transaction and queues the Celery task
+that projects it into Neo4j once the transaction commits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Literal
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents.models import Agent
+from agents.services import system_agent_get
+from config.errors import Conflict, InvalidInput, NotFound
+from memory.episodic.models import Event
+from memory.episodic.services import decision_record
+
+from .models import (
+    LIVE_STATUSES,
+    PREDICATE_PATTERN,
+    Cardinality,
+    Contradiction,
+    ContradictionStatus,
+    Entity,
+    Fact,
+    FactProvenance,
+    FactStatus,
+    GraphOutbox,
+    LiteralType,
+    Predicate,
+    Resolution,
+    entity_key,
+)
+
+MAX_NAME_CHARS = 300
+MAX_LITERAL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class FactObject:
+    """The object of a fact: an entity (``entity`` name) or a literal (``literal_type`` + ``value``)."""
+
+    entity: str | None = None
+    entity_type: str = ""
+    literal_type: str = ""
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class FactData:
+    """One assertion. ``valid_from`` defaults to now; ``confidence`` is in [0, 1]."""
+
+    subject: str
+    predicate: str
+    object: FactObject
+    confidence: float = 1.0
+    valid_from: datetime | None = None
+    session_id: str = ""
+    source_event_id: int | None = None
+    subject_type: str = ""
+
+
+@dataclass(frozen=True)
+class AssertResult:
+    """``created`` (a new active fact), ``reinforced`` (the same live fact again) or ``disputed``
+    (a new fact contradicting an active one, with the open ``contradiction``)."""
+
+    fact: Fact
+    outcome: Literal["created", "reinforced", "disputed"]
+    contradiction: Contradiction | None = None
+
+
+def _check_name(name: str, *, field: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput("A name is required.", field=field)
+    if len(name) > MAX_NAME_CHARS or "\x00" in name:
+        raise InvalidInput(f"At most {MAX_NAME_CHARS} characters, no NUL.", field=field)
+    return name
+
+
+def entity_ensure(*, name: str, entity_type: str = "", field: str = "subject") -> Entity:
+    """The entity whose normalised key matches ``name``, created if new (concurrency-safe)."""
+    _check_name(name, field=field)
+    key = entity_key(name)
+    entity, created = Entity.objects.get_or_create(
+        key=key, defaults={"name": name.strip(), "entity_type": entity_type}
+    )
+    if not created and name.strip() != entity.name and name.strip() not in entity.aliases:
+        Entity.objects.filter(pk=entity.pk).update(aliases=[*entity.aliases, name.strip()])
+    return entity
+
+
+def predicate_ensure(*, name: str) -> Predicate:
+    """The predicate ``name`` (snake_case), created with the tenant's default cardinality if new.
+
+    Raises ``InvalidInput`` for a name not matching ``[a-z][a-z0-9_]{0,63}``.
+    """
+    import re
+
+    if not isinstance(name, str) or not re.match(PREDICATE_PATTERN, name):
+        raise InvalidInput(
+            "Predicates are snake_case: a lowercase letter, then letters, digits or '_' (at most 64).",
+            field="predicate",
+        )
+    default = getattr(connection.tenant, "default_predicate_cardinality", Cardinality.ONE)
+    predicate, _ = Predicate.objects.get_or_create(name=name, defaults={"cardinality": default})
+    return predicate
+
+
+def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
+    """Validate a literal; return ``(value to store, object_key)``. Raises ``InvalidInput`` (field ``object``)."""
+
+    def bad(message: str) -> InvalidInput:
+        return InvalidInput(message, field="object")
+
+    if literal_type == LiteralType.STRING:
+        if not isinstance(value, str) or not value or len(value) > MAX_LITERAL_CHARS or "\x00" in value:
+            raise bad(
+                f"A string literal is a non-empty JSON string of at most {MAX_LITERAL_CHARS} characters."
+            )
+        return value, f"string:{value}"
+    if literal_type == LiteralType.NUMBER:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise bad("A number literal is a finite JSON number.")
+        return value, f"number:{float(value)!r}"
+    if literal_type == LiteralType.DATE:
+        try:
+            parsed = date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None
+        except ValueError:
+            parsed = None
+        if parsed is None:
+            raise bad("A date literal is a string YYYY-MM-DD.")
+        return parsed.isoformat(), f"date:{parsed.isoformat()}"
+    if literal_type == LiteralType.BOOLEAN:
+        if not isinstance(value, bool):
+            raise bad("A boolean literal is true or false.")
+        return value, f"boolean:{'true' if value else 'false'}"
+    raise bad(f"Unknown literal type {literal_type!r}; use string, number, date or boolean.")
+
+
+def _queue_projection(facts: list[Fact]) -> None:
+    GraphOutbox.objects.bulk_create([GraphOutbox(fact=f) for f in facts])
+    tenant_id = connection.tenant.pk
+
+    def enqueue() -> None:
+        from .tasks import project_facts
+
+        project_facts.delay(tenant_id)
+
+    transaction.on_commit(enqueue)
+
+
+def _lock_subject_predicate(subject: Entity, predicate: Predicate) -> None:
+    """Serialise asserts on one (subject, predicate) for the transaction (they are what may conflict)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"fact:{connection.schema_name}:{subject.pk}:{predicate.pk}"],
+        )
+
+
+def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
+    """Record that ``agent`` holds ``data`` true.
+
+    - The same live fact (subject, predicate, object) again: reinforced (confidence = max, one more
+      provenance row).
+    - A ``one`` predicate whose subject has an active fact with another object: the new fact is
+      ``disputed`` and one open ``Contradiction`` links the two; the existing fact stays active.
+    - Otherwise a new active fact.
+
+    Asserts on the same (subject, predicate) are serialised, so two agents asserting conflicting
+    facts at the same moment yield exactly one contradiction. Raises ``InvalidInput`` for bad names,
+    predicates, literals, confidence, a naive ``valid_from`` or an unknown source event.
+    """
+    if isinstance(data.confidence, bool) or not (0.0 <= data.confidence <= 1.0):
+        raise InvalidInput("confidence must be between 0 and 1.", field="confidence")
+    valid_from = data.valid_from or timezone.now()
+    if timezone.is_naive(valid_from):
+        raise InvalidInput("valid_from must include a timezone.", field="valid_from")
+    obj = data.object
+    with transaction.atomic():
+        subject = entity_ensure(name=data.subject, entity_type=data.subject_type, field="subject")
+        predicate = predicate_ensure(name=data.predicate)
+        if obj.entity is not None:
+            if obj.literal_type:
+                raise InvalidInput("Give either an entity or a literal as the object.", field="object")
+            object_entity = entity_ensure(name=obj.entity, entity_type=obj.entity_type, field="object")
+            literal_value, object_key = None, f"e:{object_entity.pk}"
+        else:
+            object_entity = None
+            literal_value, object_key = literal_canonical(obj.literal_type, obj.value)
+        source_event = None
+        if data.source_event_id is not None:
+            source_event = Event.objects.filter(pk=data.source_event_id).first()
+            if source_event is None:
+                raise InvalidInput(
+                    f"No event {data.source_event_id} in this tenant.", field="source_event_id"
+                )
+
+        _lock_subject_predicate(subject, predicate)
+        provenance = FactProvenance(
+            agent=agent, session_id=data.session_id, source_event=source_event, confidence=data.confidence
+        )
+        same = Fact.objects.filter(
+            subject=subject, predicate=predicate, object_key=object_key, status__in=LIVE_STATUSES
+        ).first()
+        if same is not None:
+            if data.confidence > same.confidence:
+                same.confidence = data.confidence
+                same.save(update_fields=["confidence"])
+            provenance.fact = same
+            provenance.save()
+            _queue_projection([same])
+            return AssertResult(same, "reinforced")
+
+        fact = Fact(
+            subject=subject,
+            predicate=predicate,
+            object_entity=object_entity,
+            literal_type="" if object_entity else obj.literal_type,
+            literal_value=literal_value,
+            object_key=object_key,
+            confidence=data.confidence,
+            valid_from=valid_from,
+            agent=agent,
+            session_id=data.session_id,
+            source_event=source_event,
+        )
+        existing = None
+        if predicate.cardinality == Cardinality.ONE:
+            existing = (
+                Fact.objects.filter(subject=subject, predicate=predicate, status=FactStatus.ACTIVE)
+                .exclude(object_key=object_key)
+                .order_by("recorded_at", "id")
+                .first()
+            )
+        if existing is not None:
+            fact.status = FactStatus.DISPUTED
+        fact.save()
+        provenance.fact = fact
+        provenance.save()
+        contradiction = None
+        if existing is not None:
+            contradiction = Contradiction.objects.create(existing_fact=existing, new_fact=fact)
+        _queue_projection([fact])
+    return AssertResult(fact, "disputed" if contradiction else "created", contradiction)
+
+
+def fact_retract(*, agent: Agent, fact_id: int, reason: str = "") -> Fact:
+    """An agent withdraws a fact: status ``retracted``, open contradictions on it dismissed, a
+    ``decision`` event logged. Raises ``NotFound`` for an unknown id, ``Conflict`` if not live."""
+    with transaction.atomic():
+        fact = Fact.objects.select_for_update().filter(pk=fact_id).first()
+        if fact is None:
+            raise NotFound(f"No fact {fact_id}.", field="id")
+        if fact.status not in LIVE_STATUSES:
+            raise Conflict(f"Fact {fact_id} is already {fact.status}.", field="id")
+        fact.status = FactStatus.RETRACTED
+        fact.save(update_fields=["status"])
+        open_ones = Contradiction.objects.filter(
+            Q(existing_fact=fact) | Q(new_fact=fact), status=ContradictionStatus.OPEN
+        )
+        dismissed = list(open_ones.values_list("pk", flat=True))
+        open_ones.update(
+            status=ContradictionStatus.DISMISSED,
+            resolved_at=timezone.now(),
+            note=f"fact #{fact_id} was retracted by {agent.name}",
+        )
+        _queue_projection([fact])
+        decision_record(
+            agent=agent,
+            session_id=fact.session_id or f"fact:{fact.pk}",
+            content=f"Retracted fact #{fact.pk}: {fact}.",
+            payload={
+                "action": "fact_retract",
+                "fact_id": fact.pk,
+                "reason": reason,
+                "contradictions_dismissed": dismissed,
+            },
+        )
+    return fact
+
+
+def contradiction_resolve(
+    *, contradiction_id: int, resolution: str, reviewer: str, note: str = ""
+) -> Contradiction:
+    """Decide an open contradiction (by a person in the admin, ``reviewer`` their username).
+
+    - ``accept_new``: the existing fact is ``superseded`` with ``valid_to`` = the new fact's
+      ``valid_from``; the new one becomes active; other open contradictions against the superseded
+      fact are moved onto the new one.
+    - ``keep_existing``: the new fact is ``retracted``.
+    - ``both_valid``: the predicate becomes ``many``; both facts active; every other open
+      contradiction on the predicate is dismissed and its disputed fact made active.
+    - ``dismiss``: closed without changing the facts.
+
+    Writes a ``decision`` event. Raises ``NotFound``, ``Conflict`` (not open) or ``InvalidInput``.
+    """
+    if resolution not in Resolution.values:
+        raise InvalidInput(f"Unknown resolution {resolution!r}.", field="resolution")
+    now = timezone.now()
+    with transaction.atomic():
+        contradiction = (
+            Contradiction.objects.select_for_update()
+            .select_related("existing_fact__predicate", "new_fact")
+            .filter(pk=contradiction_id)
+            .first()
+        )
+        if contradiction is None:
+            raise NotFound(f"No contradiction {contradiction_id}.", field="id")
+        if contradiction.status != ContradictionStatus.OPEN:
+            raise Conflict(f"Contradiction {contradiction_id} is already {contradiction.status}.", field="id")
+        old, new = contradiction.existing_fact, contradiction.new_fact
+        changed: list[Fact] = []
+        dismissed: list[int] = []
+        if resolution == Resolution.ACCEPT_NEW:
+            old.status, old.valid_to = FactStatus.SUPERSEDED, max(new.valid_from, old.valid_from)
+            new.status = FactStatus.ACTIVE
+            changed = [old, new]
+            for other in Contradiction.objects.filter(
+                existing_fact=old, status=ContradictionStatus.OPEN
+            ).exclude(pk=contradiction.pk):
+                other.status, other.resolved_at, other.reviewer = ContradictionStatus.DISMISSED, now, reviewer
+                other.note = f"moved onto fact #{new.pk} when #{contradiction.pk} accepted it"
+                other.save(update_fields=["status", "resolved_at", "reviewer", "note"])
+                Contradiction.objects.get_or_create(existing_fact=new, new_fact=other.new_fact)
+                dismissed.append(other.pk)
+        elif resolution == Resolution.KEEP_EXISTING:
+            new.status = FactStatus.RETRACTED
+            changed = [new]
+        elif resolution == Resolution.BOTH_VALID:
+            predicate = old.predicate
+            predicate.cardinality = Cardinality.MANY
+            predicate.save(update_fields=["cardinality"])
+            new.status = FactStatus.ACTIVE
+            changed = [new]
+            others = Contradiction.objects.filter(
+                new_fact__predicate=predicate, status=ContradictionStatus.OPEN
+            )
+            for other in others.exclude(pk=contradiction.pk).select_related("new_fact"):
+                other.status, other.resolved_at, other.reviewer = ContradictionStatus.DISMISSED, now, reviewer
+                other.note = f"predicate {predicate.name} made 'many' by #{contradiction.pk}"
+                other.save(update_fields=["status", "resolved_at", "reviewer", "note"])
+                if other.new_fact.status == FactStatus.DISPUTED:
+                    other.new_fact.status = FactStatus.ACTIVE
+                    other.new_fact.save(update_fields=["status"])
+                    changed.append(other.new_fact)
+                dismissed.append(other.pk)
+        for fact in {f.pk: f for f in changed}.values():
+            fact.save(update_fields=["status", "valid_to"])
+        contradiction.status = (
+            ContradictionStatus.DISMISSED
+            if resolution == Resolution.DISMISS
+            else ContradictionStatus.RESOLVED
+        )
+        contradiction.resolution, contradiction.reviewer = resolution, reviewer
+        contradiction.resolved_at, contradiction.note = now, note
+        contradiction.save()
+        if changed:
+            _queue_projection(changed)
+        decision_record(
+            agent=system_agent_get(),
+            session_id=new.session_id or f"contradiction:{contradiction.pk}",
+            content=f"{reviewer} resolved contradiction #{contradiction.pk} ({resolution}): "
+            f"'{old}' vs '{new}'." + (f" Note: {note}" if note else ""),
+            payload={
+                "action": "contradiction_resolve",
+                "contradiction_id": contradiction.pk,
+                "resolution": resolution,
+                "reviewer": reviewer,
+                "note": note,
+                "existing_fact": old.pk,
+                "new_fact": new.pk,
+                "also_dismissed": dismissed,
+            },
+        )
+    return contradiction
