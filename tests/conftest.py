@@ -130,3 +130,24 @@ def scratch_tenant(django_db_setup, django_db_blocker) -> Iterator[Tenant]:  # t
             connection.set_schema_to_public()
             tenant.auto_drop_schema = True
             tenant.delete(force_drop=True)
+
+
+@pytest.fixture
+def neo4j_driver():  # type: ignore[no-untyped-def]
+    """The shared ``neo4j.Driver`` for the Neo4j that ``./engram test`` starts (or ``NEO4J_URI``).
+
+    Without one the test is skipped, except under CI (``CI=true``), where it fails: CI must test
+    against a real Neo4j.
+    """
+    from config.neo4j import get_driver
+
+    driver = get_driver()
+    if driver is None:
+        reason = (
+            "Neo4j not running: NEO4J_URI is unset (./engram test starts Neo4j when Java 17+ and "
+            "Maven are installed; ENGRAM_NEO4J=0 turns that off)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return driver

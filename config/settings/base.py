@@ -107,6 +107,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
+# Neo4j holds a projection of the knowledge graph; empty: graph queries run in PostgreSQL.
+# NEO4J_USER empty: no authentication (the embedded test server listens on loopback only).
+NEO4J_URI = env("NEO4J_URI", default="")
+NEO4J_USER = env("NEO4J_USER", default="")
+NEO4J_PASSWORD = env_secret("NEO4J_PASSWORD", "") or ""
+
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_RESULT_EXPIRES = 3600
