@@ -1,0 +1,227 @@
+"""Shared plumbing for the benchmark scripts: Django setup, a real web server, RSS sampling, percentiles.
+
+Not a test helper: the scripts print figures. They read ``DATABASE_URL`` and ``REDIS_URL`` from the
+environment (``./engram services --profile bench`` prints both as ``export`` lines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def django_setup() -> None:
+    """Configure Django like a server would (DEBUG off: no per-query bookkeeping)."""
+    if not os.environ.get("DATABASE_URL"):
+        sys.exit(
+            "DATABASE_URL is not set: start the services first\n"
+            "  ./engram services --profile bench > /tmp/bench-svc.log 2>&1 &\n"
+            '  eval "$(grep export /tmp/bench-svc.log)"'
+        )
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    os.environ["DJANGO_DEBUG"] = "false"
+    import django
+
+    django.setup()
+    import logging
+
+    for name in ("httpx", "httpcore"):  # one INFO line per request would drown the figures
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def bench_key(slug: str, agent_names: Sequence[str]) -> tuple[object, dict[str, object], dict[str, str]]:
+    """Ensure tenant ``slug`` and its agents exist; mint a fresh API key per agent.
+
+    Returns ``(tenant, {name: agent}, {name: raw_key})``.
+    """
+    from django_tenants.utils import tenant_context
+
+    from agents.models import Agent
+    from agents.services import agent_create, api_key_create
+    from tenants.services import tenant_create
+
+    tenant, _ = tenant_create(slug=slug, name=f"Benchmark {slug}")
+    agents: dict[str, object] = {}
+    keys: dict[str, str] = {}
+    with tenant_context(tenant):
+        for name in agent_names:
+            agent = Agent.objects.filter(name=name).first() or agent_create(name=name, role="benchmark")
+            agents[name] = agent
+            keys[name] = api_key_create(agent=agent, name="benchmark")[1]
+    return tenant, agents, keys
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_command(kind: str, port: int, workers: int, threads: int) -> list[str]:
+    """The command line of a production-style server for ``config`` on 127.0.0.1:``port``."""
+    if kind == "gunicorn":
+        return [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "config.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--worker-class",
+            "gthread",  # keeps connections alive (sync workers close after each response)
+            "--threads",
+            str(threads),
+            "--keep-alive",
+            "30",
+            "--log-level",
+            "warning",
+        ]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
+
+
+def default_server() -> str:
+    return "gunicorn" if importlib.util.find_spec("gunicorn") else "uvicorn"
+
+
+class RssSampler:
+    """Samples the summed RSS of a process and all its descendants every ``interval`` seconds."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        import psutil
+
+        self._root = psutil.Process(pid)
+        self.interval = interval
+        self.peak_total = 0
+        self.peak_single = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> int:
+        import psutil
+
+        total = 0
+        procs = [self._root]
+        with contextlib.suppress(psutil.Error):
+            procs += self._root.children(recursive=True)
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                rss = proc.memory_info().rss
+                total += rss
+                self.peak_single = max(self.peak_single, rss)
+        self.peak_total = max(self.peak_total, total)
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def start(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    rss: RssSampler
+
+
+@contextlib.contextmanager
+def web_server(kind: str, workers: int = 2, threads: int = 2) -> Iterator[Server]:
+    """Run the project's web server in a child process (DEBUG off) until the block ends."""
+    import httpx
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.local"),
+        "DJANGO_DEBUG": "false",
+        "PYTHONUNBUFFERED": "1",
+    }
+    proc = subprocess.Popen(
+        server_command(kind, port, workers, threads), cwd=ROOT, env=env, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                # 401 without a key: the app imported and answers
+                if httpx.get(f"{url}/api/v1/me", timeout=2).status_code in (401, 403):
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} did not start on port {port}")
+            time.sleep(0.2)
+        sampler = RssSampler(proc.pid).start()
+        try:
+            yield Server(url, proc, sampler)
+        finally:
+            sampler.stop()
+    finally:
+        if proc.poll() is None:
+            import signal
+
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99/mean/max of ``values_ms`` (linear interpolation, like numpy's default)."""
+    import numpy as np
+
+    arr = np.asarray(values_ms, dtype=float)
+    return {
+        "n": float(len(arr)),
+        "p50": float(np.percentile(arr, 50)),
+        "p95": float(np.percentile(arr, 95)),
+        "p99": float(np.percentile(arr, 99)),
+        "mean": float(arr.mean()),
+        "max": float(arr.max()),
+    }
+
+
+def mib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:,.0f} MiB"

@@ -1,0 +1,303 @@
+"""Hybrid memory search latency at 10k and 100k memories: the service, and over HTTP.
+
+For each size N the script fills the tenant ``bench_search_<N>`` (``bench_search_m2v_<N>`` with
+``--embedder model2vec``) with N synthetic memories (``benchmarks/corpus.py``: templated sentences
+about people, places, food, work, plans; fixed seed) spread over four agents, half of them shared,
+runs ANALYZE, and measures with distinct questions after a warm-up:
+
+- ``memory_search`` (the service, default k=10, ``touch`` on, as the API calls it) with the query
+  embedding computed per call (the ``embed_query`` cache is cleared first): the headline figure;
+- the same questions again, embeddings now cached: the database and Python part alone;
+- again with ``touch=False``: the read path without the write that restarts the recency clock;
+- the query embedding alone;
+- ``POST /api/v1/memories/search`` against a real server process (gunicorn ``config.wsgi``,
+  2 gthread workers, or uvicorn with ``--server uvicorn``; DEBUG off) from one keep-alive client,
+  with the peak RSS of that server (master plus workers, sampled every 50 ms).
+
+Reruns are quick: a tenant that already holds its N memories is not refilled, and the vectors of the
+corpus are cached in ``var/bench/embeddings/`` (the first N of a larger corpus are the smaller one).
+Embedding 100k texts with the default model (all-MiniLM-L6-v2, ONNX) takes a few minutes on two
+cores; ``--embedder model2vec`` uses the static ``minilm-static-256`` model instead (much faster to
+fill, but not the headline figure).
+
+Needs PostgreSQL (with pgvector) and Redis: ``DATABASE_URL`` and ``REDIS_URL`` are read from the
+environment::
+
+    ./engram services --profile bench > /tmp/bench-svc.log 2>&1 &
+    eval "$(grep export /tmp/bench-svc.log)"
+    export DJANGO_SETTINGS_MODULE=config.settings.local
+    .venv/bin/python manage.py migrate_schemas --noinput -v 0
+    .venv/bin/python benchmarks/search_latency.py --sizes 10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import random
+import time
+from datetime import timedelta
+
+import corpus
+import httpx
+import numpy as np
+from _common import ROOT, bench_key, default_server, django_setup, mib, percentiles, web_server
+
+READER = "bench-reader"
+AGENTS = [READER, "bench-planner", "bench-support", "bench-research"]
+CACHE_DIR = ROOT / "var" / "bench" / "embeddings"
+MODEL2VEC_PATH = ROOT.parent / "shared" / "models" / "minilm-static-256"
+
+
+# --- filling --------------------------------------------------------------------------------------------
+def _pool_init() -> None:
+    django_setup()
+
+
+def _embed_chunk(texts: list[str]) -> np.ndarray:
+    from memory.embeddings import get_embedder
+
+    return get_embedder().embed(texts)
+
+
+def corpus_vectors(texts: list[str], model: str, seed: int, jobs: int, batch: int = 256) -> np.ndarray:
+    """Vectors of ``texts`` (a corpus prefix), computed in ``jobs`` processes and cached on disk."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    path = CACHE_DIR / f"{model.replace('/', '_')}-seed{seed}.npy"
+    cached = np.load(path) if path.exists() else np.zeros((0, 0), dtype=np.float32)
+    if len(cached) >= len(texts):
+        return cached[: len(texts)]
+    todo = texts[len(cached) :]
+    chunks = [todo[i : i + batch] for i in range(0, len(todo), batch)]
+    print(f"  embedding {len(todo):,} texts with {model} in {jobs} processes...", flush=True)
+    t0 = time.perf_counter()
+    parts = []
+    with multiprocessing.get_context("spawn").Pool(jobs, initializer=_pool_init) as pool:
+        for i, part in enumerate(pool.imap(_embed_chunk, chunks), 1):
+            parts.append(part)
+            if i % 40 == 0 or i == len(chunks):
+                done = min(i * batch, len(todo))
+                rate = done / (time.perf_counter() - t0)
+                print(f"    {done:,}/{len(todo):,} ({rate:,.0f} texts/s)", flush=True)
+    vectors = np.concatenate([cached, *parts]) if len(cached) else np.concatenate(parts)
+    np.save(path, vectors.astype(np.float32))
+    return vectors
+
+
+def fill(tenant, agents: dict, n: int, seed: int, jobs: int) -> None:
+    """Insert the first ``n`` corpus memories that the tenant does not hold yet, then ANALYZE."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+    from django_tenants.utils import tenant_context
+
+    from memory.embeddings import get_embedder
+    from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
+    from memory.semantic.services import content_hash
+
+    embedder = get_embedder()
+    with tenant_context(tenant):
+        live = SemanticMemory.objects.filter(forgotten_at__isnull=True, embedding_model=embedder.name)
+        have = live.count()
+        if have >= n:
+            print(f"  {tenant.schema_name}: already holds {have:,} memories, no fill", flush=True)
+            return
+        texts = corpus.memories(n, seed)
+        existing = set(live.values_list("content_hash", flat=True))
+        vectors = corpus_vectors(texts, embedder.name, seed, jobs)
+        rng = random.Random(seed + n)
+        now = timezone.now()
+        owners = [agents[name] for name in AGENTS]
+        types = [MemoryType.FACT] * 5 + [MemoryType.PREFERENCE] * 3 + [MemoryType.OBSERVATION] * 2
+        tags_pool = ["travel", "food", "work", "family", "health", "money", "hobby", "schedule"]
+        rows: list[SemanticMemory] = []
+        inserted = 0
+        t0 = time.perf_counter()
+        print(f"  inserting {n - len(existing):,} memories into {tenant.schema_name}...", flush=True)
+        for i, text in enumerate(texts):
+            # draw for every index, so a resumed fill gives each memory the same attributes
+            owner = owners[i % len(owners)]
+            shared = rng.random() < 0.5
+            mtype = rng.choice(types)
+            tags = rng.sample(tags_pool, rng.randint(0, 2))
+            importance = round(rng.betavariate(2, 3), 3)
+            created = now - timedelta(days=rng.uniform(0, 180))
+            accessed = created + (now - created) * rng.random()
+            digest = content_hash(text)
+            if digest in existing:
+                continue
+            rows.append(
+                SemanticMemory(
+                    agent=owner,
+                    scope=MemoryScope.SHARED if shared else MemoryScope.PRIVATE,
+                    memory_type=mtype,
+                    session_id=f"bench-session-{i // 50}",
+                    tags=tags,
+                    content=text,
+                    content_hash=digest,
+                    importance=importance,
+                    confidence=1.0,
+                    embedding=vectors[i],
+                    embedding_model=embedder.name,
+                    embedding_dimensions=embedder.dimensions,
+                    created_at=created,
+                    last_accessed_at=accessed,
+                    access_count=rng.randint(0, 5),
+                )
+            )
+            if len(rows) == 1000 or i == len(texts) - 1:
+                with transaction.atomic():
+                    SemanticMemory.objects.bulk_create(rows)
+                inserted += len(rows)
+                rows = []
+                if inserted % 10_000 == 0:
+                    rate = inserted / (time.perf_counter() - t0)
+                    print(f"    {inserted:,} rows ({rate:,.0f} rows/s)", flush=True)
+        if rows:
+            with transaction.atomic():
+                SemanticMemory.objects.bulk_create(rows)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_semanticmemory")
+        print(f"  filled in {time.perf_counter() - t0:,.0f} s; ANALYZE done", flush=True)
+
+
+# --- measuring ------------------------------------------------------------------------------------------
+def measure_service(tenant, agent, warm: list[str], measured: list[str]) -> dict[str, dict[str, float]]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django_tenants.utils import tenant_context
+
+    from memory.embeddings import embed_query, get_embedder
+    from memory.semantic.services import memory_search
+
+    embedder = get_embedder()
+    policy = tenant.retrieval_policy
+    out: dict[str, dict[str, float]] = {}
+    with tenant_context(tenant):
+        for q in warm:
+            memory_search(agent=agent, query=q, policy=policy)
+        embed_query.cache_clear()
+        fresh = []
+        hits = 0
+        for q in measured:
+            t0 = time.perf_counter()
+            result = memory_search(agent=agent, query=q, policy=policy)
+            fresh.append((time.perf_counter() - t0) * 1000)
+            hits += len(result)
+        out["service, query embedded per call"] = percentiles(fresh)
+        cached = []
+        for q in measured:
+            t0 = time.perf_counter()
+            memory_search(agent=agent, query=q, policy=policy)
+            cached.append((time.perf_counter() - t0) * 1000)
+        out["service, embedding cached"] = percentiles(cached)
+        reads = []
+        for q in measured:
+            t0 = time.perf_counter()
+            memory_search(agent=agent, query=q, policy=policy, touch=False)
+            reads.append((time.perf_counter() - t0) * 1000)
+        out["service, cached, touch=False"] = percentiles(reads)
+        embed = []
+        for q in measured:
+            t0 = time.perf_counter()
+            embedder.embed([q])
+            embed.append((time.perf_counter() - t0) * 1000)
+        out["query embedding alone"] = percentiles(embed)
+        with CaptureQueriesContext(connection) as ctx:
+            memory_search(agent=agent, query=measured[0], policy=policy)
+        out["_meta"] = {"queries_per_search": float(len(ctx.captured_queries)), "hits": hits / len(measured)}
+    return out
+
+
+def measure_http(url: str, key: str, warm: list[str], measured: list[str]) -> dict[str, float]:
+    headers = {"Authorization": f"Bearer {key}"}
+    # warm every worker: a fresh connection per warm-up request lands on either worker
+    for q in warm:
+        r = httpx.post(f"{url}/api/v1/memories/search", json={"query": q}, headers=headers, timeout=120)
+        r.raise_for_status()
+    latencies = []
+    with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+        for q in measured:
+            t0 = time.perf_counter()
+            r = client.post("/api/v1/memories/search", json={"query": q})
+            latencies.append((time.perf_counter() - t0) * 1000)
+            r.raise_for_status()
+    return percentiles(latencies)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated corpus sizes")
+    parser.add_argument("--queries", type=int, default=300, help="measured distinct queries per path")
+    parser.add_argument("--warmup", type=int, default=30, help="warm-up queries per path")
+    parser.add_argument("--embedder", choices=["default", "model2vec"], default="default")
+    parser.add_argument("--jobs", type=int, default=2, help="embedding processes for the fill")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--server", choices=["gunicorn", "uvicorn"], default=default_server())
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP measurement")
+    parser.add_argument("--fill-only", action="store_true", help="fill the tenants, measure nothing")
+    args = parser.parse_args()
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
+
+    if args.embedder == "model2vec":
+        # the web server child inherits these, so both sides embed with the same model
+        os.environ["ENGRAM_EMBEDDER"] = "model2vec"
+        os.environ["ENGRAM_EMBEDDING_MODEL_PATH"] = str(MODEL2VEC_PATH)
+    django_setup()
+    from memory.embeddings import get_embedder
+
+    print(f"embedder: {get_embedder().name} ({get_embedder().dimensions}-d)", flush=True)
+    qs = corpus.questions(2 * (args.warmup + args.queries))
+    svc_warm, svc_q = qs[: args.warmup], qs[args.warmup : args.warmup + args.queries]
+    rest = qs[args.warmup + args.queries :]
+    http_warm, http_q = rest[: args.warmup], rest[args.warmup :]
+
+    table: list[tuple[int, str, dict[str, float]]] = []
+    rss: dict[int, tuple[int, int]] = {}
+    meta: dict[int, dict[str, float]] = {}
+    for n in sizes:
+        slug = f"bench_search_{'m2v_' if args.embedder == 'model2vec' else ''}{n}"
+        print(f"\n== {n:,} memories (tenant {slug})", flush=True)
+        tenant, agents, keys = bench_key(slug, AGENTS)
+        fill(tenant, agents, n, args.seed, args.jobs)
+        if args.fill_only:
+            continue
+        print("  measuring the service...", flush=True)
+        results = measure_service(tenant, agents[READER], svc_warm, svc_q)
+        meta[n] = results.pop("_meta")
+        table += [(n, name, stats) for name, stats in results.items()]
+        if not args.no_http:
+            print(f"  measuring over HTTP ({args.server}, {args.workers} workers)...", flush=True)
+            with web_server(args.server, workers=args.workers) as server:
+                table.append(
+                    (
+                        n,
+                        "HTTP POST /memories/search",
+                        measure_http(server.url, keys[READER], http_warm, http_q),
+                    )
+                )
+                server.rss.sample()
+                rss[n] = (server.rss.peak_total, server.rss.peak_single)
+
+    if args.fill_only:
+        return
+    print(f"\nHybrid search latency, k=10, {args.queries} distinct queries per row (ms)")
+    print(f"{'memories':>9}  {'path':<36}{'p50':>8}{'p95':>8}{'p99':>8}{'mean':>8}{'max':>8}")
+    for n, name, s in table:
+        print(
+            f"{n:>9,}  {name:<36}{s['p50']:>8.1f}{s['p95']:>8.1f}{s['p99']:>8.1f}{s['mean']:>8.1f}{s['max']:>8.1f}"
+        )
+    print()
+    for n in sizes:
+        line = f"{n:>9,}  SQL queries per search: {meta[n]['queries_per_search']:.0f}"
+        line += f", mean hits {meta[n]['hits']:.1f}"
+        if n in rss:
+            line += f"; web peak RSS {mib(rss[n][0])} (largest process {mib(rss[n][1])})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
