@@ -289,6 +289,9 @@ def memory_search(
     )
     pool_size = max(4 * k, 40)
     tsquery = selectors.or_tsquery(query)
+    # the query's stemmed words without stop words: they bound the lexical candidates (see
+    # selectors.text_candidates); none left means the full-text side cannot match anything
+    lexemes = selectors.query_lexemes(query) if tsquery is not None else []
     with transaction.atomic():
         with connection.cursor() as cursor:
             # pgvector 0.8 iterative index scans: keep scanning the HNSW graph until enough rows pass
@@ -299,8 +302,8 @@ def memory_search(
                 [str(max(pool_size, 40))],
             )
         ids = set(selectors.vector_candidates(base, qvec, dims, pool_size))
-        if tsquery is not None:
-            ids.update(selectors.text_candidates(base, tsquery, pool_size))
+        if tsquery is not None and lexemes:
+            ids.update(selectors.text_candidates(base, tsquery, pool_size, lexemes))
         if not ids:
             return []
         rank = SearchRank(F("search"), tsquery, cover_density=True) if tsquery is not None else Value(0.0)
