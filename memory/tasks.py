@@ -8,6 +8,9 @@ from celery import shared_task
 from django_tenants.utils import get_tenant_model, tenant_context
 
 from memory.episodic.selectors import chain_verify
+from memory.knowledge.tasks import project_facts  # registered here: Celery autodiscovers <app>.tasks
+
+__all__ = ["project_facts", "verify_chain", "verify_chains_all"]
 
 logger = logging.getLogger(__name__)
 

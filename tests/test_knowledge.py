@@ -307,7 +307,8 @@ def test_other_tenant_sees_no_knowledge(alice: Caller, mallory: Caller) -> None:
     assert assert_fact(mallory, fact("Alice", "works_at", {"entity": "Umbrella"}))["outcome"] == "created"
 
 
-def test_graph_endpoints_on_postgresql(alice: Caller) -> None:
+def test_graph_endpoints_on_postgresql(alice: Caller, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.NEO4J_URI = ""  # without Neo4j the graph queries run in PostgreSQL
     assert_fact(
         alice,
         [
@@ -318,6 +319,7 @@ def test_graph_endpoints_on_postgresql(alice: Caller) -> None:
         ],
     )
     hood = alice.get("/api/v1/entities/A/facts", {"depth": 2}).json()["graph"]
+    assert hood["backend"] == "postgresql"
     assert [(e["name"], e["distance"]) for e in hood["entities"]] == [("A", 0), ("B", 1), ("C", 2)]
     assert len(hood["facts"]) == 2
     path = alice.get("/api/v1/graph/path", {"source": "A", "target": "D"}).json()
