@@ -9,6 +9,8 @@ created and committed for that test and dropped afterwards.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from agents.services import agent_create, api_key_create
 from tenants.models import Tenant
 from tenants.services import public_tenant_ensure, tenant_create
 
+BASE_DIR = Path(__file__).resolve().parent.parent
 SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
 LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
 MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
@@ -151,3 +154,21 @@ def neo4j_driver():  # type: ignore[no-untyped-def]
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     return driver
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
+    """A real Celery worker process on the test database and the test Redis."""
+    # the same server as the suite, but pytest-django's test database
+    test_db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    env = {**os.environ, "DATABASE_URL": test_db_url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
+        cwd=BASE_DIR,
+        env=env,
+    )
+    try:
+        yield worker
+    finally:
+        worker.terminate()
+        worker.wait(30)

@@ -18,7 +18,6 @@ from memory.knowledge.projection import outbox_drain
 
 from .conftest import Caller, make_caller
 from .test_knowledge import assert_fact, fact
-from .test_tenants_and_worker import celery_worker  # noqa: F401 - a fixture
 
 GRAPH = [  # a small world: a chain, a triangle, a hub and an island
     ("Ana", "knows", "Ben"),

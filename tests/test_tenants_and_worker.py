@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,24 +46,6 @@ def test_bad_tenant_slugs_are_refused(db, slug: str) -> None:  # type: ignore[no
 
     with pytest.raises(CommandError):
         call_command("create_tenant", slug, stdout=io.StringIO())
-
-
-@pytest.fixture(scope="module")
-def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
-    """A real Celery worker process on the test database and the test Redis."""
-    # the same server as the suite, but pytest-django's test database
-    test_db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {**os.environ, "DATABASE_URL": test_db_url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
-        cwd=BASE_DIR,
-        env=env,
-    )
-    try:
-        yield worker
-    finally:
-        worker.terminate()
-        worker.wait(30)
 
 
 def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) -> None:  # type: ignore[no-untyped-def]
