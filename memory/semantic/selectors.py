@@ -93,15 +93,23 @@ def or_tsquery(text: str) -> SearchQuery | None:
     return SearchQuery(" | ".join(f"'{w}'" for w in sorted(words)), search_type="raw", config="english")
 
 
-def query_lexemes(text: str) -> list[str]:
-    """The distinct lexemes of the words of ``text`` under the ``english`` configuration (stemmed,
-    stop words dropped): the terms ``or_tsquery(text)`` can match. One round trip, no table read."""
-    words = sorted({w.lower() for w in _WORD.findall(text)})
-    if not words:
-        return []
+def search_prepare(text: str, ef_search: int) -> list[str]:
+    """Set this transaction's HNSW options and return the distinct lexemes of the words of ``text``
+    under the ``english`` configuration (stemmed, stop words dropped: the terms ``or_tsquery(text)``
+    can match), in one round trip. Call inside ``transaction.atomic()``.
+
+    pgvector 0.8 iterative index scans: keep scanning the HNSW graph until enough rows pass the
+    filters, instead of returning fewer than asked for.
+    """
+    words = " ".join(sorted({w.lower() for w in _WORD.findall(text)}))
     with connection.cursor() as cursor:
-        cursor.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", [" ".join(words)])
-        return list(cursor.fetchone()[0])
+        cursor.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "tsvector_to_array(to_tsvector('english', %s))",
+            [str(ef_search), words],
+        )
+        return list(cursor.fetchone()[2])
 
 
 def _lexeme_query(*lexemes: str) -> SearchQuery:
@@ -167,7 +175,7 @@ def text_candidates(
 
     The rows ranked are bounded. For an OR of words without weights, ``ts_rank_cd`` is 0.1 per
     occurrence of a query word, so memories holding two or more distinct query words (``lexemes``,
-    from ``query_lexemes``) outrank nearly every memory holding one. They are found first, by
+    from ``search_prepare``) outrank nearly every memory holding one. They are found first, by
     ``quorum_filter``, and the ``TEXT_RANK_BOUND`` of them holding the most query words are ranked.
     Only if that gives fewer than ``limit`` are one-word matches added, ranked from the first
     ``TEXT_RANK_BOUND`` found (their ranks tie but for repeated words; ties were always broken

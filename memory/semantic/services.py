@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 from django.contrib.postgres.search import SearchRank
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -289,18 +289,10 @@ def memory_search(
     )
     pool_size = max(4 * k, 40)
     tsquery = selectors.or_tsquery(query)
-    # the query's stemmed words without stop words: they bound the lexical candidates (see
-    # selectors.text_candidates); none left means the full-text side cannot match anything
-    lexemes = selectors.query_lexemes(query) if tsquery is not None else []
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            # pgvector 0.8 iterative index scans: keep scanning the HNSW graph until enough rows pass
-            # the filters, instead of returning fewer than asked for.
-            cursor.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                [str(max(pool_size, 40))],
-            )
+        # HNSW options, and the query's stemmed words without stop words: they bound the lexical
+        # candidates (see selectors.text_candidates); none means the full text cannot match
+        lexemes = selectors.search_prepare(query, ef_search=max(pool_size, 40))
         ids = set(selectors.vector_candidates(base, qvec, dims, pool_size))
         if tsquery is not None and lexemes:
             ids.update(selectors.text_candidates(base, tsquery, pool_size, lexemes))
