@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -50,8 +51,22 @@ class AgentAdmin(admin.ModelAdmin):
             _announce_key(request, agent, raw)
 
 
+class ApiKeyForm(forms.ModelForm):
+    scopes = forms.MultipleChoiceField(
+        choices=Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[Scope.READ],
+        help_text="read: GET endpoints and search; write: everything that stores or changes memory.",
+    )
+
+    class Meta:
+        model = ApiKey
+        fields = ["agent", "name", "scopes"]
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
+    form = ApiKeyForm
     list_display = ["key_id", "agent", "name", "scopes", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["agent", "revoked_at"]
     list_select_related = ["agent"]

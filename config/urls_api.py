@@ -1,9 +1,9 @@
 """``/api/v1/``: the agent-facing API (tenant from the API key, not the host name)."""
 
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from agents.api.views import WhoAmIView
+from agents.api.views import WhoAmIView, api_not_found
 from memory.api.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
 from memory.api.events import EventsView
 from memory.api.knowledge import (
@@ -70,4 +70,6 @@ urlpatterns = [
     path(
         "schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"
     ),
+    # last: anything else under /api/v1/ is a JSON 404, not an HTML page
+    re_path(r"^.*$", api_not_found, name="api-not-found"),
 ]

@@ -4,6 +4,8 @@ queue)."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
@@ -43,6 +45,17 @@ class EstimatedCountPaginator(Paginator):
         return super().count
 
 
+def shown(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with invisible and direction-changing characters
+    (Unicode Cf, and control characters other than tab and newline) made visible as ``⟨U+202E⟩``, so
+    a stored ``"\u202eexe.live"`` cannot display as something else. Storage stays byte for byte."""
+    cut = text if len(text) <= limit else text[: limit - 3] + "..."
+    return "".join(
+        f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\t\n" else ch
+        for ch in cut
+    )
+
+
 class ReadOnlyAdminMixin:
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
@@ -56,12 +69,22 @@ class ReadOnlyAdminMixin:
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["seq", "occurred_at", "agent", "session_id", "kind", "role", "short_content"]
+    list_display = [
+        "seq",
+        "recorded_at",
+        "occurred_at",
+        "agent",
+        "session_id",
+        "kind",
+        "role",
+        "short_content",
+    ]
     list_filter = ["kind", "role", "agent", ("occurred_at", admin.DateFieldListFilter)]
     list_select_related = ["agent"]
     search_fields = ["content", "session_id", "execution_id"]
     date_hierarchy = "occurred_at"
-    ordering = ["-occurred_at", "-seq"]
+    # newest recorded first: occurred_at is the client's claim (a far-future date must not pin a row)
+    ordering = ["-seq"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
     fields = [
@@ -82,7 +105,7 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="content")
     def short_content(self, obj: Event) -> str:
-        return obj.content if len(obj.content) <= 120 else obj.content[:117] + "..."
+        return shown(obj.content, 120)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         return super().get_queryset(request).defer("search")
@@ -131,7 +154,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
 
     @admin.display(description="content")
     def short_content(self, obj: SemanticMemory) -> str:
-        return obj.content if len(obj.content) <= 100 else obj.content[:97] + "..."
+        return shown(obj.content, 100)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[SemanticMemory]:
         return super().get_queryset(request).defer("search", "embedding")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -32,6 +33,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if exc.field:
             body["errors"] = {exc.field: [exc.message]}
         return Response(body, status=exc.status)
+    if isinstance(exc, RequestDataTooBig):
+        message = "The request body is larger than this server accepts."
+        return Response({"detail": message, "code": "too_large", "errors": {"body": [message]}}, status=413)
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         return Response({"detail": "Invalid input.", "code": "invalid", "errors": detail}, status=400)

@@ -16,6 +16,8 @@ class StrictSerializer(serializers.Serializer):
     unknown_key_message = "Unknown field."
 
     def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict) and self.parent is None:
+            raise serializers.ValidationError({"body": ["Expected a JSON object."]})
         unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
         errors = {key: [self.unknown_key_message] for key in unknown}
         try:
@@ -65,7 +67,10 @@ class AwareDateTimeField(serializers.DateTimeField):
 
     def to_internal_value(self, value: Any) -> datetime:
         if isinstance(value, str):
-            parsed = parse_datetime(value.strip())
+            try:
+                parsed = parse_datetime(value.strip())
+            except ValueError:  # well-formed but impossible: 2026-02-30, 25:00, +25:00
+                self.fail("invalid", format="a real date and time, e.g. 2026-01-31T12:00:00Z")
             if parsed is not None and timezone.is_naive(parsed):
                 self.fail("naive")
         elif isinstance(value, datetime) and timezone.is_naive(value):

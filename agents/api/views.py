@@ -1,11 +1,40 @@
-"""Agent-facing endpoints about the caller itself."""
+"""The base class of every API view, and endpoints about the caller itself."""
 
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.http import HttpRequest, JsonResponse
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 
-class WhoAmIView(APIView):
+class ApiView(APIView):
+    """An ``APIView`` that refuses query parameters it does not know (400 naming each one).
+
+    ``get_query_params``: the names a GET accepts (every other method accepts none);
+    ``repeatable_query_params``: those that may appear more than once (``?kind=a&kind=b``).
+    """
+
+    get_query_params: ClassVar[frozenset[str]] = frozenset()
+    repeatable_query_params: ClassVar[frozenset[str]] = frozenset()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        allowed = self.get_query_params if request.method in ("GET", "HEAD") else frozenset()
+        errors: dict[str, list[str]] = {}
+        for name in request.query_params:
+            if name not in allowed:
+                errors[name] = ["Unknown query parameter."]
+            elif name not in self.repeatable_query_params and len(request.query_params.getlist(name)) > 1:
+                errors[name] = ["Given more than once."]
+        if errors:
+            raise serializers.ValidationError(errors)
+
+
+class WhoAmIView(ApiView):
     """``GET /api/v1/me``: the agent, tenant and scopes behind the presented key."""
 
     def get(self, request: Request) -> Response:
@@ -19,3 +48,8 @@ class WhoAmIView(APIView):
                 "scopes": key.scopes,
             }
         )
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """JSON 404 for any ``/api/v1/`` path that matches no endpoint (or whose id has the wrong form)."""
+    return JsonResponse({"detail": "No such endpoint or resource.", "code": "not_found"}, status=404)

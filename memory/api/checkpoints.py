@@ -13,9 +13,10 @@ from django.http import HttpResponse
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from agents.api.serializers import CleanCharField, StrictIntegerField, StrictSerializer
+from agents.api.views import ApiView
+from agents.idempotency import idempotent
 from config.errors import NotFound
 from memory.checkpoints import selectors, services
 from memory.checkpoints.models import MAX_SCHEMA_VERSION, MAX_STEP_INDEX
@@ -56,13 +57,16 @@ def _mark_degraded(response: HttpResponse, degraded: bool) -> HttpResponse:
     return response
 
 
-class CheckpointsView(APIView):
+class CheckpointsView(ApiView):
     """POST saves a checkpoint (201; 200 with ``replayed: true`` for a replay); GET lists the session's.
 
     The listing is in step order, without state and plan (``limit`` ≤ 500, then ``after_step`` from
     ``next_after_step``); one checkpoint in full is at ``.../checkpoints/{step_index}``.
     """
 
+    get_query_params = frozenset(CheckpointListParams().fields)
+
+    @idempotent
     def post(self, request: Request, session_id: str) -> Response:
         check_id(session_id, field="session_id")
         serializer = CheckpointInputSerializer(data=request.data)
@@ -104,7 +108,7 @@ class CheckpointsView(APIView):
         )
 
 
-class CheckpointLatestView(APIView):
+class CheckpointLatestView(ApiView):
     """GET the latest checkpoint: Redis first, PostgreSQL on a miss or when Redis is down; 404 if none."""
 
     def get(self, request: Request, session_id: str) -> HttpResponse:
@@ -123,7 +127,7 @@ class CheckpointLatestView(APIView):
         return _mark_degraded(response, restored.degraded)
 
 
-class CheckpointDetailView(APIView):
+class CheckpointDetailView(ApiView):
     """GET one checkpoint of the session by step index, from PostgreSQL."""
 
     def get(self, request: Request, session_id: str, step_index: int) -> Response:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from agents.api.serializers import AwareDateTimeField, CleanCharField, JSONObjectField, StrictSerializer
+from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from memory.episodic import selectors, services
 from memory.episodic.models import EventKind, EventRole
@@ -70,10 +72,20 @@ class EventListParams(StrictSerializer):
 
 
 class ChronologicalCursor(CursorPagination):
+    """DRF's cursor pagination, oldest first; a bad cursor is a 400 naming ``cursor``."""
+
     ordering = ("occurred_at", "seq")
     page_size = 100
     page_size_query_param = "limit"
     max_page_size = 500
+
+    def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> Any:
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except (NotFound, DjangoValidationError, ValueError, TypeError):
+            raise serializers.ValidationError(
+                {"cursor": ["Invalid cursor: use the next/previous links as given."]}
+            ) from None
 
 
 def _flatten_batch_errors(errors: Any, *, single: bool) -> dict[str, Any]:
@@ -89,8 +101,11 @@ def _flatten_batch_errors(errors: Any, *, single: bool) -> dict[str, Any]:
     return flat
 
 
-class EventsView(APIView):
+class EventsView(ApiView):
     """POST one event (an object) or a batch (an array, at most 1,000, all or nothing); GET a page."""
+
+    get_query_params = frozenset(EventListParams().fields)
+    repeatable_query_params = frozenset({"kind"})
 
     @idempotent
     def post(self, request: Request) -> Response:

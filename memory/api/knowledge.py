@@ -9,9 +9,15 @@ from django.db import transaction
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agents.api.serializers import AwareDateTimeField, CleanCharField, StrictFloatField, StrictSerializer
+from agents.api.serializers import (
+    AwareDateTimeField,
+    CleanCharField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictSerializer,
+)
+from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from config.errors import DomainError, InvalidInput, NotFound
 from memory.knowledge import graph, selectors, services
@@ -55,7 +61,7 @@ class FactInputSerializer(StrictSerializer):
     confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
     valid_from = AwareDateTimeField(required=False)
     session_id = CleanCharField(max_length=200, required=False, default="")
-    source_event_id = serializers.IntegerField(required=False, min_value=1)
+    source_event_id = StrictIntegerField(required=False, min_value=1)
 
 
 def entity_body(entity: Entity) -> dict[str, Any]:
@@ -103,7 +109,7 @@ def contradiction_body(c: Contradiction) -> dict[str, Any]:
     }
 
 
-class FactsView(APIView):
+class FactsView(ApiView):
     """POST one fact (object) or a batch (array, at most 500, all or nothing)."""
 
     @idempotent
@@ -167,13 +173,19 @@ class EntityFactsParams(StrictSerializer):
     )
 
 
-class EntityFactsView(APIView):
+class EntityFactsView(ApiView):
     """Facts about an entity (subject or object); ``depth`` 2-3 adds its graph neighbourhood."""
+
+    get_query_params = frozenset(EntityFactsParams().fields)
 
     def get(self, request: Request, name: str) -> Response:
         params = EntityFactsParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         p = params.validated_data
+        if "\x00" in name or len(name) > services.MAX_NAME_CHARS:
+            raise InvalidInput(
+                f"An entity name has at most {services.MAX_NAME_CHARS} characters, no NUL.", field="name"
+            )
         entity = selectors.entity_by_name(name)
         if entity is None:
             raise NotFound(f"No entity named {name!r}.", field="name")
@@ -207,8 +219,10 @@ class PathParams(StrictSerializer):
     )
 
 
-class GraphPathView(APIView):
+class GraphPathView(ApiView):
     """``GET /api/v1/graph/path?source=A&target=B``: a shortest chain of facts between two entities."""
+
+    get_query_params = frozenset(PathParams().fields)
 
     def get(self, request: Request) -> Response:
         params = PathParams(data=request.query_params.dict())
@@ -241,8 +255,10 @@ class ContradictionParams(StrictSerializer):
     status = serializers.ChoiceField(choices=ContradictionStatus.choices, required=False)
 
 
-class ContradictionsView(APIView):
+class ContradictionsView(ApiView):
     """``GET /api/v1/contradictions?status=open``: what a critic agent checks before deciding."""
+
+    get_query_params = frozenset(ContradictionParams().fields)
 
     def get(self, request: Request) -> Response:
         params = ContradictionParams(data=request.query_params.dict())
@@ -255,7 +271,7 @@ class RetractInput(StrictSerializer):
     reason = CleanCharField(required=False, max_length=2000, default="")
 
 
-class FactRetractView(APIView):
+class FactRetractView(ApiView):
     """``POST /api/v1/facts/{id}/retract``: withdraw a live fact (logged as a decision)."""
 
     @idempotent

@@ -9,7 +9,6 @@ from django.conf import settings
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from agents.api.serializers import (
     AwareDateTimeField,
@@ -19,6 +18,7 @@ from agents.api.serializers import (
     StrictIntegerField,
     StrictSerializer,
 )
+from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from config.errors import NotFound
 from memory.semantic import selectors, services
@@ -119,7 +119,7 @@ def _memory_body(memory: SemanticMemory, **extra: Any) -> dict[str, Any]:
     return {**MemoryOutputSerializer(memory).data, **extra}
 
 
-class MemoriesView(APIView):
+class MemoriesView(ApiView):
     """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one."""
 
     @idempotent
@@ -140,7 +140,7 @@ class MemoriesView(APIView):
         )
 
 
-class MemorySearchView(APIView):
+class MemorySearchView(ApiView):
     """Hybrid recall; a read, so it needs only the ``read`` scope."""
 
     required_scope = "read"
@@ -188,7 +188,7 @@ class MemorySearchView(APIView):
         return Response({"query": data["query"], "k": data["k"], "count": len(results), "results": results})
 
 
-class MemoryDetailView(APIView):
+class MemoryDetailView(ApiView):
     """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision)."""
 
     def get(self, request: Request, memory_id: uuid.UUID) -> Response:

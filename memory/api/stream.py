@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
 from agents.authentication import parse_bearer, resolve_api_key
@@ -41,8 +42,16 @@ def _authenticate(header: str | None, execution_id: str) -> tuple[str, str]:
         close_old_connections()
 
 
+@csrf_exempt  # an API endpoint authenticated by key, never by a browser session
 async def execution_stream(request: HttpRequest, execution_id: str) -> HttpResponse:
     """Stream blackboard writes of ``execution_id`` to the caller until it disconnects."""
+    if request.method != "GET":
+        response = JsonResponse(
+            {"detail": f"Method {request.method} not allowed; use GET.", "code": "method_not_allowed"},
+            status=405,
+        )
+        response["Allow"] = "GET"
+        return response
     try:
         schema_name, _agent = await sync_to_async(_authenticate)(
             request.headers.get("Authorization"), execution_id

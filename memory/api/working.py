@@ -8,9 +8,9 @@ from typing import Any
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from agents.api.serializers import CleanCharField, StrictIntegerField, StrictSerializer
+from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from config.errors import NotFound
 from memory.episodic.models import EventRole
@@ -62,8 +62,10 @@ def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[st
     return serializer.validated_data
 
 
-class BlackboardView(APIView):
+class BlackboardView(ApiView):
     """GET every field of the execution's blackboard (``?agent=`` for one agent's fields)."""
+
+    get_query_params = frozenset({"agent"})
 
     def get(self, request: Request, execution_id: str) -> Response:
         params = _valid(BlackboardParams, request.query_params.dict())
@@ -73,7 +75,7 @@ class BlackboardView(APIView):
         return Response({"execution_id": execution_id, "fields": [e.as_dict() for e in entries]})
 
 
-class BlackboardFieldWriteView(APIView):
+class BlackboardFieldWriteView(ApiView):
     """PUT ``{"value": ..., "expected_version"?: n}`` to write the caller's own field ``<agent>:<field>``."""
 
     def put(self, request: Request, execution_id: str, field: str) -> Response:
@@ -89,7 +91,7 @@ class BlackboardFieldWriteView(APIView):
         return Response(entry.as_dict())
 
 
-class BlackboardFieldReadView(APIView):
+class BlackboardFieldReadView(ApiView):
     """GET one field written by ``agent``."""
 
     def get(self, request: Request, execution_id: str, agent: str, field: str) -> Response:
@@ -99,7 +101,7 @@ class BlackboardFieldReadView(APIView):
         return Response(entry.as_dict())
 
 
-class ScratchpadView(APIView):
+class ScratchpadView(ApiView):
     """GET the caller's private scratchpad for the execution."""
 
     def get(self, request: Request, execution_id: str) -> Response:
@@ -107,7 +109,7 @@ class ScratchpadView(APIView):
         return Response({"execution_id": execution_id, "values": values})
 
 
-class ScratchpadKeyView(APIView):
+class ScratchpadKeyView(ApiView):
     """PUT ``{"value": ...}`` or DELETE one key of the caller's scratchpad."""
 
     def put(self, request: Request, execution_id: str, key: str) -> Response:
@@ -127,7 +129,7 @@ class ScratchpadKeyView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ExecutionCloseView(APIView):
+class ExecutionCloseView(ApiView):
     """POST to close: scratchpads deleted, blackboard kept until its TTL, a decision event logged."""
 
     @idempotent
@@ -147,8 +149,10 @@ class ExecutionCloseView(APIView):
         )
 
 
-class WindowView(APIView):
+class WindowView(ApiView):
     """POST a turn to the session's conversation window; GET the last ``?last=N`` turns."""
+
+    get_query_params = frozenset({"last"})
 
     @idempotent
     def post(self, request: Request, session_id: str) -> Response:

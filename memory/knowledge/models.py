@@ -20,8 +20,12 @@ PREDICATE_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 
 
 def entity_key(name: str) -> str:
-    """The normalised key entities are matched by: Unicode NFKC, case-folded, whitespace collapsed."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", name).casefold()).strip()
+    """The normalised key entities are matched by: Unicode NFKC, case-folded, whitespace collapsed,
+    and invisible format characters (category Cf: zero-width spaces, bidi overrides) removed, so
+    ``"Al\u200bice"`` cannot pose as a second "Alice"."""
+    text = unicodedata.normalize("NFKC", name).casefold()
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return _SPACES.sub(" ", text).strip()
 
 
 class Cardinality(models.TextChoices):
@@ -33,7 +37,7 @@ class Entity(models.Model):
     """A thing facts are about. ``key`` (see ``entity_key``) is unique; ``name`` is shown as given."""
 
     name = models.CharField(max_length=300)
-    key = models.CharField(max_length=300, unique=True, editable=False)
+    key = models.CharField(max_length=1200, unique=True, editable=False)
     entity_type = models.CharField(max_length=64, blank=True)
     aliases = ArrayField(models.CharField(max_length=300), default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)

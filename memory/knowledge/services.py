@@ -88,6 +88,12 @@ def entity_ensure(*, name: str, entity_type: str = "", field: str = "subject") -
     """The entity whose normalised key matches ``name``, created if new (concurrency-safe)."""
     _check_name(name, field=field)
     key = entity_key(name)
+    if not key:
+        raise InvalidInput("The name has no visible characters.", field=field)
+    if len(key) > 1200:  # NFKC can lengthen text (one ligature becomes up to 18 letters)
+        raise InvalidInput("The name is too long once normalised.", field=field)
+    if len(entity_type) > 64 or "\x00" in entity_type:
+        raise InvalidInput("An entity type has at most 64 characters.", field=field)
     entity, created = Entity.objects.get_or_create(
         key=key, defaults={"name": name.strip(), "entity_type": entity_type}
     )
@@ -126,9 +132,15 @@ def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
             )
         return value, f"string:{value}"
     if literal_type == LiteralType.NUMBER:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise bad("A number literal is a finite JSON number.")
-        return value, f"number:{float(value)!r}"
+        try:
+            as_float = (
+                float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+            )
+        except OverflowError:  # a JSON integer beyond a double's range
+            as_float = None
+        if as_float is None or not math.isfinite(as_float):
+            raise bad("A number literal is a finite JSON number (within ±1.8e308).")
+        return value, f"number:{as_float!r}"
     if literal_type == LiteralType.DATE:
         try:
             parsed = date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else None

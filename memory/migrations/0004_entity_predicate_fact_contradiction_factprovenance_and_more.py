@@ -8,139 +8,341 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0002_agent_name_charset'),
-        ('memory', '0003_checkpoint'),
+        ("agents", "0002_agent_name_charset"),
+        ("memory", "0003_checkpoint"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Entity',
+            name="Entity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=300)),
-                ('key', models.CharField(editable=False, max_length=300, unique=True)),
-                ('entity_type', models.CharField(blank=True, max_length=64)),
-                ('aliases', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=300), blank=True, default=list, size=None)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=300)),
+                ("key", models.CharField(editable=False, max_length=300, unique=True)),
+                ("entity_type", models.CharField(blank=True, max_length=64)),
+                (
+                    "aliases",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=300), blank=True, default=list, size=None
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
             ],
             options={
-                'verbose_name_plural': 'entities',
-                'ordering': ['name'],
+                "verbose_name_plural": "entities",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Predicate',
+            name="Predicate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64, unique=True)),
-                ('cardinality', models.CharField(choices=[('one', 'one (a subject has one object at a time)'), ('many', 'many')], default='one', max_length=4)),
-                ('description', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=64, unique=True)),
+                (
+                    "cardinality",
+                    models.CharField(
+                        choices=[("one", "one (a subject has one object at a time)"), ("many", "many")],
+                        default="one",
+                        max_length=4,
+                    ),
+                ),
+                ("description", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
             ],
             options={
-                'ordering': ['name'],
-                'permissions': [('change_cardinality', "Can change a predicate's cardinality")],
+                "ordering": ["name"],
+                "permissions": [("change_cardinality", "Can change a predicate's cardinality")],
             },
         ),
         migrations.CreateModel(
-            name='Fact',
+            name="Fact",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('literal_type', models.CharField(blank=True, choices=[('string', 'String'), ('number', 'Number'), ('date', 'Date'), ('boolean', 'Boolean')], max_length=8)),
-                ('literal_value', models.JSONField(blank=True, null=True)),
-                ('object_key', models.CharField(editable=False, max_length=600)),
-                ('confidence', models.FloatField(validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)])),
-                ('status', models.CharField(choices=[('active', 'Active'), ('disputed', 'Disputed'), ('superseded', 'Superseded'), ('retracted', 'Retracted')], default='active', max_length=10)),
-                ('valid_from', models.DateTimeField()),
-                ('valid_to', models.DateTimeField(blank=True, null=True)),
-                ('recorded_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('session_id', models.CharField(blank=True, max_length=200)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='facts', to='agents.agent')),
-                ('object_entity', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='facts_as_object', to='memory.entity')),
-                ('source_event', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='memory.event')),
-                ('subject', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='facts_as_subject', to='memory.entity')),
-                ('predicate', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='facts', to='memory.predicate')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "literal_type",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("string", "String"),
+                            ("number", "Number"),
+                            ("date", "Date"),
+                            ("boolean", "Boolean"),
+                        ],
+                        max_length=8,
+                    ),
+                ),
+                ("literal_value", models.JSONField(blank=True, null=True)),
+                ("object_key", models.CharField(editable=False, max_length=600)),
+                (
+                    "confidence",
+                    models.FloatField(
+                        validators=[
+                            django.core.validators.MinValueValidator(0.0),
+                            django.core.validators.MaxValueValidator(1.0),
+                        ]
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("disputed", "Disputed"),
+                            ("superseded", "Superseded"),
+                            ("retracted", "Retracted"),
+                        ],
+                        default="active",
+                        max_length=10,
+                    ),
+                ),
+                ("valid_from", models.DateTimeField()),
+                ("valid_to", models.DateTimeField(blank=True, null=True)),
+                ("recorded_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("session_id", models.CharField(blank=True, max_length=200)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="facts", to="agents.agent"
+                    ),
+                ),
+                (
+                    "object_entity",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="facts_as_object",
+                        to="memory.entity",
+                    ),
+                ),
+                (
+                    "source_event",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="memory.event",
+                    ),
+                ),
+                (
+                    "subject",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="facts_as_subject",
+                        to="memory.entity",
+                    ),
+                ),
+                (
+                    "predicate",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="facts",
+                        to="memory.predicate",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['recorded_at', 'id'],
+                "ordering": ["recorded_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Contradiction',
+            name="Contradiction",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('open', 'Open'), ('resolved', 'Resolved'), ('dismissed', 'Dismissed')], default='open', max_length=10)),
-                ('resolution', models.CharField(blank=True, choices=[('accept_new', 'accept the new fact (the existing one is superseded)'), ('keep_existing', 'keep the existing fact (the new one is retracted)'), ('both_valid', "both are valid (the predicate becomes 'many')"), ('dismiss', 'dismiss (no change to the facts)')], max_length=16)),
-                ('reviewer', models.CharField(blank=True, help_text='username of the person who decided', max_length=150)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('note', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('existing_fact', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='contradictions_as_existing', to='memory.fact')),
-                ('new_fact', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='contradictions_as_new', to='memory.fact')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "Open"), ("resolved", "Resolved"), ("dismissed", "Dismissed")],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "resolution",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("accept_new", "accept the new fact (the existing one is superseded)"),
+                            ("keep_existing", "keep the existing fact (the new one is retracted)"),
+                            ("both_valid", "both are valid (the predicate becomes 'many')"),
+                            ("dismiss", "dismiss (no change to the facts)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "reviewer",
+                    models.CharField(
+                        blank=True, help_text="username of the person who decided", max_length=150
+                    ),
+                ),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                ("note", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "existing_fact",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="contradictions_as_existing",
+                        to="memory.fact",
+                    ),
+                ),
+                (
+                    "new_fact",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="contradictions_as_new",
+                        to="memory.fact",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
-                'permissions': [('resolve_contradiction', 'Can resolve contradictions')],
-                'indexes': [models.Index(fields=['status', 'created_at'], name='contradiction_status_idx')],
-                'constraints': [models.UniqueConstraint(fields=('existing_fact', 'new_fact'), name='contradiction_pair_uniq')],
+                "ordering": ["created_at", "id"],
+                "permissions": [("resolve_contradiction", "Can resolve contradictions")],
+                "indexes": [models.Index(fields=["status", "created_at"], name="contradiction_status_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("existing_fact", "new_fact"), name="contradiction_pair_uniq"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='FactProvenance',
+            name="FactProvenance",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('session_id', models.CharField(blank=True, max_length=200)),
-                ('confidence', models.FloatField()),
-                ('asserted_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='agents.agent')),
-                ('fact', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='provenance', to='memory.fact')),
-                ('source_event', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='memory.event')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("session_id", models.CharField(blank=True, max_length=200)),
+                ("confidence", models.FloatField()),
+                ("asserted_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="agents.agent"
+                    ),
+                ),
+                (
+                    "fact",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="provenance",
+                        to="memory.fact",
+                    ),
+                ),
+                (
+                    "source_event",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="memory.event",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['asserted_at', 'id'],
-                'indexes': [models.Index(fields=['session_id', 'asserted_at'], name='provenance_session_idx')],
+                "ordering": ["asserted_at", "id"],
+                "indexes": [
+                    models.Index(fields=["session_id", "asserted_at"], name="provenance_session_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='GraphOutbox',
+            name="GraphOutbox",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('processed_at', models.DateTimeField(blank=True, null=True)),
-                ('fact', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='memory.fact')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("processed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "fact",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="memory.fact"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('processed_at__isnull', True)), fields=['id'], name='outbox_pending_idx')],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("processed_at__isnull", True)),
+                        fields=["id"],
+                        name="outbox_pending_idx",
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(fields=['subject', 'predicate', 'status'], name='fact_subject_pred_idx'),
+            model_name="fact",
+            index=models.Index(fields=["subject", "predicate", "status"], name="fact_subject_pred_idx"),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(fields=['object_entity', 'status'], name='fact_object_idx'),
+            model_name="fact",
+            index=models.Index(fields=["object_entity", "status"], name="fact_object_idx"),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(fields=['agent'], name='fact_agent_idx'),
+            model_name="fact",
+            index=models.Index(fields=["agent"], name="fact_agent_idx"),
         ),
         migrations.AddIndex(
-            model_name='fact',
-            index=models.Index(fields=['session_id'], name='fact_session_idx'),
+            model_name="fact",
+            index=models.Index(fields=["session_id"], name="fact_session_idx"),
         ),
         migrations.AddConstraint(
-            model_name='fact',
-            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ['active', 'disputed'])), fields=('subject', 'predicate', 'object_key'), name='fact_live_uniq'),
+            model_name="fact",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status__in", ["active", "disputed"])),
+                fields=("subject", "predicate", "object_key"),
+                name="fact_live_uniq",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='fact',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('object_entity__isnull', False), ('literal_type', '')), models.Q(('object_entity__isnull', True), models.Q(('literal_type', ''), _negated=True)), _connector='OR'), name='fact_object_xor_literal'),
+            model_name="fact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("object_entity__isnull", False), ("literal_type", "")),
+                    models.Q(("object_entity__isnull", True), models.Q(("literal_type", ""), _negated=True)),
+                    _connector="OR",
+                ),
+                name="fact_object_xor_literal",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='fact',
-            constraint=models.CheckConstraint(condition=models.Q(('valid_to__isnull', True), ('valid_to__gte', models.F('valid_from')), _connector='OR'), name='fact_valid_interval'),
+            model_name="fact",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("valid_to__isnull", True), ("valid_to__gte", models.F("valid_from")), _connector="OR"
+                ),
+                name="fact_valid_interval",
+            ),
         ),
     ]

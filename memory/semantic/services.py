@@ -201,10 +201,11 @@ def memory_forget(*, agent: Agent, memory_id: uuid.UUID) -> tuple[SemanticMemory
             agent=agent,
             session_id=memory.session_id or f"memory:{memory.pk}",
             content=f"Forgot semantic memory {memory.pk}.",
+            # no content-derived value here: every agent of the tenant can read the log, and a hash
+            # of a short private memory can be reversed by guessing
             payload={
                 "action": "memory_forget",
                 "memory_id": str(memory.pk),
-                "content_hash": memory.content_hash,
                 "owner": memory.agent.name,
                 "scope": memory.scope,
             },
@@ -279,7 +280,9 @@ def memory_search(
     dims = embedder.dimensions
     w = {"similarity": policy.w_similarity, "recency": policy.w_recency, "importance": policy.w_importance}
     w.update(weights or {})
-    w_sum = sum(w.values()) or 1.0
+    w_sum = sum(w.values())
+    if w_sum <= 0:
+        raise InvalidInput("At least one weight must be above 0, or every score is 0.", field="weights")
     decay = math.log(2) / policy.recency_half_life_hours
     now = now or timezone.now()
 
@@ -324,7 +327,11 @@ def memory_search(
     else:
         hits = hits[:k]
     if touch and hits:
+        touched_at = timezone.now()
         SemanticMemory.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
-            last_accessed_at=timezone.now(), access_count=F("access_count") + 1
+            last_accessed_at=touched_at, access_count=F("access_count") + 1
         )
+        for hit in hits:  # return what is now stored (the score used the previous access time)
+            hit.memory.last_accessed_at = touched_at
+            hit.memory.access_count += 1
     return hits

@@ -39,7 +39,7 @@ def get_redis() -> redis.Redis:
 
 def check_id(value: str, *, field: str) -> str:
     """Validate a client-chosen id used inside a key: 1-200 of ``A-Z a-z 0-9 . _ -``."""
-    if not isinstance(value, str) or not ID_PATTERN.match(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         raise InvalidInput(
             f"{field} must be 1-200 characters of letters, digits, '.', '_' or '-'.", field=field
         )
