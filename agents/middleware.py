@@ -21,10 +21,17 @@ class ApiBodyLimitMiddleware:
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
-                return JsonResponse({"detail": "Invalid Content-Length.", "code": "invalid",
-                                     "errors": {"body": ["Invalid Content-Length."]}}, status=400)
+                return JsonResponse(
+                    {
+                        "detail": "Invalid Content-Length.",
+                        "code": "invalid",
+                        "errors": {"body": ["Invalid Content-Length."]},
+                    },
+                    status=400,
+                )
             if limit is not None and length > limit:
                 message = f"The body is {length} bytes; the limit is {limit}."
-                return JsonResponse({"detail": message, "code": "too_large", "errors": {"body": [message]}},
-                                    status=413)
+                return JsonResponse(
+                    {"detail": message, "code": "too_large", "errors": {"body": [message]}}, status=413
+                )
         return self.get_response(request)

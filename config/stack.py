@@ -145,9 +145,17 @@ class EmbeddedRedis:
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
-        """Start the server, wait until it answers PING, return its ``REDIS_URL``."""
+        """Start the server, wait until it answers PING, return its ``REDIS_URL``.
+
+        If a Redis already answers on the port (``./engram up`` is running), use that one and
+        leave it running on ``stop``.
+        """
         import redis
 
+        url = f"redis://127.0.0.1:{self.port}/0"
+        with contextlib.suppress(redis.RedisError):
+            redis.Redis.from_url(url, socket_connect_timeout=0.3).ping()
+            return url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(
             [
@@ -401,7 +409,7 @@ def neo4j_wanted(profile: str) -> bool:
 
 @contextlib.contextmanager
 def services(
-    profile: str, redis_port: int | None = None, neo4j_port: int | None = None
+    profile: str, redis_port: int | None = None, neo4j_port: int | None = None, neo4j: bool | None = None
 ) -> Iterator[dict[str, str]]:
     """Start PostgreSQL and Redis unless ``DATABASE_URL`` / ``REDIS_URL`` name existing ones, and
     Neo4j when :func:`neo4j_wanted` unless ``NEO4J_URI`` names one.
@@ -427,7 +435,7 @@ def services(
             started.append(rd)
         if os.environ.get("NEO4J_URI"):
             env["NEO4J_URI"] = os.environ["NEO4J_URI"]
-        elif neo4j_wanted(profile):
+        elif neo4j if neo4j is not None else neo4j_wanted(profile):
             neo = EmbeddedNeo4j(
                 VAR_DIR / profile / "neo4j", neo4j_port or free_port(), ephemeral=profile == "test"
             )
@@ -543,6 +551,15 @@ def cmd_test(pytest_args: list[str]) -> int:
         ).returncode
 
 
+def cmd_manage(args: list[str]) -> int:
+    """``manage.py ARGS`` against the ``./engram up`` databases (attached to if running, else
+    started for the command and stopped after)."""
+    redis_port = int(os.environ.get("ENGRAM_REDIS_PORT", "6390"))
+    with services("dev", redis_port=redis_port, neo4j=False) as svc:
+        env = {**os.environ, **svc, "DJANGO_SETTINGS_MODULE": "config.settings.local"}
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env).returncode
+
+
 def cmd_services(profile: str) -> int:
     """Start the services, print ``export`` lines for a shell, wait for Ctrl-C."""
     with services(profile) as svc:
@@ -559,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start everything and serve until Ctrl-C")
     up.add_argument("--port", type=int, default=8000)
     sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
+    sub.add_parser("manage", help="run a manage.py command against the ./engram up databases")
     svc = sub.add_parser("services", help="start PostgreSQL and Redis (and Neo4j with ENGRAM_NEO4J=1) only")
     svc.add_argument("--profile", default="bench")
     args, rest = parser.parse_known_args(argv)
@@ -569,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_up(args.port)
     if args.command == "test":
         return cmd_test(rest)
+    if args.command == "manage":
+        return cmd_manage(rest)
     return cmd_services(args.profile)
 
 

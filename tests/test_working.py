@@ -175,6 +175,7 @@ def test_close_deletes_scratchpads_keeps_blackboard_and_logs_a_decision(
         and event.session_id == "sess-close"
     )
     assert event.payload["blackboard"][0]["field"] == "alice:answer"
+    assert event.payload["blackboard"][0]["value"] == "42"  # a JSON value, not its text
     assert event.payload["scratchpads_deleted"] == 2
     assert put(alice, f"{bb(alice, execution)}/answer", {"value": "43"}).status_code == 409
     assert alice.post(f"/api/v1/executions/{execution}/close", {}).status_code == 409

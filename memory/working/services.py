@@ -252,7 +252,8 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
     """Close an execution: no more writes, scratchpads deleted, blackboard kept until its TTL.
 
     Writes a ``decision`` event whose payload summarises the final blackboard (each value cut to
-    ``SUMMARY_VALUE_CHARS`` characters of JSON). Raises ``Conflict`` if already closed.
+    ``SUMMARY_VALUE_CHARS`` characters of JSON: a longer value is given as ``value_truncated``, the
+    start of its JSON text, with ``value`` null). Raises ``Conflict`` if already closed.
     """
     check_id(execution_id, field="execution_id")
     client = get_redis()
@@ -281,7 +282,9 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
                 "agent": entry.agent,
                 "version": entry.version,
                 "updated_at": entry.updated_at,
-                "value": text if len(text) <= SUMMARY_VALUE_CHARS else text[:SUMMARY_VALUE_CHARS] + "…",
+                # the value itself when short; else the start of its JSON text, marked as cut
+                "value": entry.value if len(text) <= SUMMARY_VALUE_CHARS else None,
+                "value_truncated": None if len(text) <= SUMMARY_VALUE_CHARS else text[:SUMMARY_VALUE_CHARS],
             }
         )
     return decision_record(

@@ -44,7 +44,7 @@ class Command(BaseCommand):
             if agent.api_keys.filter(revoked_at__isnull=True).exists() and not new_key:
                 self.stdout.write(
                     "  agent demo-agent: has a key already (shown only when it was created; "
-                    "`manage.py bootstrap_demo --new-key` mints another)"
+                    "`./engram manage api_key_create --tenant demo --agent demo-agent` mints another)"
                 )
             else:
                 _, raw = api_key_create(agent=agent, name="bootstrap")
