@@ -38,7 +38,7 @@ import multiprocessing
 import os
 import random
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import corpus
 import httpx
@@ -93,7 +93,7 @@ def fill(tenant, agents: dict, n: int, seed: int, jobs: int) -> None:
     from django_tenants.utils import tenant_context
 
     from memory.embeddings import get_embedder
-    from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
+    from memory.semantic.models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
     from memory.semantic.services import content_hash
 
     embedder = get_embedder()
@@ -112,6 +112,16 @@ def fill(tenant, agents: dict, n: int, seed: int, jobs: int) -> None:
         types = [MemoryType.FACT] * 5 + [MemoryType.PREFERENCE] * 3 + [MemoryType.OBSERVATION] * 2
         tags_pool = ["travel", "food", "work", "family", "health", "money", "hobby", "schedule"]
         rows: list[SemanticMemory] = []
+        clocks: list[tuple[datetime, int]] = []
+
+        def insert(batch: list[SemanticMemory], batch_clocks: list[tuple[datetime, int]]) -> None:
+            with transaction.atomic():
+                SemanticMemory.objects.bulk_create(batch)
+                MemoryAccess.objects.bulk_create(
+                    MemoryAccess(memory=m, last_accessed_at=at, access_count=count)
+                    for m, (at, count) in zip(batch, batch_clocks, strict=True)
+                )
+
         inserted = 0
         t0 = time.perf_counter()
         print(f"  inserting {n - len(existing):,} memories into {tenant.schema_name}...", flush=True)
@@ -142,23 +152,21 @@ def fill(tenant, agents: dict, n: int, seed: int, jobs: int) -> None:
                     embedding_model=embedder.name,
                     embedding_dimensions=embedder.dimensions,
                     created_at=created,
-                    last_accessed_at=accessed,
-                    access_count=rng.randint(0, 5),
                 )
             )
+            clocks.append((accessed, rng.randint(0, 5)))
             if len(rows) == 1000 or i == len(texts) - 1:
-                with transaction.atomic():
-                    SemanticMemory.objects.bulk_create(rows)
+                insert(rows, clocks)
                 inserted += len(rows)
-                rows = []
+                rows, clocks = [], []
                 if inserted % 10_000 == 0:
                     rate = inserted / (time.perf_counter() - t0)
                     print(f"    {inserted:,} rows ({rate:,.0f} rows/s)", flush=True)
         if rows:
-            with transaction.atomic():
-                SemanticMemory.objects.bulk_create(rows)
+            insert(rows, clocks)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_semanticmemory")
+            cursor.execute("ANALYZE memory_memoryaccess")
         print(f"  filled in {time.perf_counter() - t0:,.0f} s; ANALYZE done", flush=True)
 
 

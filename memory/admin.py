@@ -125,7 +125,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "forgotten_at",
     ]
     list_filter = ["scope", "memory_type", "agent", ("forgotten_at", admin.EmptyFieldListFilter)]
-    list_select_related = ["agent"]
+    list_select_related = ["agent", "access"]
     search_fields = ["content", "session_id", "tags"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False

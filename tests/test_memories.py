@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from memory.episodic.models import Event, EventKind
-from memory.semantic.models import SemanticMemory
+from memory.semantic.models import MemoryAccess, SemanticMemory
 
 from .conftest import Caller, make_caller, requires_model
 from .test_events import UNICODE_SAMPLES
@@ -55,7 +55,7 @@ def test_create_then_recall_with_score_components(alice: Caller) -> None:
 def test_recall_updates_last_access(alice: Caller) -> None:
     created = remember(alice, "The office wifi password rotates monthly.").json()
     with tenant_context(alice.tenant):
-        SemanticMemory.objects.filter(pk=created["id"]).update(
+        MemoryAccess.objects.filter(pk=created["id"]).update(
             last_accessed_at=timezone.now() - timedelta(days=3)
         )
     first = search(alice, "wifi password")[0]

@@ -193,7 +193,10 @@ class MemoryDetailView(ApiView):
 
     def get(self, request: Request, memory_id: uuid.UUID) -> Response:
         memory = (
-            selectors.memories_visible_to(request.user).select_related("agent").filter(pk=memory_id).first()
+            selectors.memories_visible_to(request.user)
+            .select_related("agent", "access")
+            .filter(pk=memory_id)
+            .first()
         )
         if memory is None:
             raise NotFound("No such memory.", field="id")

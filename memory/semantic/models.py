@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -58,8 +59,6 @@ class SemanticMemory(models.Model):
         db_persist=True,
     )
     created_at = models.DateTimeField(default=timezone.now)
-    last_accessed_at = models.DateTimeField(default=timezone.now)
-    access_count = models.PositiveIntegerField(default=0)
     forgotten_at = models.DateTimeField(null=True, blank=True)
     forgotten_by = models.ForeignKey(
         "agents.Agent", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -92,3 +91,35 @@ class SemanticMemory(models.Model):
 
     def __str__(self) -> str:
         return self.content[:80]
+
+    # The recency clock lives in MemoryAccess (see there); these read it through ``access``, which
+    # queries should load with ``select_related("access")``.
+    @property
+    def last_accessed_at(self) -> datetime:
+        return self.access.last_accessed_at
+
+    @property
+    def access_count(self) -> int:
+        return self.access.access_count
+
+
+class MemoryAccess(models.Model):
+    """When a memory was last recalled or reinforced, and how often: the Ebbinghaus clock.
+
+    Kept out of the memory row on purpose: every recall updates it, and an update of the wide memory
+    row is not a HOT update there (it inserts into the HNSW, GIN and B-tree indexes again: ~1.3 ms
+    per row for HNSW alone at 100k memories). This narrow table has only its primary key and a low
+    fillfactor, so recalls update it in place.
+    """
+
+    memory = models.OneToOneField(
+        SemanticMemory, on_delete=models.CASCADE, primary_key=True, related_name="access"
+    )
+    last_accessed_at = models.DateTimeField(default=timezone.now)
+    access_count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "memory access"
+
+    def __str__(self) -> str:
+        return f"{self.memory_id}: {self.access_count} at {self.last_accessed_at:%Y-%m-%d %H:%M}"

@@ -27,7 +27,7 @@ from memory.episodic.services import decision_record
 from tenants.models import RetrievalPolicy
 
 from . import selectors
-from .models import MemoryScope, MemoryType, SemanticMemory
+from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
 
 _SPACES = re.compile(r"\s+")
@@ -76,18 +76,18 @@ def _reinforce(
     memory: SemanticMemory, *, confidence: float, importance: float, tags: Sequence[str]
 ) -> SemanticMemory:
     """One more sighting of ``memory``: access count +1, clock restarted, confidence/importance = max."""
-    now = timezone.now()
-    SemanticMemory.objects.filter(pk=memory.pk).update(
-        access_count=F("access_count") + 1,
-        last_accessed_at=now,
-        confidence=Greatest("confidence", Value(confidence)),
-        importance=Greatest("importance", Value(importance)),
+    MemoryAccess.objects.filter(pk=memory.pk).update(
+        access_count=F("access_count") + 1, last_accessed_at=timezone.now()
     )
+    if confidence > memory.confidence or importance > memory.importance:
+        SemanticMemory.objects.filter(pk=memory.pk).update(
+            confidence=Greatest("confidence", Value(confidence)),
+            importance=Greatest("importance", Value(importance)),
+        )
     new_tags = [t for t in tags if t not in memory.tags]
     if new_tags:
         SemanticMemory.objects.filter(pk=memory.pk).update(tags=memory.tags + new_tags)
-    memory.refresh_from_db()
-    return memory
+    return SemanticMemory.objects.select_related("agent", "access").get(pk=memory.pk)
 
 
 def _validate(data: MemoryData) -> None:
@@ -165,11 +165,11 @@ def memory_create(
         embedding_model=embedder.name,
         embedding_dimensions=embedder.dimensions,
         created_at=now,
-        last_accessed_at=now,
     )
     try:
         with transaction.atomic():
             memory.save(force_insert=True)
+            memory.access = MemoryAccess.objects.create(memory=memory, last_accessed_at=now)
     except IntegrityError:
         winner = same_owner.filter(content_hash=digest).first()
         if winner is None:
@@ -304,7 +304,7 @@ def memory_search(
         rank = SearchRank(F("search"), tsquery, cover_density=True) if tsquery is not None else Value(0.0)
         rows = list(
             SemanticMemory.objects.filter(pk__in=ids)
-            .select_related("agent")
+            .select_related("agent", "access")
             .defer("search", *(() if mmr_lambda is not None else ("embedding",)))
             .annotate(distance=selectors.cosine_distance(qvec, dims), text_rank=Coalesce(rank, Value(0.0)))
         )
@@ -328,10 +328,10 @@ def memory_search(
         hits = hits[:k]
     if touch and hits:
         touched_at = timezone.now()
-        SemanticMemory.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
+        MemoryAccess.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
             last_accessed_at=touched_at, access_count=F("access_count") + 1
         )
         for hit in hits:  # return what is now stored (the score used the previous access time)
-            hit.memory.last_accessed_at = touched_at
-            hit.memory.access_count += 1
+            hit.memory.access.last_accessed_at = touched_at
+            hit.memory.access.access_count += 1
     return hits
