@@ -452,6 +452,41 @@ def services(
             service.stop()
 
 
+def uvicorn_command(port: int, *, log_level: str = "warning") -> list[str]:
+    """The command line of the ASGI web server on 127.0.0.1:``port`` (no access log)."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        log_level,
+        "--no-access-log",
+    ]
+
+
+def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 30.0) -> None:
+    """Poll ``url`` until the server answers (any status). Raises ``RuntimeError`` if ``process``
+    exits or ``timeout`` seconds pass first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server for {url} exited with status {process.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer within {timeout:.0f} s") from None
+            time.sleep(0.2)
+
+
 def _manage(args: list[str], env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True)
 
@@ -489,20 +524,7 @@ def cmd_up(port: int) -> int:
         children = [
             # ASGI, so Server-Sent Events streams work next to the API and the admin
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "config.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--no-access-log",
-                ],
-                cwd=BASE_DIR,
-                env=env,
-                start_new_session=True,
+                uvicorn_command(port, log_level="info"), cwd=BASE_DIR, env=env, start_new_session=True
             ),
             subprocess.Popen(
                 [

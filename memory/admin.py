@@ -4,67 +4,23 @@ queue)."""
 
 from __future__ import annotations
 
-import unicodedata
-
 from django import forms
 from django.contrib import admin, messages
-from django.core.paginator import Paginator
 from django.core.validators import RegexValidator
-from django.db import connection
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from .admin_base import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
 from .checkpoints import admin as checkpoints_admin  # noqa: F401 (registers CheckpointAdmin)
 from .knowledge import admin_views
 from .knowledge.models import PREDICATE_PATTERN, Cardinality, ContradictionStatus, FactProvenance
 from .models import Contradiction, Entity, Event, Fact, Predicate, SemanticMemory
 from .semantic.services import memory_forget
-
-
-class EstimatedCountPaginator(Paginator):
-    """Uses PostgreSQL's row estimate for large unfiltered tables instead of ``COUNT(*)``."""
-
-    @cached_property
-    def count(self) -> int:
-        query = self.object_list.query
-        if not query.where:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                    [query.model._meta.db_table],
-                )
-                row = cursor.fetchone()
-            if row and row[0] > 100_000:
-                return int(row[0])
-        return super().count
-
-
-def shown(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, with invisible and direction-changing characters
-    (Unicode Cf, and control characters other than tab and newline) made visible as ``⟨U+202E⟩``, so
-    a stored ``"\u202eexe.live"`` cannot display as something else. Storage stays byte for byte."""
-    cut = text if len(text) <= limit else text[: limit - 3] + "..."
-    return "".join(
-        f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\t\n" else ch
-        for ch in cut
-    )
-
-
-class ReadOnlyAdminMixin:
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(Event)
@@ -177,10 +133,6 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
 # --- knowledge layer ---------------------------------------------------------------------------------
 
 
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 class PredicateForm(forms.ModelForm):
     """Checks a new predicate's name the way the API does (snake_case, at most 64 characters)."""
 
@@ -216,7 +168,7 @@ class PredicateAdmin(admin.ModelAdmin):
 
     @admin.display(description="description")
     def short_description(self, obj: Predicate) -> str:
-        return _short(obj.description, 100)
+        return shown(obj.description, 100)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Predicate | None = None) -> list[str]:
         fields = ["created_at"]
@@ -272,7 +224,7 @@ class EntityAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         )
 
 
-class FactProvenanceInline(admin.TabularInline):
+class FactProvenanceInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every assertion of the fact: who, in which session, when, how confident, from which event."""
 
     model = FactProvenance
@@ -287,7 +239,7 @@ class FactProvenanceInline(admin.TabularInline):
     def source_event_text(self, obj: FactProvenance) -> str | None:
         if obj.source_event is None:
             return None  # shown as the admin's empty value
-        return f"#{obj.source_event.seq} ({obj.source_event.kind}): {_short(obj.source_event.content, 300)}"
+        return f"#{obj.source_event.seq} ({obj.source_event.kind}): {shown(obj.source_event.content, 300)}"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[FactProvenance]:
         return (
@@ -300,15 +252,6 @@ class FactProvenanceInline(admin.TabularInline):
     def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # the history belongs to the fact: whoever may see the fact sees it
         return request.user.has_perm("memory.view_fact") or request.user.has_perm("memory.change_fact")
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(Fact)

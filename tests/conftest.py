@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,9 +160,7 @@ def neo4j_driver():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
     """A real Celery worker process on the test database and the test Redis."""
-    # the same server as the suite, but pytest-django's test database
-    test_db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {**os.environ, "DATABASE_URL": test_db_url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
+    env = test_database_env()
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
         cwd=BASE_DIR,
@@ -172,3 +171,25 @@ def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Pop
     finally:
         worker.terminate()
         worker.wait(30)
+
+
+def test_database_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process (Celery worker, web server) using this run's test database
+    on the suite's PostgreSQL server, and the suite's Redis and Neo4j."""
+    url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test", **extra}
+
+
+@contextmanager
+def asgi_server(**extra_env: str) -> Iterator[int]:
+    """A real uvicorn process on the test database for the ``with`` block; yields its port."""
+    from config.stack import free_port, uvicorn_command, wait_for_http
+
+    port = free_port()
+    server = subprocess.Popen(uvicorn_command(port), cwd=BASE_DIR, env=test_database_env(**extra_env))
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/api/v1/me", server)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(15)

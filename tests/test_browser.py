@@ -10,15 +10,11 @@ queue before and after the click.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
@@ -29,8 +25,8 @@ from memory.episodic.models import Event, EventKind
 from memory.knowledge.models import Contradiction, Fact, FactStatus
 from tenants.models import Domain, Tenant
 
+from .conftest import asgi_server
 from .test_review_queue import PASSWORD, Dispute, conflict_make
-from .test_working import BASE_DIR, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -90,44 +86,9 @@ def live_site(scratch_tenant: Tenant) -> Iterator[Site]:
         ]
     connection.set_schema_to_public()
 
-    port = free_port()
-    test_db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": test_db_url,
-        "DJANGO_SETTINGS_MODULE": "config.settings.test",
-        "ENGRAM_SERVE_STATIC": "1",  # the vendored htmx must load (config/asgi.py)
-    }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=BASE_DIR,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, "uvicorn exited"
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/api/v1/me", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "uvicorn did not start in 30 s"
-                time.sleep(0.2)
+    # ENGRAM_SERVE_STATIC: the vendored htmx must load (config/asgi.py)
+    with asgi_server(ENGRAM_SERVE_STATIC="1") as port:
         yield Site(scratch_tenant, f"http://{host}:{port}", disputes)
-    finally:
-        server.terminate()
-        server.wait(15)
 
 
 def _screenshot(page, name: str, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]

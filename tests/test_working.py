@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import queue
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from django.db import connection
 from django_tenants.utils import tenant_context
 
 from config.errors import Conflict
@@ -24,7 +19,7 @@ from memory.episodic.models import Event, EventKind
 from memory.working import services
 from memory.working.store import get_redis
 
-from .conftest import Caller, make_caller
+from .conftest import Caller, asgi_server, make_caller
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -227,43 +222,13 @@ def test_redis_down_is_503_with_a_clear_message(alice: Caller, settings) -> None
 
 
 @pytest.fixture
-def asgi_server(scratch_tenant) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """A real uvicorn process on the test database and Redis; yields its base URL."""
-    port = free_port()
-    test_db_url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    env = {**os.environ, "DATABASE_URL": test_db_url, "DJANGO_SETTINGS_MODULE": "config.settings.test"}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=BASE_DIR,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{base}/api/v1/me", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        yield base
-    finally:
-        server.terminate()
-        server.wait(15)
+def sse_server(scratch_tenant) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """The base URL of a real uvicorn process on the test database."""
+    with asgi_server() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
-def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, asgi_server: str) -> None:  # type: ignore[no-untyped-def]
+def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, sse_server: str) -> None:  # type: ignore[no-untyped-def]
     watcher, writer = make_caller(scratch_tenant, "watcher"), make_caller(scratch_tenant, "writer")
     execution = f"exec-{uuid.uuid4().hex[:8]}"
     received: queue.Queue[dict] = queue.Queue()
@@ -273,7 +238,7 @@ def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, asgi_
         headers = {"Authorization": f"Bearer {watcher.key}"}
         with httpx.stream(
             "GET",
-            f"{asgi_server}/api/v1/executions/{execution}/stream",
+            f"{sse_server}/api/v1/executions/{execution}/stream",
             headers=headers,
             timeout=httpx.Timeout(20, read=20),
         ) as response:
@@ -293,7 +258,7 @@ def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, asgi_
     thread.start()
     assert connected.wait(15), "the stream did not open"
     response = httpx.put(
-        f"{asgi_server}/api/v1/executions/{execution}/blackboard/verdict",
+        f"{sse_server}/api/v1/executions/{execution}/blackboard/verdict",
         json={"value": {"guilty": False}},
         headers={"Authorization": f"Bearer {writer.key}"},
     )
@@ -304,5 +269,5 @@ def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, asgi_
     assert json.loads(event["data"])["agent"] == "writer"
 
     # a key of another tenant cannot follow this tenant's execution
-    stranger = httpx.get(f"{asgi_server}/api/v1/executions/{execution}/stream", timeout=5)
+    stranger = httpx.get(f"{sse_server}/api/v1/executions/{execution}/stream", timeout=5)
     assert stranger.status_code == 401

@@ -6,11 +6,13 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from memory.admin_base import ReadOnlyAdminMixin
+
 from .models import Checkpoint
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(admin.ModelAdmin):
+class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ["session_id", "step_index", "agent", "schema_version", "idempotency_key", "created_at"]
     list_filter = ["agent", "schema_version"]
     list_select_related = ["agent"]
@@ -36,12 +38,3 @@ class CheckpointAdmin(admin.ModelAdmin):
         if match is not None and (match.url_name or "").endswith("_changelist"):
             return qs.defer("state", "plan")  # the list shows neither (up to 1 MiB each)
         return qs
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
