@@ -10,6 +10,9 @@ sessions (default 10,000) of ``--steps`` checkpoints each (default 3; state abou
 - HTTP against a real server process (``uvicorn config.asgi:application`` on a free port of
   127.0.0.1, DEBUG off, access log off), one keep-alive ``httpx`` client, sequential requests, warm
   and cold the same way. Latency is the client's wall time per request (send to body read).
+  ``--interface wsgi`` serves ``config.wsgi:application`` through uvicorn's WSGI adapter instead,
+  for comparison: Django's ASGI handler runs each request's sync middleware and view in a new
+  thread, with a thread hop per middleware hook, which costs about 3 ms of CPU per request here.
 
 It prints p50/p95/p99/max in milliseconds and checks the target HTTP p99 <= 15 ms (exit status 1 if
 missed). Needs PostgreSQL and Redis; ``DATABASE_URL`` and ``REDIS_URL`` come from the environment::
@@ -18,7 +21,7 @@ missed). Needs PostgreSQL and Redis; ``DATABASE_URL`` and ``REDIS_URL`` come fro
     eval "$(grep export /tmp/ckpt-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/checkpoint_restore.py [--sessions 10000] [--requests 5000]
+    .venv/bin/python benchmarks/checkpoint_restore.py [--sessions 10000] [--requests 5000] [--interface wsgi]
     kill -TERM %1    # stops PostgreSQL and Redis again (the services command's job)
 """
 
@@ -155,16 +158,20 @@ def time_calls(call: Callable[[str], None], before: Callable[[str], None], names
 
 
 @contextlib.contextmanager
-def uvicorn_server(workers: int) -> Iterator[str]:
-    """``uvicorn config.asgi:application`` on a free port of 127.0.0.1 until the block ends."""
+def uvicorn_server(workers: int, interface: str = "asgi") -> Iterator[str]:
+    """uvicorn on a free port of 127.0.0.1 until the block ends: ``config.asgi:application``, or with
+    ``interface="wsgi"`` ``config.wsgi:application`` behind uvicorn's WSGI adapter (a thread pool).
+    """
     import httpx
 
     from config.stack import free_port
 
     port = free_port()
     env = {**os.environ, "DJANGO_DEBUG": "false", "PYTHONUNBUFFERED": "1"}
+    app = "config.wsgi:application" if interface == "wsgi" else "config.asgi:application"
     cmd = [
-        sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+        sys.executable, "-m", "uvicorn", app, "--interface", "wsgi" if interface == "wsgi" else "asgi3",
+        "--host", "127.0.0.1",
         "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
@@ -206,6 +213,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=5000, help="restores per measurement")
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--interface",
+        choices=["asgi", "wsgi"],
+        default="asgi",
+        help="serve config.asgi (the default, as ./engram up does) or config.wsgi through uvicorn",
+    )
     args = parser.parse_args()
 
     django_setup()
@@ -260,7 +273,7 @@ def main() -> int:
             checkpoint_latest(agent=agent, session_id=name, policy=policy)  # type: ignore[arg-type]
     connection.close()
     with (
-        uvicorn_server(args.workers) as url,
+        uvicorn_server(args.workers, args.interface) as url,
         httpx.Client(base_url=url, headers={"Authorization": f"Bearer {raw_key}"}, timeout=10) as client,
     ):
 
@@ -273,6 +286,7 @@ def main() -> int:
         for name in sample(args.warmup):
             response = client.get(f"/api/v1/sessions/{name}/checkpoints/latest")
             assert response.status_code == 200 and response.json()["step_index"] == expected_step
+        print(f"HTTP: uvicorn, {args.interface.upper()}, {args.workers} worker(s)")
         results["http warm (redis)"] = report(
             "http warm (redis)", time_calls(lambda n: get(n, "redis"), lambda n: None, sample(args.requests))
         )
