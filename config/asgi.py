@@ -1,4 +1,11 @@
-"""ASGI entry point (uvicorn): serves the API, the admin and the Server-Sent Events streams.
+"""ASGI entry point (uvicorn): the API, the admin and the Server-Sent Events streams in one process.
+
+Only the SSE streams (``/api/v1/executions/<id>/stream``) go through Django's ASGI handler: they
+wait on Redis for minutes and must not hold a thread. Every other request goes through Django's
+WSGI handler on a2wsgi's thread pool. Django's ASGI path runs a sync view with a new thread and
+many thread hops per request (about 5.5 ms of server time for a checkpoint restore, against
+2.8 ms through WSGI: benchmarks/checkpoint_restore.py), and every view here except the stream is
+sync.
 
 Static files (the admin's CSS and JS, the vendored htmx) are served by Django itself when ``DEBUG``
 is on or ``ENGRAM_SERVE_STATIC=1`` is set (the browser tests run uvicorn with the test settings,
@@ -6,14 +13,41 @@ where ``DEBUG`` is off). Otherwise whatever fronts the app must serve ``collects
 under ``STATIC_URL``.
 """
 
-import os
+from __future__ import annotations
 
+import os
+import re
+from typing import Any
+
+from a2wsgi import WSGIMiddleware
 from django.conf import settings
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.contrib.staticfiles.handlers import StaticFilesHandler
 from django.core.asgi import get_asgi_application
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-application = get_asgi_application()
+
+django_asgi = get_asgi_application()
+_wsgi = get_wsgi_application()
 if settings.DEBUG or os.environ.get("ENGRAM_SERVE_STATIC") == "1":
     # the admin's CSS and JS without a separate static server (developer machine, browser tests)
-    application = ASGIStaticFilesHandler(application)
+    _wsgi = StaticFilesHandler(_wsgi)
+django_wsgi = WSGIMiddleware(_wsgi, workers=int(os.environ.get("ENGRAM_WSGI_THREADS", "16")))
+
+STREAM_PATH = re.compile(r"^/api/v1/executions/[^/]+/stream$")
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Route SSE streams to Django's ASGI handler, everything else to WSGI; answer lifespan."""
+    if scope["type"] == "lifespan":  # nothing to set up or tear down
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    if scope["type"] != "http" or STREAM_PATH.match(scope.get("path", "")):
+        await django_asgi(scope, receive, send)
+        return
+    await django_wsgi(scope, receive, send)
