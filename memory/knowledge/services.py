@@ -159,12 +159,19 @@ def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
 def _queue_projection(facts: list[Fact]) -> None:
     GraphOutbox.objects.bulk_create([GraphOutbox(fact=f) for f in facts])
     tenant_id = connection.tenant.pk
+    # One task per transaction: it drains the tenant's whole outbox. Without this a batch of 500
+    # asserts (POST /api/v1/facts) published 500 identical tasks at commit, a few ms each
+    # (benchmarks/knowledge_graph.py). A hook dropped by a savepoint rollback leaves the list, so
+    # the next change in the transaction registers a new one.
+    if any(getattr(hook, "projects_tenant", None) == tenant_id for _, hook, _ in connection.run_on_commit):
+        return
 
     def enqueue() -> None:
         from .tasks import project_facts
 
         project_facts.delay(tenant_id)
 
+    enqueue.projects_tenant = tenant_id  # type: ignore[attr-defined]
     transaction.on_commit(enqueue)
 
 
