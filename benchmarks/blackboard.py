@@ -24,8 +24,11 @@ from _common import bench_key, django_setup, percentiles, web_server
 
 def report(label: str, latencies_ms: list[float], seconds: float) -> None:
     p = percentiles(latencies_ms)
-    print(f"{label:34s} {len(latencies_ms) / seconds:>9,.0f} ops/s   p50 {p['p50']:.2f}  p95 {p['p95']:.2f}  "
-          f"p99 {p['p99']:.2f} ms", flush=True)
+    print(
+        f"{label:34s} {len(latencies_ms) / seconds:>9,.0f} ops/s   p50 {p['p50']:.2f}  p95 {p['p95']:.2f}  "
+        f"p99 {p['p99']:.2f} ms",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -48,16 +51,21 @@ def main() -> None:
         start = time.perf_counter()
         for i in range(args.ops):
             t = time.perf_counter()
-            services.blackboard_write(agent=planner, execution_id=f"exec-{i % 100}", name=f"f{i % 20}",
-                                      value=value, policy=policy)
+            services.blackboard_write(
+                agent=planner, execution_id=f"exec-{i % 100}", name=f"f{i % 20}", value=value, policy=policy
+            )
             lat.append((time.perf_counter() - t) * 1000)
         report("service write (CAS script)", lat, time.perf_counter() - start)
         lat = []
         start = time.perf_counter()
         for i in range(args.ops):
             t = time.perf_counter()
-            services.blackboard_get(reader=agents["critic"], execution_id=f"exec-{i % 100}", agent_name="planner",
-                                    name=f"f{i % 20}")
+            services.blackboard_get(
+                reader=agents["critic"],
+                execution_id=f"exec-{i % 100}",
+                agent_name="planner",
+                name=f"f{i % 20}",
+            )
             lat.append((time.perf_counter() - t) * 1000)
         report("service read (one field)", lat, time.perf_counter() - start)
         lat = []
@@ -76,8 +84,13 @@ def main() -> None:
             lock = threading.Lock()
             per_client = args.http_ops // args.clients
 
-            def run(client_no: int, method: str = method, results: list[float] = results,
-                    lock: threading.Lock = lock, per_client: int = per_client) -> None:
+            def run(
+                client_no: int,
+                method: str = method,
+                results: list[float] = results,
+                lock: threading.Lock = lock,
+                per_client: int = per_client,
+            ) -> None:
                 mine: list[float] = []
                 key = keys["planner"] if method == "PUT" else keys["critic"]
                 with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}) as http:
@@ -85,7 +98,9 @@ def main() -> None:
                         execution, field = f"exec-{(client_no * 7 + i) % 100}", f"f{i % 20}"
                         t = time.perf_counter()
                         if method == "PUT":
-                            r = http.put(f"/api/v1/executions/{execution}/blackboard/{field}", json={"value": value})
+                            r = http.put(
+                                f"/api/v1/executions/{execution}/blackboard/{field}", json={"value": value}
+                            )
                         else:
                             r = http.get(f"/api/v1/executions/{execution}/blackboard/planner/{field}")
                         mine.append((time.perf_counter() - t) * 1000)

@@ -87,10 +87,15 @@ def or_tsquery(text: str) -> SearchQuery | None:
     Natural-language questions rarely contain every word of the memory that answers them, so the
     lexical side of hybrid search matches any word and lets the rank weigh how many matched.
     """
+    raw = or_query_text(text)
+    return None if raw is None else SearchQuery(raw, search_type="raw", config="english")
+
+
+def or_query_text(text: str) -> str | None:
+    """``'w1' | 'w2' | ...`` of the words of ``text`` in ``to_tsquery`` syntax, or None without words
+    (``\\w+`` words hold no quote or operator, so quoting them is enough)."""
     words = {w.lower() for w in _WORD.findall(text)}
-    if not words:
-        return None
-    return SearchQuery(" | ".join(f"'{w}'" for w in sorted(words)), search_type="raw", config="english")
+    return " | ".join(f"'{w}'" for w in sorted(words)) if words else None
 
 
 def search_prepare(text: str, ef_search: int) -> list[str]:
@@ -110,6 +115,11 @@ def search_prepare(text: str, ef_search: int) -> list[str]:
             [str(ef_search), words],
         )
         return list(cursor.fetchone()[2])
+
+
+def _quoted(lexeme: str) -> str:
+    """A normalised lexeme as a tsquery operand (quoted; kept as it is by a ``::tsquery`` cast)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _lexeme_query(*lexemes: str) -> SearchQuery:
@@ -193,3 +203,128 @@ def text_candidates(
         rest = rest.exclude(pk__in=ranked)
     presort = lexemes if lexemes and len(lexemes) > QUORUM_MAX_LEXEMES else ()
     return ranked + _best_ranked(rest, query, limit - len(ranked), presort=presort)
+
+
+# --- hybrid candidates in one statement -------------------------------------------------------------
+
+_RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def visible_filter_sql(
+    agent: Agent, filters: MemoryFilters, *, model: str, dimensions: int
+) -> tuple[str, list]:
+    """The WHERE clause (table alias ``m``) and parameters of ``memory_filter(memories_visible_to(agent))``
+    restricted to vectors of ``model`` / ``dimensions``: the same rows, as SQL for the one-statement
+    candidate query. ``dimensions`` is an int placed in the text so the planner can match the
+    per-dimension partial HNSW index."""
+    where = [
+        "m.forgotten_at IS NULL",
+        "(m.scope = 'shared' OR m.agent_id = %s)",
+        "m.embedding_model = %s",
+        f"m.embedding_dimensions = {int(dimensions)}",
+    ]
+    params: list = [agent.pk, model]
+    if filters.agent_name is not None:
+        where.append("m.agent_id IN (SELECT a.id FROM agents_agent a WHERE a.name = %s)")
+        params.append(filters.agent_name)
+    for column in ("scope", "memory_type", "session_id"):
+        value = getattr(filters, column)
+        if value is not None:
+            where.append(f"m.{column} = %s")
+            params.append(value)
+    if filters.tags_any:
+        where.append("m.tags && %s::varchar(64)[]")
+        params.append(list(filters.tags_any))
+    if filters.tags_all:
+        where.append("m.tags @> %s::varchar(64)[]")
+        params.append(list(filters.tags_all))
+    if filters.min_confidence is not None:
+        where.append("m.confidence >= %s")
+        params.append(filters.min_confidence)
+    for column, bounds in (("created_at", filters.created_at), ("importance", filters.importance)):
+        for op, bound in bounds.items():
+            where.append(f"m.{column} {_RANGE_SQL[op]} %s")
+            params.append(bound)
+    return " AND ".join(where), params
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate of hybrid search: cosine similarity, ``ts_rank_cd``, and what the score needs."""
+
+    id: object
+    similarity: float
+    text_rank: float
+    importance: float
+    last_accessed_at: datetime
+    embedding: object = None
+
+
+def hybrid_candidates(
+    *,
+    where: str,
+    params: list,
+    vector: Sequence[float],
+    dimensions: int,
+    text: str | None,
+    lexemes: Sequence[str],
+    pool: int,
+    with_embeddings: bool = False,
+) -> list[Candidate]:
+    """The union of the ``pool`` nearest memories (HNSW) and the ``pool`` best full-text matches,
+    scored, in one statement (one round trip, no ORM compilation on the hot path).
+
+    Full-text candidates are bounded as in ``text_candidates``: at most ``TEXT_RANK_BOUND`` rows
+    holding two or more query words (``quorum``) and as many holding any, of which the ``pool``
+    best by ``ts_rank_cd`` are kept. ``text`` is the OR query of ``or_tsquery`` in ``to_tsquery``
+    syntax (None: vector candidates only). Call inside ``transaction.atomic()`` after
+    ``search_prepare``.
+    """
+    d = int(dimensions)
+    qvec = "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    text_sql, text_params = "SELECT NULL::uuid AS id WHERE false", []
+    rank_sql, rank_params = "0.0::real", []
+    if text is not None and lexemes:
+        any_word = (
+            f"SELECT m.id, m.search FROM memory_semanticmemory m WHERE {where} "
+            "AND m.search @@ to_tsquery('english', %s)"
+        )
+        if 2 <= len(lexemes) <= QUORUM_MAX_LEXEMES:
+            pairs = " | ".join(f"({_quoted(a)} & {_quoted(b)})" for a, b in combinations(sorted(lexemes), 2))
+            # one-word matches are read only when the quorum gives fewer than ``pool`` rows: the
+            # uncorrelated count is a one-time filter, so otherwise that scan never starts
+            text_from = (
+                f"(WITH q AS MATERIALIZED (SELECT m.id, m.search FROM memory_semanticmemory m WHERE {where} "
+                "AND m.search @@ %s::tsquery LIMIT %s) "
+                f"SELECT * FROM q UNION (SELECT * FROM ({any_word} LIMIT %s) w "
+                "WHERE (SELECT count(*) FROM q) < %s))"
+            )
+            from_params: list = [*params, pairs, TEXT_RANK_BOUND, *params, text, TEXT_RANK_BOUND, pool]
+        else:
+            text_from = f"({any_word} LIMIT %s)"
+            from_params = [*params, text, TEXT_RANK_BOUND]
+        text_sql = (
+            f"SELECT s.id FROM {text_from} s "
+            "ORDER BY ts_rank_cd(s.search, to_tsquery('english', %s)) DESC LIMIT %s"
+        )
+        text_params = [*from_params, text, pool]
+        rank_sql, rank_params = "ts_rank_cd(m.search, to_tsquery('english', %s))", [text]
+    sql = f"""
+        WITH vec AS (
+            SELECT m.id FROM memory_semanticmemory m WHERE {where}
+            ORDER BY (m.embedding::vector({d})) <=> %s::vector({d}) LIMIT %s
+        ), txt AS ({text_sql}), cand AS (SELECT id FROM vec UNION SELECT id FROM txt)
+        SELECT m.id, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})), {rank_sql}, m.importance,
+               a.last_accessed_at{", m.embedding" if with_embeddings else ""}
+        FROM cand JOIN memory_semanticmemory m ON m.id = cand.id
+        JOIN memory_memoryaccess a ON a.memory_id = m.id
+    """
+    all_params = [*params, qvec, pool, *text_params, qvec, *rank_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, all_params)
+        return [
+            Candidate(
+                r[0], float(r[1]), float(r[2] or 0.0), float(r[3]), r[4], r[5] if with_embeddings else None
+            )
+            for r in cursor.fetchall()
+        ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import unicodedata
@@ -13,10 +14,9 @@ from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
-from django.contrib.postgres.search import SearchRank
 from django.db import IntegrityError, transaction
 from django.db.models import F, Value
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.models import Agent
@@ -235,7 +235,27 @@ class SearchHit:
 TEXT_WEIGHT = 0.3
 
 
-def _mmr(hits: list[SearchHit], vectors: dict[Any, np.ndarray], k: int, lam: float) -> list[SearchHit]:
+@dataclass(frozen=True)
+class _Scored:
+    """A candidate's score and its parts, before its memory row is loaded."""
+
+    id: Any
+    score: float
+    relevance: float
+    similarity: float
+    text_relevance: float
+    recency: float
+    importance: float
+
+
+def _as_vector(value: Any) -> np.ndarray:
+    """A pgvector value from a raw cursor (its text form ``[1,2,...]``) or an array, as float32."""
+    if isinstance(value, str):
+        return np.asarray(json.loads(value), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
+def _mmr(hits: list[_Scored], vectors: dict[Any, np.ndarray], k: int, lam: float) -> list[_Scored]:
     """Maximal marginal relevance (Carbonell & Goldstein 1998): greedily pick
     ``argmax lam * score - (1 - lam) * max cos(candidate, already picked)``."""
     chosen: list[SearchHit] = []
@@ -245,7 +265,7 @@ def _mmr(hits: list[SearchHit], vectors: dict[Any, np.ndarray], k: int, lam: flo
         def gain(hit: SearchHit) -> float:
             if not chosen:
                 return hit.score
-            redundancy = max(float(vectors[hit.memory.pk] @ vectors[c.memory.pk]) for c in chosen)
+            redundancy = max(float(vectors[hit.id] @ vectors[c.id]) for c in chosen)
             return lam * hit.score - (1 - lam) * redundancy
 
         best = max(pool, key=gain)
@@ -287,45 +307,54 @@ def memory_search(
     now = now or timezone.now()
 
     qvec = list(embed_query(query))
-    base = selectors.memory_filter(selectors.memories_visible_to(agent), filters or MemoryFilters()).filter(
-        embedding_model=embedder.name, embedding_dimensions=dims
+    where, params = selectors.visible_filter_sql(
+        agent, filters or MemoryFilters(), model=embedder.name, dimensions=dims
     )
     pool_size = max(4 * k, 40)
-    tsquery = selectors.or_tsquery(query)
     with transaction.atomic():
         # HNSW options, and the query's stemmed words without stop words: they bound the lexical
-        # candidates (see selectors.text_candidates); none means the full text cannot match
+        # candidates; none means the full text cannot match
         lexemes = selectors.search_prepare(query, ef_search=max(pool_size, 40))
-        ids = set(selectors.vector_candidates(base, qvec, dims, pool_size))
-        if tsquery is not None and lexemes:
-            ids.update(selectors.text_candidates(base, tsquery, pool_size, lexemes))
-        if not ids:
-            return []
-        rank = SearchRank(F("search"), tsquery, cover_density=True) if tsquery is not None else Value(0.0)
-        rows = list(
-            SemanticMemory.objects.filter(pk__in=ids)
-            .select_related("agent", "access")
-            .defer("search", *(() if mmr_lambda is not None else ("embedding",)))
-            .annotate(distance=selectors.cosine_distance(qvec, dims), text_rank=Coalesce(rank, Value(0.0)))
+        candidates = selectors.hybrid_candidates(
+            where=where,
+            params=params,
+            vector=qvec,
+            dimensions=dims,
+            text=selectors.or_query_text(query),
+            lexemes=lexemes,
+            pool=pool_size,
+            with_embeddings=mmr_lambda is not None,
         )
-    best_rank = max((r.text_rank for r in rows), default=0.0) or 1.0
-    hits = []
-    for row in rows:
-        similarity = min(1.0, max(0.0, 1.0 - row.distance))
-        text_relevance = row.text_rank / best_rank
+    if not candidates:
+        return []
+    best_rank = max(c.text_rank for c in candidates) or 1.0
+    scored = []
+    for c in candidates:
+        similarity = min(1.0, max(0.0, c.similarity))
+        text_relevance = c.text_rank / best_rank
         relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity
-        hours = max(0.0, (now - row.last_accessed_at).total_seconds() / 3600.0)
+        hours = max(0.0, (now - c.last_accessed_at).total_seconds() / 3600.0)
         recency = math.exp(-decay * hours)
         score = (
-            w["similarity"] * relevance + w["recency"] * recency + w["importance"] * row.importance
+            w["similarity"] * relevance + w["recency"] * recency + w["importance"] * c.importance
         ) / w_sum
-        hits.append(SearchHit(row, score, relevance, similarity, text_relevance, recency, row.importance))
-    hits.sort(key=lambda h: h.score, reverse=True)
+        scored.append(_Scored(c.id, score, relevance, similarity, text_relevance, recency, c.importance))
+    scored.sort(key=lambda h: h.score, reverse=True)
     if mmr_lambda is not None:
-        vectors = {h.memory.pk: np.asarray(h.memory.embedding, dtype=np.float32) for h in hits}
-        hits = _mmr(hits, vectors, k, mmr_lambda)
+        vectors = {c.id: _as_vector(c.embedding) for c in candidates}
+        scored = _mmr(scored, vectors, k, mmr_lambda)
     else:
-        hits = hits[:k]
+        scored = scored[:k]
+    rows = (
+        SemanticMemory.objects.select_related("agent", "access")
+        .defer("search", "embedding")
+        .in_bulk([h.id for h in scored])
+    )
+    hits = [
+        SearchHit(rows[h.id], h.score, h.relevance, h.similarity, h.text_relevance, h.recency, h.importance)
+        for h in scored
+        if h.id in rows
+    ]
     if touch and hits:
         touched_at = timezone.now()
         MemoryAccess.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
