@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import combinations
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import Case, Expression, F, Q, QuerySet, Value, When
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, VectorField
 
@@ -21,10 +20,10 @@ from .models import MemoryScope, SemanticMemory
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-# Bounds on the lexical candidate generation (see ``text_candidates``): ``ts_rank_cd`` costs 5-10 µs
+# Bounds on the lexical candidate generation (see ``hybrid_candidates``): ``ts_rank_cd`` costs 5-10 µs
 # a row, and ranking every memory that shares one common word with the query (thousands of rows at
 # 100k memories) took 15-90 ms a search.
-QUORUM_MAX_LEXEMES = 12  # the pairwise quorum is one GIN scan per pair: n(n-1)/2 of them
+QUORUM_MAX_LEXEMES = 12  # the quorum tsquery has n(n-1)/2 pairs: beyond this, any-word matches only
 TEXT_RANK_BOUND = 200  # at most this many rows (or the pool size, if larger) get ts_rank_cd per step
 
 
@@ -53,42 +52,9 @@ def memories_visible_to(agent: Agent) -> QuerySet[SemanticMemory]:
     )
 
 
-def memory_filter(qs: QuerySet[SemanticMemory], filters: MemoryFilters) -> QuerySet[SemanticMemory]:
-    """Apply ``filters`` to ``qs``."""
-    if filters.agent_name is not None:
-        qs = qs.filter(agent__name=filters.agent_name)
-    if filters.scope is not None:
-        qs = qs.filter(scope=filters.scope)
-    if filters.memory_type is not None:
-        qs = qs.filter(memory_type=filters.memory_type)
-    if filters.session_id is not None:
-        qs = qs.filter(session_id=filters.session_id)
-    if filters.tags_any:
-        qs = qs.filter(tags__overlap=list(filters.tags_any))
-    if filters.tags_all:
-        qs = qs.filter(tags__contains=list(filters.tags_all))
-    if filters.min_confidence is not None:
-        qs = qs.filter(confidence__gte=filters.min_confidence)
-    for op, bound in filters.created_at.items():
-        qs = qs.filter(**{f"created_at__{op}": bound})
-    for op, bound in filters.importance.items():
-        qs = qs.filter(**{f"importance__{op}": bound})
-    return qs
-
-
 def cosine_distance(vector: Sequence[float], dimensions: int) -> CosineDistance:
     """``embedding::vector(d) <=> query``: the expression the per-dimension HNSW index is built on."""
     return CosineDistance(Cast("embedding", VectorField(dimensions=dimensions)), list(vector))
-
-
-def or_tsquery(text: str) -> SearchQuery | None:
-    """An OR of the words of ``text`` (English stemming, stop words dropped), or ``None`` if no words.
-
-    Natural-language questions rarely contain every word of the memory that answers them, so the
-    lexical side of hybrid search matches any word and lets the rank weigh how many matched.
-    """
-    raw = or_query_text(text)
-    return None if raw is None else SearchQuery(raw, search_type="raw", config="english")
 
 
 def or_query_text(text: str) -> str | None:
@@ -100,7 +66,7 @@ def or_query_text(text: str) -> str | None:
 
 def search_prepare(text: str, ef_search: int) -> list[str]:
     """Set this transaction's HNSW options and return the distinct lexemes of the words of ``text``
-    under the ``english`` configuration (stemmed, stop words dropped: the terms ``or_tsquery(text)``
+    under the ``english`` configuration (stemmed, stop words dropped: the terms ``or_query_text(text)``
     can match), in one round trip. Call inside ``transaction.atomic()``.
 
     pgvector 0.8 iterative index scans: keep scanning the HNSW graph until enough rows pass the
@@ -122,89 +88,6 @@ def _quoted(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _lexeme_query(*lexemes: str) -> SearchQuery:
-    """``'a' & 'b' ...`` of already-normalised lexemes (``simple`` config: lower-casing, no stop words)."""
-    quoted = ("'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexemes)
-    return SearchQuery(" & ".join(quoted), search_type="raw", config="simple")
-
-
-def quorum_filter(lexemes: Sequence[str]) -> Q | None:
-    """Matches rows holding at least two of ``lexemes``, or ``None`` for fewer than two or more than
-    ``QUORUM_MAX_LEXEMES``. An OR of one ``search @@ 'a' & 'b'`` per pair, which the planner answers
-    with a BitmapOr of GIN scans that each intersect two posting lists: rows holding only one of
-    the words are never read."""
-    if not 2 <= len(lexemes) <= QUORUM_MAX_LEXEMES:
-        return None
-    quorum = Q()
-    for a, b in combinations(sorted(lexemes), 2):
-        quorum |= Q(search=_lexeme_query(a, b))
-    return quorum
-
-
-def matched_lexemes(lexemes: Sequence[str]) -> Expression:
-    """How many of ``lexemes`` a row holds: a cheap (~0.05 µs a row) stand-in for ``ts_rank_cd``."""
-    total: Expression = Value(0)
-    for lex in lexemes:
-        total = total + Case(When(search=_lexeme_query(lex), then=Value(1)), default=Value(0))
-    return total
-
-
-def vector_candidates(
-    qs: QuerySet[SemanticMemory], vector: Sequence[float], dimensions: int, limit: int
-) -> list:
-    """Ids of the ``limit`` nearest memories by cosine distance (HNSW, approximate)."""
-    return list(
-        qs.annotate(distance=cosine_distance(vector, dimensions))
-        .order_by("distance")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
-def _best_ranked(
-    matches: QuerySet[SemanticMemory], query: SearchQuery, limit: int, presort: Sequence[str] = ()
-) -> list:
-    """Ids of the ``limit`` rows of ``matches`` with the best ``ts_rank_cd``, ranking at most
-    ``max(TEXT_RANK_BOUND, limit)`` of them: those holding the most of ``presort`` if given (all
-    matches are read), else the first found (the scan stops there)."""
-    sample = matches.order_by()
-    if presort:
-        sample = sample.annotate(matched=matched_lexemes(presort)).order_by("-matched")
-    sample = sample.values("pk")[: max(TEXT_RANK_BOUND, limit)]
-    return list(
-        SemanticMemory.objects.filter(pk__in=sample)
-        .annotate(text_rank=SearchRank(F("search"), query, cover_density=True))
-        .order_by("-text_rank")
-        .values_list("id", flat=True)[:limit]
-    )
-
-
-def text_candidates(
-    qs: QuerySet[SemanticMemory], query: SearchQuery, limit: int, lexemes: Sequence[str] | None = None
-) -> list:
-    """Ids of up to ``limit`` memories with the best full-text rank (``ts_rank_cd``, GIN index).
-
-    The rows ranked are bounded. For an OR of words without weights, ``ts_rank_cd`` is 0.1 per
-    occurrence of a query word, so memories holding two or more distinct query words (``lexemes``,
-    from ``search_prepare``) outrank nearly every memory holding one. They are found first, by
-    ``quorum_filter``, and the ``TEXT_RANK_BOUND`` of them holding the most query words are ranked.
-    Only if that gives fewer than ``limit`` are one-word matches added, ranked from the first
-    ``TEXT_RANK_BOUND`` found (their ranks tie but for repeated words; ties were always broken
-    arbitrarily). With more than ``QUORUM_MAX_LEXEMES`` lexemes every match is read and presorted
-    by the number of query words it holds. Without ``lexemes`` only the bounded second step runs.
-    """
-    ranked: list = []
-    quorum = quorum_filter(lexemes or ())
-    if quorum is not None:
-        ranked = _best_ranked(qs.filter(quorum), query, limit, presort=lexemes or ())
-        if len(ranked) >= limit:
-            return ranked
-    rest = qs.filter(search=query)
-    if ranked:
-        rest = rest.exclude(pk__in=ranked)
-    presort = lexemes if lexemes and len(lexemes) > QUORUM_MAX_LEXEMES else ()
-    return ranked + _best_ranked(rest, query, limit - len(ranked), presort=presort)
-
-
 # --- hybrid candidates in one statement -------------------------------------------------------------
 
 _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -213,7 +96,7 @@ _RANGE_SQL = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 def visible_filter_sql(
     agent: Agent, filters: MemoryFilters, *, model: str, dimensions: int
 ) -> tuple[str, list]:
-    """The WHERE clause (table alias ``m``) and parameters of ``memory_filter(memories_visible_to(agent))``
+    """The WHERE clause (table alias ``m``) and parameters of ``memories_visible_to(agent)`` with ``filters``
     restricted to vectors of ``model`` / ``dimensions``: the same rows, as SQL for the one-statement
     candidate query. ``dimensions`` is an int placed in the text so the planner can match the
     per-dimension partial HNSW index."""
@@ -274,9 +157,9 @@ def hybrid_candidates(
     """The union of the ``pool`` nearest memories (HNSW) and the ``pool`` best full-text matches,
     scored, in one statement (one round trip, no ORM compilation on the hot path).
 
-    Full-text candidates are bounded as in ``text_candidates``: at most ``TEXT_RANK_BOUND`` rows
+    Full-text candidates are bounded: at most ``TEXT_RANK_BOUND`` rows
     holding two or more query words (``quorum``) and as many holding any, of which the ``pool``
-    best by ``ts_rank_cd`` are kept. ``text`` is the OR query of ``or_tsquery`` in ``to_tsquery``
+    best by ``ts_rank_cd`` are kept. ``text`` is ``or_query_text(query)``, in ``to_tsquery``
     syntax (None: vector candidates only). Call inside ``transaction.atomic()`` after
     ``search_prepare``.
     """
