@@ -40,14 +40,14 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 class FastEmbedEmbedder:
     """fastembed ``TextEmbedding``; ``model_path`` loads a local ONNX folder without any download."""
 
-    def __init__(self, model_name: str, model_path: str = "", batch_size: int = 64) -> None:
+    def __init__(self, model_name: str, model_path: str = "", batch_size: int = 64, threads: int = 0) -> None:
         from fastembed import TextEmbedding
 
         self.name = model_name
         self.batch_size = batch_size
         if model_path:
             self._model = TextEmbedding(
-                model_name, specific_model_path=model_path, local_files_only=True, threads=1
+                model_name, specific_model_path=model_path, local_files_only=True, threads=threads or None
             )
         else:
             self._model = TextEmbedding(model_name)
@@ -114,7 +114,9 @@ def get_embedder() -> Embedder:
     kind = conf["EMBEDDER"]
     with _lock:
         if kind == "fastembed":
-            return FastEmbedEmbedder(conf["EMBEDDING_MODEL"], conf["EMBEDDING_MODEL_PATH"])
+            return FastEmbedEmbedder(
+                conf["EMBEDDING_MODEL"], conf["EMBEDDING_MODEL_PATH"], threads=conf["EMBEDDING_THREADS"]
+            )
         if kind == "model2vec":
             path = conf["EMBEDDING_MODEL_PATH"]
             return Model2VecEmbedder(conf["EMBEDDING_MODEL"] if not path else Path(path).name, path)

@@ -181,6 +181,9 @@ ENGRAM = {
         "ENGRAM_EMBEDDING_MODEL_PATH", default=str(_LOCAL_MINILM) if _LOCAL_MINILM.exists() else ""
     ),
     "EMBEDDING_DIMENSIONS": env.int("ENGRAM_EMBEDDING_DIMENSIONS", default=0),  # 0: ask the model
+    # ONNX Runtime threads per embedding call; 0: one per core (a query embeds in ~2.4 ms on 2
+    # cores instead of ~3.9 ms on one). Set 1 when many web workers share few cores.
+    "EMBEDDING_THREADS": env.int("ENGRAM_EMBEDDING_THREADS", default=0),
     "OPENAI_BASE_URL": env("ENGRAM_OPENAI_BASE_URL", default=""),
     "OPENAI_API_KEY": env_secret("ENGRAM_OPENAI_API_KEY", "") or "",
     "MAX_CONTENT_CHARS": env.int("ENGRAM_MAX_CONTENT_CHARS", default=32_000),
