@@ -15,12 +15,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.errors import Conflict, InvalidInput
+from config.locks import advisory_xact_lock
 
 from .models import IdempotencyRecord
 
@@ -53,11 +54,7 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
         fingerprint = request_fingerprint(request)
         agent = request.user
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    [f"idem:{connection.schema_name}:{agent.pk}:{key}"],
-                )
+            advisory_xact_lock("idem", agent.pk, key)
             record = IdempotencyRecord.objects.filter(agent=agent, key=key).first()
             ttl = timedelta(hours=settings.ENGRAM["IDEMPOTENCY_TTL_HOURS"])
             if record is not None and record.created_at < timezone.now() - ttl:

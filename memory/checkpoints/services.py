@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis
-from django.db import connection, transaction
+from django.db import transaction
 from redis.commands.core import Script
 
 from agents.api.serializers import contains_nul
 from agents.models import Agent
 from config.errors import Conflict, InvalidInput, PayloadTooLarge
+from config.locks import advisory_xact_lock
 from memory.working.metrics import record_lookup
 from memory.working.store import check_id, get_redis, tenant_key
 from tenants.models import WorkingMemoryPolicy
@@ -238,11 +239,7 @@ def checkpoint_save(
         step_index=step_index, state=state, plan=plan, schema_version=schema_version
     )
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                [f"ckpt:{connection.schema_name}:{session_id}"],
-            )
+        advisory_xact_lock("ckpt", session_id)
         existing = (
             Checkpoint.objects.select_related("agent")
             .filter(session_id=session_id, idempotency_key=idempotency_key)

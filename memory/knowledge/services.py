@@ -18,6 +18,7 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.services import system_agent_get
 from config.errors import Conflict, InvalidInput, NotFound
+from config.locks import advisory_xact_lock
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 
@@ -177,11 +178,7 @@ def _queue_projection(facts: list[Fact]) -> None:
 
 def _lock_subject_predicate(subject: Entity, predicate: Predicate) -> None:
     """Serialise asserts on one (subject, predicate) for the transaction (they are what may conflict)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            [f"fact:{connection.schema_name}:{subject.pk}:{predicate.pk}"],
-        )
+    advisory_xact_lock("fact", subject.pk, predicate.pk)
 
 
 def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
