@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -64,12 +63,6 @@ def bench_key(slug: str, agent_names: Sequence[str]) -> tuple[object, dict[str, 
     return tenant, agents, keys
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def server_command(kind: str, port: int, workers: int, threads: int) -> list[str]:
     """The command line of a production-style server for ``config`` on 127.0.0.1:``port``."""
     if kind == "gunicorn":
@@ -91,21 +84,9 @@ def server_command(kind: str, port: int, workers: int, threads: int) -> list[str
             "--log-level",
             "warning",
         ]
-    return [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "config.asgi:application",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-    ]
+    from config.stack import uvicorn_command
+
+    return uvicorn_command(port, workers=workers)
 
 
 def default_server() -> str:
@@ -166,6 +147,8 @@ class Server:
 def web_server(kind: str, workers: int = 2, threads: int = 2) -> Iterator[Server]:
     """Run the project's web server in a child process (DEBUG off) until the block ends."""
     import httpx
+
+    from config.stack import free_port
 
     port = free_port()
     env = {

@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from _common import percentiles
+
 ROOT = Path(__file__).resolve().parent.parent
 TENANT = "bench_ckpt"
 AGENT = "bench-restorer"
@@ -59,20 +61,6 @@ def django_setup() -> None:
 
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
-
-
-def percentiles(values_ms: list[float]) -> dict[str, float]:
-    """n, p50, p95, p99, max of ``values_ms`` (numpy's linear interpolation)."""
-    import numpy as np
-
-    arr = np.asarray(values_ms, dtype=float)
-    return {
-        "n": float(len(arr)),
-        "p50": float(np.percentile(arr, 50)),
-        "p95": float(np.percentile(arr, 95)),
-        "p99": float(np.percentile(arr, 99)),
-        "max": float(arr.max()),
-    }
 
 
 def make_state(rng: random.Random, session_no: int, step: int) -> tuple[dict, list]:

@@ -472,7 +472,7 @@ def services(
             service.stop()
 
 
-def uvicorn_command(port: int, *, log_level: str = "warning") -> list[str]:
+def uvicorn_command(port: int, *, log_level: str = "warning", workers: int = 1) -> list[str]:
     """The command line of the ASGI web server on 127.0.0.1:``port`` (no access log)."""
     return [
         sys.executable,
@@ -483,6 +483,8 @@ def uvicorn_command(port: int, *, log_level: str = "warning") -> list[str]:
         "127.0.0.1",
         "--port",
         str(port),
+        "--workers",
+        str(workers),
         "--log-level",
         log_level,
         "--no-access-log",
