@@ -213,23 +213,6 @@ def memory_forget(*, agent: Agent, memory_id: uuid.UUID) -> tuple[SemanticMemory
     return memory, event
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    """One recalled memory with the parts of its score, each in [0, 1].
-
-    ``relevance = text_weight * text_relevance + (1 - text_weight) * similarity`` (hybrid fusion);
-    ``score`` is the weighted mean of relevance, recency and importance (Park et al. 2023).
-    """
-
-    memory: SemanticMemory
-    score: float
-    relevance: float
-    similarity: float
-    text_relevance: float
-    recency: float
-    importance: float
-
-
 # Share of the lexical side in the fused relevance. Tuned once on LoCoMo (locomo_eval): dense
 # similarity carries paraphrase, the lexical side names, dates and rare words.
 TEXT_WEIGHT = 0.3
@@ -237,7 +220,11 @@ TEXT_WEIGHT = 0.3
 
 @dataclass(frozen=True)
 class _Scored:
-    """A candidate's score and its parts, before its memory row is loaded."""
+    """A candidate's score and its parts, each in [0, 1], before its memory row is loaded.
+
+    ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity`` (hybrid fusion);
+    ``score`` is the weighted mean of relevance, recency and importance (Park et al. 2023).
+    """
 
     id: Any
     score: float
@@ -246,6 +233,13 @@ class _Scored:
     text_relevance: float
     recency: float
     importance: float
+
+
+@dataclass(frozen=True)
+class SearchHit(_Scored):
+    """One recalled memory (``id`` is its primary key) with the parts of its score."""
+
+    memory: SemanticMemory
 
 
 def _as_vector(value: Any) -> np.ndarray:
@@ -350,11 +344,7 @@ def memory_search(
         .defer("search", "embedding")
         .in_bulk([h.id for h in scored])
     )
-    hits = [
-        SearchHit(rows[h.id], h.score, h.relevance, h.similarity, h.text_relevance, h.recency, h.importance)
-        for h in scored
-        if h.id in rows
-    ]
+    hits = [SearchHit(**vars(h), memory=rows[h.id]) for h in scored if h.id in rows]
     if touch and hits:
         touched_at = timezone.now()
         MemoryAccess.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
