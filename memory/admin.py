@@ -50,10 +50,12 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "agent",
         "role",
         "kind",
+        "actor",
         "content",
         "payload",
         "occurred_at",
         "recorded_at",
+        "hash_version",
         "prev_hash",
         "hash",
     ]
@@ -64,7 +66,7 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return shown(obj.content, 120)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
-        return super().get_queryset(request).defer("search")
+        return super().get_queryset(request).defer("search", "payload_index")
 
 
 @admin.register(SemanticMemory)

@@ -116,7 +116,7 @@ def _statuses(caller: Caller, *ids: int) -> list[str]:
 
 def _decision(caller: Caller, contradiction_id: int) -> Event:
     with tenant_context(caller.tenant):
-        return Event.objects.get(kind=EventKind.DECISION, payload__contradiction_id=contradiction_id)
+        return Event.objects.get(kind=EventKind.DECISION, payload_index__contradiction_id=contradiction_id)
 
 
 def test_accept_new_supersedes_the_existing_fact(alice: Caller) -> None:
@@ -184,7 +184,7 @@ def test_retract_via_api(alice: Caller, bob: Caller) -> None:
     assert bob.post("/api/v1/facts/999999/retract", {}).status_code == 404
     assert alice.get("/api/v1/contradictions", {"status": "open"}).json()["count"] == 0
     with tenant_context(alice.tenant):
-        assert Event.objects.filter(kind="decision", payload__fact_id=new, agent=bob.agent).exists()
+        assert Event.objects.filter(kind="decision", payload_index__fact_id=new, agent=bob.agent).exists()
 
 
 def test_as_of_recall(alice: Caller) -> None:

@@ -29,7 +29,7 @@ class EventInputSerializer(StrictSerializer):
     content = CleanCharField(
         max_length=MAX_EVENT_CONTENT_CHARS, allow_blank=True, trim_whitespace=False, default=""
     )
-    payload = JSONObjectField(required=False, default=dict)
+    payload = JSONObjectField(required=False, default=dict, numbers=True)
     occurred_at = AwareDateTimeField()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

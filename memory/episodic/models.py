@@ -1,15 +1,28 @@
-"""The episodic log: an append-only, hash-chained record of what agents did and saw."""
+"""The episodic log: an append-only, hash-chained record of what agents did and saw.
+
+Chain format 2 (every event written now) hashes RFC 8785 canonical JSON of the event's header
+fields and of a *body digest*, an HMAC-SHA256 of the content and the payload keyed with a random
+per-event salt. The payload is stored as its canonical text (``payload_json``), so the hashed form
+is exactly what is stored and read back. The salted digest lets a later redaction remove content,
+payload and salt while the chain still verifies, and the digest cannot be brute-forced back into a
+short text without the salt. Format 1 (events written before) hashed Python's ``json.dumps`` of the
+fields and keeps verifying as it always did.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import hmac
 import json
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
+import rfc8785
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models.functions import Cast
 
 GENESIS_HASH = "0" * 64
 
@@ -29,25 +42,50 @@ class EventRole(models.TextChoices):
     TOOL = "tool"
 
 
-def chain_hash(*, seq: int, prev_hash: str, fields: dict[str, Any]) -> str:
-    """SHA-256 (hex, 64 chars) of one event's content and its predecessor's hash.
+CHAIN_VERSION = 2
 
-    The input is canonical JSON (sorted keys, no spaces, UTF-8) of ``fields`` plus ``seq`` and
-    ``prev_hash``; datetimes are ISO 8601 in UTC with microseconds. Changing any hashed field, the
-    order or a predecessor changes every later hash (a hash chain, as in RFC 6962's log).
-    """
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def chain_hash_v1(*, seq: int, prev_hash: str, fields: dict[str, Any]) -> str:
+    """Format 1: SHA-256 (hex) of ``json.dumps`` (sorted keys, no spaces, UTF-8) of ``fields`` (the
+    payload as a parsed object) plus ``seq`` and ``prev_hash``; datetimes ISO 8601 in UTC with
+    microseconds. Kept to verify events written before format 2."""
     doc = dict(fields, seq=seq, prev_hash=prev_hash)
     for name in ("occurred_at", "recorded_at"):
-        doc[name] = doc[name].astimezone(UTC).isoformat(timespec="microseconds")
+        doc[name] = _iso(doc[name])
     data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def body_digest(*, salt: str, content: str, payload_json: str) -> str:
+    """HMAC-SHA256 (RFC 2104; hex, 64 chars) keyed with the event's salt (32 hex characters, 128
+    random bits) over the RFC 8785 text of ``{"content": content, "payload": payload_json}`` (the
+    payload as its stored canonical text, a string)."""
+    message = rfc8785.dumps({"content": content, "payload": payload_json})
+    return hmac.new(bytes.fromhex(salt), message, hashlib.sha256).hexdigest()
+
+
+def chain_hash(*, seq: int, prev_hash: str, header: dict[str, Any], digest: str) -> str:
+    """Format 2: SHA-256 (hex, 64 chars) of the RFC 8785 text of ``header`` (the event's fields other
+    than content and payload, datetimes as ISO 8601 UTC strings with microseconds) with ``v``,
+    ``seq``, ``prev_hash`` and ``body_digest``. Changing any field, the order or a predecessor
+    changes every later hash (a hash chain, as in RFC 6962's log)."""
+    doc = {**header, "v": CHAIN_VERSION, "seq": seq, "prev_hash": prev_hash, "body_digest": digest}
+    return hashlib.sha256(rfc8785.dumps(doc)).hexdigest()
 
 
 class Event(models.Model):
     """One thing that happened in a session. Rows are never updated or deleted (a trigger enforces it).
 
     ``seq`` is the event's position in the tenant's chain (1, 2, ...); ``hash`` covers the row's
-    content and ``prev_hash``, the hash of event ``seq - 1``.
+    fields, its ``body_digest`` (content and payload) and ``prev_hash``, the hash of event
+    ``seq - 1``. ``payload_json`` is the payload's RFC 8785 canonical text, the record; ``payload``
+    (a property) is that text parsed, and ``payload_index`` a ``jsonb`` copy PostgreSQL derives from
+    it for queries (``payload_index__action="..."``), never hashed or returned. ``actor`` names who
+    acted when it was not the agent itself (``user:<username>`` for a person in the admin).
     """
 
     seq = models.BigIntegerField(unique=True, editable=False)
@@ -56,10 +94,19 @@ class Event(models.Model):
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="events")
     role = models.CharField(max_length=16, choices=EventRole.choices)
     kind = models.CharField(max_length=16, choices=EventKind.choices)
+    actor = models.CharField(max_length=200, blank=True)
     content = models.TextField(blank=True)
-    payload = models.JSONField(default=dict, blank=True)
+    payload_json = models.TextField(default="{}", editable=False)
+    payload_index = models.GeneratedField(
+        expression=Cast("payload_json", models.JSONField()),
+        output_field=models.JSONField(),
+        db_persist=True,
+    )
     occurred_at = models.DateTimeField()
     recorded_at = models.DateTimeField(editable=False)
+    hash_version = models.PositiveSmallIntegerField(default=CHAIN_VERSION, editable=False)
+    body_salt = models.CharField(max_length=32, blank=True, editable=False)
+    body_digest = models.CharField(max_length=64, blank=True, editable=False)
     prev_hash = models.CharField(max_length=64, editable=False)
     hash = models.CharField(max_length=64, unique=True, editable=False)
     search = models.GeneratedField(
@@ -81,22 +128,47 @@ class Event(models.Model):
     def __str__(self) -> str:
         return f"#{self.seq} {self.kind} in {self.session_id}"
 
-    def hashed_fields(self) -> dict[str, Any]:
-        """The fields the chain hash covers, as plain JSON-able values."""
+    @functools.cached_property
+    def payload(self) -> dict[str, Any]:
+        """The payload as stored: ``payload_json`` parsed."""
+        return json.loads(self.payload_json)
+
+    def hashed_header(self) -> dict[str, Any]:
+        """The fields the format-2 hash covers besides the body digest, as JSON values."""
         return {
             "session_id": self.session_id,
             "execution_id": self.execution_id,
             "agent_id": self.agent_id,
+            "actor": self.actor,
             "role": self.role,
             "kind": self.kind,
-            "content": self.content,
-            "payload": self.payload,
-            "occurred_at": self.occurred_at,
-            "recorded_at": self.recorded_at,
+            "occurred_at": _iso(self.occurred_at),
+            "recorded_at": _iso(self.recorded_at),
         }
 
+    def compute_body_digest(self) -> str:
+        """The digest of the stored content and payload under the stored salt."""
+        return body_digest(salt=self.body_salt, content=self.content, payload_json=self.payload_json)
+
     def compute_hash(self) -> str:
-        return chain_hash(seq=self.seq, prev_hash=self.prev_hash, fields=self.hashed_fields())
+        """The chain hash of the row as stored, in its own format; format 2 takes the stored
+        ``body_digest`` (``compute_body_digest`` checks the digest against the body)."""
+        if self.hash_version == 1:
+            fields = {
+                "session_id": self.session_id,
+                "execution_id": self.execution_id,
+                "agent_id": self.agent_id,
+                "role": self.role,
+                "kind": self.kind,
+                "content": self.content,
+                "payload": self.payload,
+                "occurred_at": self.occurred_at,
+                "recorded_at": self.recorded_at,
+            }
+            return chain_hash_v1(seq=self.seq, prev_hash=self.prev_hash, fields=fields)
+        return chain_hash(
+            seq=self.seq, prev_hash=self.prev_hash, header=self.hashed_header(), digest=self.body_digest
+        )
 
 
 class ChainHead(models.Model):

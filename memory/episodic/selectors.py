@@ -26,7 +26,7 @@ def event_list(
     ``occurred_from`` is inclusive, ``occurred_to`` exclusive; ``q`` is a web-search style full-text
     query (PostgreSQL ``websearch_to_tsquery``, English stemming).
     """
-    qs = Event.objects.select_related("agent").defer("search")
+    qs = Event.objects.select_related("agent").defer("search", "payload_index")
     if session_id is not None:
         qs = qs.filter(session_id=session_id)
     if execution_id is not None:
@@ -58,20 +58,32 @@ class ChainReport:
 def chain_verify(*, chunk_size: int = 5000) -> ChainReport:
     """Recompute every hash of the current tenant's chain in ``seq`` order.
 
-    Detects an altered row (its hash no longer matches its content), a removed or inserted row (a
-    gap in ``seq`` or a ``prev_hash`` that is not the predecessor's hash) and a truncated tail (the
-    last row differs from the chain head). Reads in chunks; memory use is O(chunk_size).
+    Detects an altered row (its content or payload no longer matches its body digest, or its fields
+    its hash), a removed or inserted row (a gap in ``seq`` or a ``prev_hash`` that is not the
+    predecessor's hash) and a truncated tail (the last row differs from the chain head). Each row
+    is checked in its own chain format (``Event.hash_version``). Reads in chunks; memory use is
+    O(chunk_size).
     """
     expected_seq, expected_prev, checked = 1, GENESIS_HASH, 0
-    for event in Event.objects.defer("search").order_by("seq").iterator(chunk_size=chunk_size):
+    rows = Event.objects.defer("search", "payload_index").order_by("seq")
+    for event in rows.iterator(chunk_size=chunk_size):
         if event.seq != expected_seq:
             return ChainReport(False, checked, event.seq, event.pk, f"sequence gap: expected #{expected_seq}")
         if event.prev_hash != expected_prev:
             return ChainReport(
                 False, checked, event.seq, event.pk, "prev_hash does not match the previous event"
             )
-        if event.compute_hash() != event.hash:
+        if event.hash_version != 1 and (
+            not event.body_salt or event.compute_body_digest() != event.body_digest
+        ):
             return ChainReport(False, checked, event.seq, event.pk, "content does not match its hash")
+        if event.compute_hash() != event.hash:
+            reason = (
+                "content does not match its hash"
+                if event.hash_version == 1
+                else "fields do not match its hash"
+            )
+            return ChainReport(False, checked, event.seq, event.pk, reason)
         expected_seq, expected_prev, checked = expected_seq + 1, event.hash, checked + 1
     head = ChainHead.objects.get(pk=1)
     if head.last_seq != checked or head.last_hash != expected_prev:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -11,9 +12,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from config.canonical_json import canonical_json
 from config.errors import InvalidInput
 
-from .models import ChainHead, Event, EventKind, EventRole, chain_hash
+from .models import ChainHead, Event, EventKind, EventRole, body_digest, chain_hash
 
 
 @dataclass(frozen=True)
@@ -27,17 +29,20 @@ class EventData:
     role: str = EventRole.ASSISTANT
     payload: dict[str, Any] = field(default_factory=dict)
     execution_id: str | None = None
+    actor: str = ""
 
 
 def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     """Append ``events`` (all or nothing) for ``agent`` to the current tenant's log.
 
     The chain head row is locked for the transaction, so concurrent appenders queue and every event
-    gets the next ``seq`` and the hash of its predecessor. Returns the saved events in order.
-    Raises ``InvalidInput`` for a naive ``occurred_at``, an unknown kind or role, or an empty batch.
+    gets the next ``seq`` and the hash of its predecessor (chain format 2: see ``models``). Returns
+    the saved events in order. Raises ``InvalidInput`` for a naive ``occurred_at``, an unknown kind
+    or role, a payload that is not canonical JSON (``config.canonical_json``) or an empty batch.
     """
     if not events:
         raise InvalidInput("At least one event is required.", field="events")
+    payloads = [canonical_json(item.payload, root="payload") for item in events]
     for index, item in enumerate(events):
         if timezone.is_naive(item.occurred_at):
             raise InvalidInput(f"events[{index}].occurred_at must include a timezone.", field="occurred_at")
@@ -51,22 +56,28 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
         recorded_at = timezone.now()
         seq, prev = head.last_seq, head.last_hash
         rows: list[Event] = []
-        for item in events:
+        for item, payload_json in zip(events, payloads, strict=True):
             seq += 1
+            salt = secrets.token_hex(16)
             event = Event(
                 seq=seq,
                 session_id=item.session_id,
                 execution_id=item.execution_id,
                 agent=agent,
+                actor=item.actor,
                 role=item.role,
                 kind=item.kind,
                 content=item.content,
-                payload=item.payload,
+                payload_json=payload_json,
                 occurred_at=item.occurred_at,
                 recorded_at=recorded_at,
+                body_salt=salt,
+                body_digest=body_digest(salt=salt, content=item.content, payload_json=payload_json),
                 prev_hash=prev,
             )
-            event.hash = chain_hash(seq=seq, prev_hash=prev, fields=event.hashed_fields())
+            event.hash = chain_hash(
+                seq=seq, prev_hash=prev, header=event.hashed_header(), digest=event.body_digest
+            )
             prev = event.hash
             rows.append(event)
         Event.objects.bulk_create(rows)
@@ -76,9 +87,16 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
 
 
 def decision_record(
-    *, agent: Agent, session_id: str, content: str, payload: dict[str, Any], execution_id: str | None = None
+    *,
+    agent: Agent,
+    session_id: str,
+    content: str,
+    payload: dict[str, Any],
+    execution_id: str | None = None,
+    actor: str = "",
 ) -> Event:
-    """Append one ``decision`` event made by the system on ``agent``'s behalf (e.g. a forget)."""
+    """Append one ``decision`` event made by the system on ``agent``'s behalf (e.g. a forget);
+    ``actor`` names the person or job who decided when it was not the agent (``user:<username>``)."""
     return events_append(
         agent=agent,
         events=[
@@ -90,6 +108,7 @@ def decision_record(
                 content=content,
                 payload=payload,
                 occurred_at=timezone.now(),
+                actor=actor,
             )
         ],
     )[0]

@@ -109,8 +109,8 @@ class Command(BaseCommand):
         """``{memory id: canonical dia_ids it stands for}`` from the ingest events of one sample."""
         turns: dict[str, set[str]] = defaultdict(set)
         payloads = Event.objects.filter(
-            agent=owner, kind=EventKind.MESSAGE, payload__sample_id=sample_id
-        ).values_list("payload", flat=True)
+            agent=owner, kind=EventKind.MESSAGE, payload_index__sample_id=sample_id
+        ).values_list("payload_index", flat=True)
         for payload in payloads:
             dia_id = locomo.normalise_dia_id(str(payload.get("dia_id", ""))) or payload.get("dia_id")
             if payload.get("memory_id") and dia_id:

@@ -88,7 +88,7 @@ class Command(BaseCommand):
             for sample in samples:
                 sample_id = str(sample["sample_id"])
                 if Event.objects.filter(
-                    agent=owner, kind=EventKind.MESSAGE, payload__sample_id=sample_id
+                    agent=owner, kind=EventKind.MESSAGE, payload_index__sample_id=sample_id
                 ).exists():
                     self.stdout.write(f"{sample_id}: events exist, skipped")
                     totals["skipped_conversations"] += 1
