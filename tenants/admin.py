@@ -55,6 +55,7 @@ class TenantAdmin(admin.ModelAdmin):
             },
         ),
         ("Knowledge", {"fields": ["default_predicate_cardinality"]}),
+        ("Limits", {"fields": ["json_max_depth"]}),
     ]
 
     def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]

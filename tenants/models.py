@@ -67,6 +67,13 @@ class Tenant(TenantMixin):
         default=24 * 3600, validators=[MinValueValidator(1)]
     )
 
+    json_max_depth = models.PositiveSmallIntegerField(
+        default=64,
+        validators=[MinValueValidator(2), MaxValueValidator(200)],
+        help_text="How deeply a JSON value sent to the API may nest (event payloads, memory metadata, "
+        "checkpoint state, working-memory values); deeper is a 400 naming the field.",
+    )
+
     default_predicate_cardinality = models.CharField(
         max_length=4,
         choices=[("one", "one"), ("many", "many")],

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
+
+from config.canonical_json import json_check
+from config.errors import InvalidInput
+
+DEFAULT_JSON_MAX_DEPTH = 64
 
 
 class StrictSerializer(serializers.Serializer):
@@ -91,17 +98,51 @@ class CleanCharField(serializers.CharField):
 
 
 def contains_nul(value: Any) -> bool:
-    """True if a JSON value holds a NUL character in any string or key (PostgreSQL jsonb refuses them)."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(contains_nul(k) or contains_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_nul(v) for v in value)
+    """True if a JSON value holds a NUL character in any string or key (PostgreSQL jsonb refuses
+    them). Iterative: a deep value cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
 
 
-class JSONObjectField(serializers.JSONField):
+def tenant_json_max_depth() -> int:
+    """The current tenant's nesting limit for JSON values (``Tenant.json_max_depth``)."""
+    return int(getattr(connection.tenant, "json_max_depth", None) or DEFAULT_JSON_MAX_DEPTH)
+
+
+class JSONValueField(serializers.JSONField):
+    """Any JSON value nested at most the tenant's ``json_max_depth`` levels, without NUL characters;
+    with ``numbers=True`` also without integers a double cannot keep (values Engram hashes: see
+    ``config.canonical_json``). Errors name the JSON path inside the field (``payload.a[1].b``)."""
+
+    def __init__(self, *, numbers: bool = False, **kwargs: Any) -> None:
+        self.numbers = numbers
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        try:
+            json_check(
+                value,
+                root=self.field_name or "value",
+                max_depth=tenant_json_max_depth(),
+                numbers=self.numbers,
+            )
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
+        return value
+
+
+class JSONObjectField(JSONValueField):
     """A JSON object (not a list, string or number), at most ``max_bytes`` when serialised."""
 
     def __init__(self, *, max_bytes: int = 256 * 1024, **kwargs: Any) -> None:
@@ -109,12 +150,9 @@ class JSONObjectField(serializers.JSONField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
-        import json
-
         if not isinstance(data, dict):
             raise serializers.ValidationError("Expected a JSON object.")
-        if contains_nul(data):
-            raise serializers.ValidationError("NUL characters are not allowed.")
-        if len(json.dumps(data, ensure_ascii=False).encode()) > self.max_bytes:
+        value = super().to_internal_value(data)
+        if len(json.dumps(value, ensure_ascii=False).encode()) > self.max_bytes:
             raise serializers.ValidationError(f"At most {self.max_bytes} bytes.")
-        return super().to_internal_value(data)
+        return value

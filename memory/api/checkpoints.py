@@ -14,7 +14,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import CleanCharField, StrictIntegerField, StrictSerializer
+from agents.api.serializers import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
 from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from config.errors import NotFound
@@ -30,8 +30,8 @@ NO_CHECKPOINT = "This session has no checkpoint."
 class CheckpointInputSerializer(StrictSerializer):
     step_index = StrictIntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     idempotency_key = CleanCharField(max_length=services.MAX_KEY_LENGTH, trim_whitespace=False)
-    state = serializers.JSONField(help_text="a JSON object, at most 1 MiB as UTF-8 JSON")
-    plan = serializers.JSONField(required=False, default=list, help_text="a JSON list of steps")
+    state = JSONValueField(help_text="a JSON object, at most 1 MiB as UTF-8 JSON")
+    plan = JSONValueField(required=False, default=list, help_text="a JSON list of steps")
     schema_version = StrictIntegerField(min_value=1, max_value=MAX_SCHEMA_VERSION, default=1)
 
     def validate_state(self, value: Any) -> dict[str, Any]:

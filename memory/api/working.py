@@ -9,7 +9,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import CleanCharField, StrictIntegerField, StrictSerializer
+from agents.api.serializers import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
 from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from config.errors import NotFound
@@ -17,7 +17,7 @@ from memory.episodic.models import EventRole
 from memory.working import services
 
 
-class AnyJSONValue(serializers.JSONField):
+class AnyJSONValue(JSONValueField):
     """Any JSON value, ``null`` included."""
 
     def __init__(self, **kwargs: Any) -> None:
