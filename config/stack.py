@@ -528,6 +528,41 @@ def _terminate(processes: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
+DEV_DIR = VAR_DIR / "dev"
+
+
+def private_secret(path: Path) -> Path:
+    """A file holding a random token (43 url-safe characters), readable by this user only (mode
+    0600); made on first use and kept. Returns ``path``."""
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def web_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, str]:
+    """The environment of ``./engram up``'s web server, Celery and management commands: the
+    services' URLs, the local settings (``DEBUG`` off unless ``DJANGO_DEBUG=1``), the admin's
+    static files served by the app itself, and a ``/metrics`` token kept in
+    ``<dev_dir>/secrets/metrics-token`` (unless ``ENGRAM_METRICS_TOKEN`` is set), so even loopback
+    scrapers need it."""
+    env = {
+        **os.environ,
+        **svc,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "PYTHONUNBUFFERED": "1",
+        "ENGRAM_SERVE_STATIC": "1",
+    }
+    if not env.get("ENGRAM_METRICS_TOKEN") and not env.get("ENGRAM_METRICS_TOKEN_FILE"):
+        env["ENGRAM_METRICS_TOKEN_FILE"] = str(private_secret(dev_dir / "secrets" / "metrics-token"))
+    return env
+
+
 def cmd_up(port: int) -> int:
     """Services, migrations, demo tenant; then web server and Celery worker until Ctrl-C."""
     with services(
@@ -535,14 +570,11 @@ def cmd_up(port: int) -> int:
         redis_port=int(os.environ.get("ENGRAM_REDIS_PORT", "6390")),
         neo4j_port=int(os.environ.get("ENGRAM_NEO4J_PORT", "7688")),
     ) as svc:
-        env = {
-            **os.environ,
-            **svc,
-            "DJANGO_SETTINGS_MODULE": "config.settings.local",
-            "PYTHONUNBUFFERED": "1",
-        }
+        env = web_environment(svc)
         _manage(["migrate_schemas", "--noinput", "-v", "0"], env)
-        _manage(["bootstrap_demo", "--port", str(port)], env)
+        credentials = DEV_DIR / "credentials"
+        _manage(["bootstrap_demo", "--port", str(port), "--credentials-file", str(credentials)], env)
+        print(f"metrics token: {env.get('ENGRAM_METRICS_TOKEN_FILE') or 'ENGRAM_METRICS_TOKEN'}", flush=True)
         children = [
             # ASGI, so Server-Sent Events streams work next to the API and the admin
             subprocess.Popen(

@@ -10,3 +10,5 @@ urlpatterns = [
     path("api/v1/", include("config.urls_api")),
     path("metrics", prometheus_metrics, name="metrics"),
 ]
+
+handler500 = "agents.api.views.server_error"

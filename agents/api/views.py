@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -50,6 +52,32 @@ class WhoAmIView(ApiView):
         )
 
 
+@csrf_exempt  # an API path: a POST to it is answered 404 like a GET, never a CSRF page
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """JSON 404 for any ``/api/v1/`` path that matches no endpoint (or whose id has the wrong form)."""
     return JsonResponse({"detail": "No such endpoint or resource.", "code": "not_found"}, status=404)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: a JSON body for API paths (no traceback, whatever ``DEBUG`` says of pages),
+    Django's plain page elsewhere. The error itself is logged by Django's request handler."""
+    if _is_api(request):
+        return JsonResponse(
+            {"detail": "Internal server error; it has been logged.", "code": "server_error"}, status=500
+        )
+    return defaults.server_error(request)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """``CSRF_FAILURE_VIEW``: API clients authenticate with keys, so a CSRF refusal there is JSON."""
+    if _is_api(request):
+        return JsonResponse(
+            {"detail": "Forbidden (CSRF check failed).", "code": "permission_denied"}, status=403
+        )
+    from django.views.csrf import csrf_failure as django_csrf_failure
+
+    return django_csrf_failure(request, reason=reason)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import binascii
+from base64 import b64decode
 from typing import Any
+from urllib import parse
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -78,6 +81,24 @@ class ChronologicalCursor(CursorPagination):
     page_size = 100
     page_size_query_param = "limit"
     max_page_size = 500
+
+    def decode_cursor(self, request: Any) -> Cursor | None:
+        """DRF's decoding, made strict: its lenient base64 turned ``%%%`` into an empty cursor, which
+        read as "page 1". Only what ``encode_cursor`` makes is accepted: strict base64 of a non-empty
+        query string holding at most ``o`` (offset), ``r`` (reverse) and ``p`` (position), once each."""
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
+        try:
+            querystring = b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+            tokens = parse.parse_qs(querystring, keep_blank_values=True, strict_parsing=True)
+        except (UnicodeError, binascii.Error, ValueError):
+            raise NotFound(self.invalid_cursor_message) from None
+        if not tokens or set(tokens) - {"o", "r", "p"} or any(len(v) != 1 for v in tokens.values()):
+            raise NotFound(self.invalid_cursor_message)
+        if tokens.get("r", ["1"])[0] != "1" or not tokens.get("o", ["1"])[0].isdigit():
+            raise NotFound(self.invalid_cursor_message)
+        return super().decode_cursor(request)
 
     def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> Any:
         try:
