@@ -10,6 +10,7 @@ Every implementation returns L2-normalised float32 vectors, so cosine similarity
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,18 @@ from typing import Protocol
 import numpy as np
 from django.conf import settings
 
-from config.errors import EmbeddingMismatch
+from config.errors import EmbeddingMismatch, ServiceUnavailable
+
+logger = logging.getLogger(__name__)
+
+UNAVAILABLE_MESSAGE = "The embedding model is unavailable right now; retry later."
+
+
+class EmbedderUnavailable(ServiceUnavailable):
+    """The configured embedder cannot be loaded or does not answer (503): nothing can be embedded,
+    so nothing can be stored in or recalled from semantic memory until it is back."""
+
+    code = "embedder_unavailable"
 
 
 class Embedder(Protocol):
@@ -80,7 +92,7 @@ class OpenAIEmbedder:
     """POST ``{base_url}/embeddings`` with ``{"model", "input"}`` (OpenAI's embeddings API shape)."""
 
     def __init__(
-        self, model_name: str, base_url: str, api_key: str = "", dimensions: int = 0, timeout: float = 30
+        self, model_name: str, base_url: str, api_key: str = "", dimensions: int = 0, timeout: float = 10
     ) -> None:
         import httpx
 
@@ -93,10 +105,27 @@ class OpenAIEmbedder:
         self.dimensions = dimensions or int(self.embed(["dimension probe"]).shape[1])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        response = self._client.post("/embeddings", json={"model": self.name, "input": list(texts)})
-        response.raise_for_status()
-        data = sorted(response.json()["data"], key=lambda item: item["index"])
-        return _normalise(np.array([item["embedding"] for item in data], dtype=np.float32))
+        """Raises ``EmbedderUnavailable`` when the endpoint cannot be reached within the timeout,
+        answers an error status, or answers something that is not a list of ``len(texts)`` vectors."""
+        import httpx
+
+        try:
+            response = self._client.post("/embeddings", json={"model": self.name, "input": list(texts)})
+            response.raise_for_status()
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = np.array([item["embedding"] for item in data], dtype=np.float32)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("embeddings endpoint %s failed: %s", self._client.base_url, exc)
+            raise EmbedderUnavailable(UNAVAILABLE_MESSAGE) from exc
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            logger.warning(
+                "embeddings endpoint %s answered %s for %d texts",
+                self._client.base_url,
+                vectors.shape,
+                len(texts),
+            )
+            raise EmbedderUnavailable(UNAVAILABLE_MESSAGE)
+        return _normalise(vectors)
 
 
 _lock = threading.Lock()
@@ -104,10 +133,26 @@ _lock = threading.Lock()
 
 @functools.cache
 def get_embedder() -> Embedder:
-    """The process-wide embedder chosen by ``settings.ENGRAM`` (loaded once, on first use).
+    """The process-wide embedder chosen by ``settings.ENGRAM`` (loaded once, on first use; a failed
+    load is not remembered, so the next call tries again).
 
-    Raises ``ImproperlyConfigured`` for an unknown ``EMBEDDER``.
+    Raises ``ImproperlyConfigured`` for an unknown ``EMBEDDER`` and ``EmbedderUnavailable`` when the
+    model cannot be loaded (a missing or broken model folder, an endpoint that does not answer).
     """
+    try:
+        return _load_embedder()
+    except EmbedderUnavailable:
+        raise
+    except Exception as exc:
+        from django.core.exceptions import ImproperlyConfigured
+
+        if isinstance(exc, ImproperlyConfigured):
+            raise
+        logger.exception("the embedding model could not be loaded")
+        raise EmbedderUnavailable(UNAVAILABLE_MESSAGE) from exc
+
+
+def _load_embedder() -> Embedder:
     from django.core.exceptions import ImproperlyConfigured
 
     conf = settings.ENGRAM
@@ -126,6 +171,7 @@ def get_embedder() -> Embedder:
                 conf["OPENAI_BASE_URL"],
                 conf["OPENAI_API_KEY"],
                 conf["EMBEDDING_DIMENSIONS"],
+                timeout=conf.get("EMBEDDING_TIMEOUT", 10.0),
             )
     raise ImproperlyConfigured(f"ENGRAM_EMBEDDER must be fastembed, model2vec or openai, not {kind!r}")
 

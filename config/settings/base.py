@@ -94,6 +94,8 @@ TEMPLATES = [
     },
 ]
 
+CSRF_FAILURE_VIEW = "agents.api.views.csrf_failure"
+
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
@@ -185,12 +187,16 @@ ENGRAM = {
     # cores instead of ~3.9 ms on one). Set 1 when many web workers share few cores.
     "EMBEDDING_THREADS": env.int("ENGRAM_EMBEDDING_THREADS", default=0),
     "OPENAI_BASE_URL": env("ENGRAM_OPENAI_BASE_URL", default=""),
+    # seconds an OpenAI-compatible embeddings call may take before recall and writes answer 503
+    "EMBEDDING_TIMEOUT": env.float("ENGRAM_EMBEDDING_TIMEOUT", default=10.0),
     "OPENAI_API_KEY": env_secret("ENGRAM_OPENAI_API_KEY", "") or "",
     "MAX_CONTENT_CHARS": env.int("ENGRAM_MAX_CONTENT_CHARS", default=32_000),
     "MAX_EVENT_BATCH": 1000,
     "IDEMPOTENCY_TTL_HOURS": env.int("ENGRAM_IDEMPOTENCY_TTL_HOURS", default=24),
-    # /metrics: with a token, scrapers send "Authorization: Bearer <token>"; without, loopback only
+    # /metrics: with a token, every scraper sends "Authorization: Bearer <token>"; without one,
+    # loopback clients may read it only where METRICS_LOOPBACK is on (never in production)
     "METRICS_TOKEN": env_secret("ENGRAM_METRICS_TOKEN", "") or "",
+    "METRICS_LOOPBACK": env.bool("ENGRAM_METRICS_LOOPBACK", default=True),
 }
 
 LOGGING = {
