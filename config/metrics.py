@@ -1,10 +1,12 @@
 """``/metrics`` in Prometheus text format, and the tenant admin's page of working-memory counters.
 
-``/metrics`` shows every tenant's counters, so it is not public: with ``ENGRAM["METRICS_TOKEN"]``
-set (env ``ENGRAM_METRICS_TOKEN`` or ``ENGRAM_METRICS_TOKEN_FILE``) a scraper must send
-``Authorization: Bearer <token>``; without a token only loopback clients (``127.0.0.0/8``, ``::1``)
-may read it. Behind a reverse proxy on the same host every client looks local: set a token there.
-Anything else gets 403.
+``/metrics`` shows every tenant's counters, labelled with the tenant's schema and its agents'
+names, so it is not public: with ``ENGRAM["METRICS_TOKEN"]`` set (env ``ENGRAM_METRICS_TOKEN`` or
+``ENGRAM_METRICS_TOKEN_FILE``; ``./engram up`` makes one) every scraper, loopback included, must
+send ``Authorization: Bearer <token>``. Without a token, loopback clients (``127.0.0.0/8``, ``::1``)
+may read it where ``ENGRAM["METRICS_LOOPBACK"]`` allows (tests, a bare development server; never in
+production settings): behind a reverse proxy on the same host every client looks local. Anything
+else gets 403.
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ def _is_loopback(address: str) -> bool:
 
 
 def metrics_allowed(request: HttpRequest) -> bool:
-    """True for the configured bearer token or, when no token is configured, a loopback client."""
+    """True for the configured bearer token or, when no token is configured and
+    ``ENGRAM["METRICS_LOOPBACK"]`` allows it, a loopback client."""
     token = settings.ENGRAM.get("METRICS_TOKEN") or ""
     if token:
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode(), token.encode())
-    return _is_loopback(request.META.get("REMOTE_ADDR", ""))
+    return bool(settings.ENGRAM.get("METRICS_LOOPBACK", False)) and _is_loopback(
+        request.META.get("REMOTE_ADDR", "")
+    )
 
 
 @require_safe

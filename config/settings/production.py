@@ -10,3 +10,6 @@ DEBUG = False
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+# /metrics lists every tenant's agents: behind a proxy every client is "loopback", so production
+# serves it with ENGRAM_METRICS_TOKEN only
+ENGRAM = {**ENGRAM, "METRICS_LOOPBACK": False}  # noqa: F405 (a copy: base's dict stays as it is)
