@@ -228,7 +228,7 @@ def main() -> int:
         return [session_name(rng.randrange(args.sessions)) for _ in range(n)]
 
     with tenant_context(tenant):
-        keys = {session_name(n): cache_key(session_name(n)) for n in range(args.sessions)}
+        keys = {session_name(n): cache_key(session_name(n), agent.pk) for n in range(args.sessions)}  # type: ignore[attr-defined]
     expected_step = args.steps - 1
 
     # --- service layer -----------------------------------------------------------------------------------

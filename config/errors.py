@@ -26,6 +26,14 @@ class InvalidInput(DomainError):
     code = "invalid"
 
 
+class PermissionDenied(DomainError):
+    """The agent is authenticated but a rule of the resource forbids the action (e.g. only the
+    agent that started an execution may close it); the message names the rule."""
+
+    status = 403
+    code = "permission_denied"
+
+
 class NotFound(DomainError):
     status = 404
     code = "not_found"

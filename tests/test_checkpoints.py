@@ -58,12 +58,6 @@ def alice(ckpt_tenants: tuple[Tenant, Tenant]) -> Caller:
 
 
 @pytest.fixture
-def bob(ckpt_tenants: tuple[Tenant, Tenant]) -> Caller:
-    """Teammate: another agent of the first tenant."""
-    return make_caller(ckpt_tenants[0], "bob")
-
-
-@pytest.fixture
 def mallory(ckpt_tenants: tuple[Tenant, Tenant]) -> Caller:
     """Outsider: an agent of the second tenant."""
     return make_caller(ckpt_tenants[1], "mallory")
@@ -97,8 +91,9 @@ def latest(caller: Caller, session_id: str):  # type: ignore[no-untyped-def]
     return caller.get(url(session_id, "/latest"))
 
 
-def redis_key(tenant: Tenant, session_id: str) -> str:
-    return "{" + tenant.schema_name + "}:ckpt:" + session_id
+def redis_key(caller: Caller, session_id: str) -> str:
+    """The Redis copy of the caller's latest checkpoint in the session (one per agent)."""
+    return "{" + caller.tenant.schema_name + "}:ckpt:" + session_id + ":" + str(caller.agent.pk)
 
 
 def stored_count(tenant: Tenant, session_id: str) -> int:
@@ -117,7 +112,7 @@ def test_save_commits_then_caches_and_restore_reads_redis(alice: Caller, session
     assert doc["schema_version"] == 2 and doc["created_at"].endswith("Z")
     assert "Engram-Degraded" not in saved.headers
 
-    key = redis_key(alice.tenant, session)
+    key = redis_key(alice, session)
     ttl = get_redis().ttl(key)
     assert 0 < ttl <= alice.tenant.checkpoint_cache_ttl_seconds
     assert int(get_redis().hget(key, "step")) == 1
@@ -133,13 +128,13 @@ def test_save_commits_then_caches_and_restore_reads_redis(alice: Caller, session
 def test_restore_falls_back_to_postgres_and_rewarms_redis(alice: Caller, session: str) -> None:
     save(alice, session, body(1))
     saved = save(alice, session, body(2)).json()
-    get_redis().delete(redis_key(alice.tenant, session))
+    get_redis().delete(redis_key(alice, session))
 
     cold = latest(alice, session)
     assert cold.status_code == 200 and cold.headers["Engram-Source"] == "postgres"
     assert "Engram-Degraded" not in cold.headers
     assert cold.json()["step_index"] == 2 and cold.json()["state"] == saved["state"]
-    assert get_redis().exists(redis_key(alice.tenant, session))
+    assert get_redis().exists(redis_key(alice, session))
 
     warm = latest(alice, session)
     assert warm.headers["Engram-Source"] == "redis"
@@ -153,23 +148,21 @@ def test_no_checkpoint_is_404_naming_the_session(alice: Caller, session: str) ->
     assert response.headers["Engram-Source"] == "postgres"
 
 
-def test_latest_is_the_highest_step_and_listing_is_in_step_order(
-    alice: Caller, bob: Caller, session: str
-) -> None:
+def test_latest_is_the_highest_step_and_listing_is_in_step_order(alice: Caller, session: str) -> None:
     for step in (0, 3, 10):
         assert save(alice, session, body(step)).status_code == 201
-    # a teammate resumes the session (sessions belong to the tenant, not to one agent)
-    assert latest(bob, session).json()["step_index"] == 10
-    listing = bob.get(url(session)).json()
+    # (another agent in the session has a stream of its own: tests/test_session_ownership.py)
+    assert latest(alice, session).json()["step_index"] == 10
+    listing = alice.get(url(session)).json()
     assert [c["step_index"] for c in listing["checkpoints"]] == [0, 3, 10]
     assert "state" not in listing["checkpoints"][0] and listing["next_after_step"] is None
-    page = bob.get(url(session), {"limit": 2}).json()
+    page = alice.get(url(session), {"limit": 2}).json()
     assert [c["step_index"] for c in page["checkpoints"]] == [0, 3] and page["next_after_step"] == 3
-    rest = bob.get(url(session), {"limit": 2, "after_step": 3}).json()
+    rest = alice.get(url(session), {"limit": 2, "after_step": 3}).json()
     assert [c["step_index"] for c in rest["checkpoints"]] == [10]
-    one = bob.get(url(session, "/3"))
+    one = alice.get(url(session, "/3"))
     assert one.status_code == 200 and one.json()["state"]["step"] == 3
-    assert bob.get(url(session, "/4")).status_code == 404
+    assert alice.get(url(session, "/4")).status_code == 404
 
 
 # --- idempotency and ordering ----------------------------------------------------------------------------
@@ -292,7 +285,7 @@ def test_the_same_session_id_in_two_tenants_never_meets(alice: Caller, mallory: 
     assert latest(mallory, session).json()["state"] == {"owner": "mallory"}
 
     redis = get_redis()
-    alice_key, mallory_key = redis_key(alice.tenant, session), redis_key(mallory.tenant, session)
+    alice_key, mallory_key = redis_key(alice, session), redis_key(mallory, session)
     assert json.loads(redis.hget(alice_key, "body"))["agent"] == "alice"
     assert json.loads(redis.hget(mallory_key, "body"))["agent"] == "mallory"
     assert stored_count(alice.tenant, session) == stored_count(mallory.tenant, session) == 1
@@ -310,7 +303,7 @@ def test_the_same_session_id_in_two_tenants_never_meets(alice: Caller, mallory: 
 
 def test_redis_is_written_only_after_commit_and_never_for_a_rollback(alice: Caller, session: str) -> None:
     policy = alice.tenant.working_memory_policy
-    key = redis_key(alice.tenant, session)
+    key = redis_key(alice, session)
     with tenant_context(alice.tenant):
         with transaction.atomic():
             result = services.checkpoint_save(
@@ -387,7 +380,7 @@ def test_a_copy_left_behind_by_an_outage_is_not_served(alice: Caller, session: s
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     assert save(alice, session, body(2)).headers["Engram-Degraded"] == DEGRADED
     settings.REDIS_URL = reachable
-    assert int(get_redis().hget(redis_key(alice.tenant, session), "step")) == 1  # the stale copy
+    assert int(get_redis().hget(redis_key(alice, session), "step")) == 1  # the stale copy
     restored = latest(alice, session)
     assert restored.json()["step_index"] == 2 and restored.headers["Engram-Source"] == "postgres"
     assert latest(alice, session).headers["Engram-Source"] == "redis"
@@ -410,7 +403,7 @@ def test_metrics_from_loopback_count_checkpoint_hits_and_misses(alice: Caller, s
     before = Client().get("/metrics")
     assert before.status_code == 200 and before["Content-Type"].startswith("text/plain")
     save(alice, session, body(1))
-    get_redis().delete(redis_key(alice.tenant, session))
+    get_redis().delete(redis_key(alice, session))
     latest(alice, session)  # miss: from PostgreSQL
     latest(alice, session)  # hit: from Redis
     latest(alice, session)  # hit

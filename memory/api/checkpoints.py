@@ -1,5 +1,7 @@
 """``/api/v1/sessions/{session_id}/checkpoints``: save and restore agent state (state hydration).
 
+Checkpoints are per agent within a session: every endpoint here reads or writes the calling agent's
+own stream in the session; other agents' checkpoints in it are neither visible nor affected.
 Responses about the Redis copy carry ``Engram-Source: redis|postgres`` (restores) and
 ``Engram-Degraded: redis-unavailable`` when Redis could not be reached: the answer then comes from,
 or was saved to, PostgreSQL alone.
@@ -24,7 +26,7 @@ from memory.working.store import check_id
 
 SOURCE_HEADER = "Engram-Source"
 DEGRADED_HEADER = "Engram-Degraded"
-NO_CHECKPOINT = "This session has no checkpoint."
+NO_CHECKPOINT = "You have no checkpoint in this session (checkpoints are per agent)."
 
 
 class CheckpointInputSerializer(StrictSerializer):
@@ -58,9 +60,9 @@ def _mark_degraded(response: HttpResponse, degraded: bool) -> HttpResponse:
 
 
 class CheckpointsView(ApiView):
-    """POST saves a checkpoint (201; 200 with ``replayed: true`` for a replay); GET lists the session's.
+    """POST saves a checkpoint (201; 200 with ``replayed: true`` for a replay); GET lists the caller's.
 
-    The listing is in step order, without state and plan (``limit`` ≤ 500, then ``after_step`` from
+    Both act on the caller's own stream in the session. The listing is in step order, without state and plan (``limit`` ≤ 500, then ``after_step`` from
     ``next_after_step``); one checkpoint in full is at ``.../checkpoints/{step_index}``.
     """
 
@@ -91,9 +93,9 @@ class CheckpointsView(ApiView):
         params.is_valid(raise_exception=True)
         after, limit = params.validated_data.get("after_step", -1), params.validated_data["limit"]
         rows = list(
-            selectors.checkpoint_list(session_id=session_id)
-            .filter(step_index__gt=after)
-            .defer("state", "plan")[: limit + 1]
+            selectors.checkpoint_list(agent=request.user, session_id=session_id, after_step=after)[
+                : limit + 1
+            ]
         )
         more = len(rows) > limit
         rows = rows[:limit]
@@ -109,7 +111,7 @@ class CheckpointsView(ApiView):
 
 
 class CheckpointLatestView(ApiView):
-    """GET the latest checkpoint: Redis first, PostgreSQL on a miss or when Redis is down; 404 if none."""
+    """GET the caller's latest checkpoint: Redis first, PostgreSQL on a miss or with Redis down; 404 if none."""
 
     def get(self, request: Request, session_id: str) -> HttpResponse:
         restored = services.checkpoint_latest(
@@ -128,11 +130,16 @@ class CheckpointLatestView(ApiView):
 
 
 class CheckpointDetailView(ApiView):
-    """GET one checkpoint of the session by step index, from PostgreSQL."""
+    """GET one of the caller's checkpoints in the session by step index, from PostgreSQL."""
 
     def get(self, request: Request, session_id: str, step_index: int) -> Response:
         check_id(session_id, field="session_id")
-        checkpoint = selectors.checkpoint_list(session_id=session_id).filter(step_index=step_index).first()
+        checkpoint = selectors.checkpoint_get(
+            agent=request.user, session_id=session_id, step_index=step_index
+        )
         if checkpoint is None:
-            raise NotFound(f"This session has no checkpoint at step {step_index}.", field="step_index")
+            raise NotFound(
+                f"You have no checkpoint at step {step_index} in this session (checkpoints are per agent).",
+                field="step_index",
+            )
         return Response(checkpoint.document())

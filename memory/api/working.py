@@ -1,5 +1,8 @@
 """Working memory over HTTP: ``/api/v1/executions/{id}/blackboard|scratchpad|close`` and
-``/api/v1/sessions/{id}/window``. Redis down → 503; values over the tenant's limit → 413."""
+``/api/v1/sessions/{id}/window``. Redis down → 503; values over the tenant's limit → 413.
+
+The blackboard is readable by every agent of the tenant, a scratchpad only by its agent, and an
+execution can be closed only by the agent that started it (see ``memory.working.services``)."""
 
 from __future__ import annotations
 
@@ -130,7 +133,11 @@ class ScratchpadKeyView(ApiView):
 
 
 class ExecutionCloseView(ApiView):
-    """POST to close: scratchpads deleted, blackboard kept until its TTL, a decision event logged."""
+    """POST to close: scratchpads deleted, blackboard kept until its TTL, a decision event logged.
+
+    Only the execution's owner (the agent that started it) may close it: 403 ``permission_denied``
+    for another agent, 404 for an execution nothing was ever written to (or that expired).
+    """
 
     @idempotent
     def post(self, request: Request, execution_id: str) -> Response:

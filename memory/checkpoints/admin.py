@@ -1,4 +1,8 @@
-"""Tenant admin for checkpoints: read-only (agents write them through the API)."""
+"""Tenant admin for checkpoints: read-only (agents write them through the API).
+
+A session holds one checkpoint stream per agent: the list shows the agent of each row and filters
+by it.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Checkpoint]:
-        qs = super().get_queryset(request)
+        qs = super().get_queryset(request).select_related("agent")  # the title names the agent
         match = request.resolver_match
         if match is not None and (match.url_name or "").endswith("_changelist"):
             return qs.defer("state", "plan")  # the list shows neither (up to 1 MiB each)

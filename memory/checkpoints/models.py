@@ -1,6 +1,8 @@
 """Checkpoints (state hydration): an agent's serialised state at one step of a session.
 
-PostgreSQL holds every checkpoint; Redis holds a copy of the latest one per session (see
+Checkpoints are per agent within a session: a session is shared by the agents of a multi-agent
+system, and each of them has its own checkpoint stream in it (private state, like a scratchpad).
+PostgreSQL holds every checkpoint; Redis holds a copy of the latest one per (session, agent) (see
 ``memory.checkpoints.services``).
 """
 
@@ -34,10 +36,11 @@ def checkpoint_fingerprint(
 
 
 class Checkpoint(models.Model):
-    """The working state and active plan of a session after step ``step_index``.
+    """The working state and active plan of ``agent`` in a session after step ``step_index``.
 
-    Rows are written once (``checkpoint_save``) and never changed. Within a session, step indexes
-    strictly increase and each idempotency key names one checkpoint.
+    Rows are written once (``checkpoint_save``) and never changed. Within one agent's stream of a
+    session, step indexes strictly increase and each idempotency key names one checkpoint; another
+    agent's stream in the same session is independent (its own steps and keys).
     """
 
     session_id = models.CharField(max_length=200)
@@ -55,17 +58,21 @@ class Checkpoint(models.Model):
     class Meta:
         ordering = ["session_id", "step_index"]
         constraints = [
-            # also the index that finds a session's latest checkpoint (ORDER BY step_index DESC LIMIT 1)
-            models.UniqueConstraint(fields=["session_id", "step_index"], name="checkpoint_session_step_uniq"),
+            # also the index of every stream read: latest (ORDER BY step_index DESC LIMIT 1), pages
+            # (step_index > n), one step; its session_id prefix serves the admin's search by session
             models.UniqueConstraint(
-                fields=["session_id", "idempotency_key"], name="checkpoint_session_key_uniq"
+                fields=["session_id", "agent", "step_index"], name="checkpoint_session_agent_step_uniq"
+            ),
+            models.UniqueConstraint(
+                fields=["session_id", "agent", "idempotency_key"], name="checkpoint_session_agent_key_uniq"
             ),
             models.CheckConstraint(condition=models.Q(step_index__gte=0), name="checkpoint_step_nonnegative"),
         ]
         indexes = [models.Index(fields=["agent", "created_at"], name="checkpoint_agent_idx")]
 
     def __str__(self) -> str:
-        return f"{self.session_id} step {self.step_index}"
+        """``<session> step <n> (<agent>)``; needs ``agent`` loaded to avoid one query."""
+        return f"{self.session_id} step {self.step_index} ({self.agent.name})"
 
     def summary(self) -> dict[str, Any]:
         """The checkpoint without ``state`` and ``plan``: JSON-ready, times in UTC with ``Z``.

@@ -1,8 +1,15 @@
-"""Saving and restoring checkpoints: PostgreSQL is the record, Redis the hot copy of each session's latest.
+"""Saving and restoring checkpoints: PostgreSQL is the record, Redis the hot copy of each stream's latest.
 
-Save: one transaction per checkpoint, serialised per session by a transaction-level advisory lock;
-after the commit (``transaction.on_commit``) the checkpoint's JSON document goes to Redis under
-``{tenant}:ckpt:<session_id>`` (a hash ``{step, body}``) with the tenant's
+Who may write and read: checkpoints are per agent within a session. A session is shared by the
+agents of a multi-agent system (their events carry the same ``session_id``), so each agent has its
+own checkpoint stream in it: step order, idempotency keys, the listing, the latest and one step are
+all scoped to (session, calling agent). An agent can neither write into nor read another agent's
+stream (checkpoints are private state, like the scratchpad); saving into a session another agent
+uses starts the caller's own stream and never changes what that agent restores.
+
+Save: one transaction per checkpoint, serialised per (session, agent) by a transaction-level
+advisory lock; after the commit (``transaction.on_commit``) the checkpoint's JSON document goes to
+Redis under ``{tenant}:ckpt:<session_id>:<agent id>`` (a hash ``{step, body}``) with the tenant's
 ``checkpoint_cache_ttl_seconds``. A Lua script writes only if the cached step is not newer, so two
 commits whose after-commit writes arrive out of order cannot leave an older checkpoint cached.
 
@@ -10,7 +17,7 @@ Restore: Redis first (one ``HGET``); on a miss, PostgreSQL, then the copy is re-
 cannot be reached, saves and restores still work from PostgreSQL and say so (``degraded``).
 
 If a save commits while Redis is unreachable, Redis may still hold the previous checkpoint when it
-comes back (a network split rather than a restart). This process remembers such sessions (at most
+comes back (a network split rather than a restart). This process remembers such streams (at most
 ``PENDING_LIMIT``) and, at its next checkpoint call that reaches Redis, drops their copies when older
 than the saved step, so the next restore reads PostgreSQL. Another process that never saw the failure
 could serve the older copy until then, or until the TTL ends.
@@ -112,9 +119,12 @@ class Restored:
         return None if self.body is None else json.loads(self.body)
 
 
-def cache_key(session_id: str) -> str:
-    """The Redis key of the session's latest checkpoint in the current tenant."""
-    return tenant_key("ckpt", session_id)
+def cache_key(session_id: str, agent_id: int) -> str:
+    """The Redis key of the latest checkpoint of agent ``agent_id`` in the session (current tenant).
+
+    ``{tenant}:ckpt:<session_id>:<agent id>``: session ids cannot contain ``:``, so keys never collide.
+    """
+    return tenant_key("ckpt", session_id, agent_id)
 
 
 def _json_size(value: Any) -> int:
@@ -214,18 +224,21 @@ def checkpoint_save(
     schema_version: int = 1,
     policy: WorkingMemoryPolicy,
 ) -> SaveResult:
-    """Store the checkpoint of ``session_id`` after step ``step_index`` in the current tenant.
+    """Store ``agent``'s checkpoint of ``session_id`` after step ``step_index`` in the current tenant.
 
-    ``state`` is a JSON object of at most ``MAX_STATE_BYTES`` (1 MiB) as UTF-8 JSON, ``plan`` a JSON
+    The checkpoint joins ``agent``'s own stream in the session: step order and idempotency keys are
+    checked against that stream only, and other agents' checkpoints in the session are never read
+    or changed. ``state`` is a JSON object of at most ``MAX_STATE_BYTES`` (1 MiB) as UTF-8 JSON, ``plan`` a JSON
     list of at most ``MAX_PLAN_BYTES``. After the commit, the checkpoint is cached in Redis for
     ``policy.checkpoint_cache_ttl_seconds``; a Redis failure then only sets ``cached=False``.
 
     Returns a ``SaveResult``: a new checkpoint, or the stored one (``replayed=True``) when this
-    ``idempotency_key`` was already used in the session with the same body.
+    ``idempotency_key`` was already used by ``agent`` in the session with the same body.
 
     Raises ``InvalidInput`` (bad ids or types, NUL characters), ``PayloadTooLarge`` (field ``state``
     or ``plan``), ``Conflict`` with field ``idempotency_key`` (the key was used with another body)
-    or ``step_index`` (not greater than the session's latest step, which the message gives).
+    or ``step_index`` (not greater than the latest step of ``agent`` in the session, which the
+    message gives).
     """
     _check_input(
         session_id=session_id,
@@ -239,11 +252,9 @@ def checkpoint_save(
         step_index=step_index, state=state, plan=plan, schema_version=schema_version
     )
     with transaction.atomic():
-        advisory_xact_lock("ckpt", session_id)
-        existing = (
-            Checkpoint.objects.select_related("agent")
-            .filter(session_id=session_id, idempotency_key=idempotency_key)
-            .first()
+        advisory_xact_lock("ckpt", session_id, agent.pk)
+        existing = selectors.checkpoint_by_key(
+            agent=agent, session_id=session_id, idempotency_key=idempotency_key
         )
         if existing is not None:
             if existing.fingerprint != fingerprint:
@@ -251,17 +262,17 @@ def checkpoint_save(
                     existing, step_index=step_index, state=state, plan=plan, schema_version=schema_version
                 )
                 raise Conflict(
-                    f"idempotency_key {idempotency_key!r} was already used in this session for step "
+                    f"idempotency_key {idempotency_key!r} was already used by you in this session for step "
                     f"{existing.step_index} with a different body (differs in: {', '.join(differing)}).",
                     field="idempotency_key",
                 )
             return SaveResult(checkpoint=existing, replayed=True)
 
-        latest = selectors.checkpoint_latest_step(session_id=session_id)
+        latest = selectors.checkpoint_latest_step(agent=agent, session_id=session_id)
         if latest is not None and step_index <= latest:
             raise Conflict(
-                f"step_index {step_index} is not after the session's latest checkpoint, step {latest}; "
-                f"send a step_index greater than {latest}.",
+                f"step_index {step_index} is not after your latest checkpoint in this session, step "
+                f"{latest}; send a step_index greater than {latest}.",
                 field="step_index",
             )
         checkpoint = Checkpoint(
@@ -280,7 +291,7 @@ def checkpoint_save(
 
         result = SaveResult(checkpoint=checkpoint, replayed=False)
         key, body, ttl = (
-            cache_key(session_id),
+            cache_key(session_id, agent.pk),
             checkpoint.document_json(),
             policy.checkpoint_cache_ttl_seconds,
         )
@@ -295,15 +306,16 @@ def checkpoint_save(
 
 
 def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPolicy) -> Restored:
-    """The latest checkpoint of ``session_id`` in the current tenant, from Redis or else PostgreSQL.
+    """``agent``'s latest checkpoint in ``session_id`` (current tenant), from Redis or else PostgreSQL.
 
-    A Redis miss reads PostgreSQL and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``);
+    Only ``agent``'s own stream is read: another agent's checkpoints in the session are never
+    returned (``body`` is ``None`` when ``agent`` saved none there). A Redis miss reads PostgreSQL and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``);
     when Redis cannot be reached the answer comes from PostgreSQL with ``degraded=True``. Counts one
     ``checkpoint`` lookup for ``agent``: a hit when Redis answered, else a miss.
     Raises ``InvalidInput`` for a malformed session id.
     """
     check_id(session_id, field="session_id")
-    key = cache_key(session_id)
+    key = cache_key(session_id, agent.pk)
     degraded = False
     try:
         client = get_redis()
@@ -316,7 +328,7 @@ def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPol
     if body is not None:
         return Restored(body=body, source="redis")
 
-    checkpoint = selectors.checkpoint_latest_stored(session_id=session_id)
+    checkpoint = selectors.checkpoint_latest_stored(agent=agent, session_id=session_id)
     if checkpoint is None:
         return Restored(body=None, source="postgres", degraded=degraded)
     body = checkpoint.document_json()

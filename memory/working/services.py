@@ -5,6 +5,7 @@ Key layout (``{t}`` is the tenant's schema, a Redis Cluster hash tag; see ``stor
 =============================  ======  =====================================================
 ``{t}:bb:<execution>``         hash    ``<agent>:<field>`` → JSON document (value + provenance)
 ``{t}:bbv:<execution>``        hash    ``<agent>:<field>`` → version (integer, starts at 1)
+``{t}:bb-owner:<execution>``   string  id of the agent that started the execution (its first writer)
 ``{t}:bb-closed:<execution>``  string  set when the execution is closed (no more writes)
 ``{t}:bb-updates:<execution>`` pubsub  every blackboard write, as its JSON document
 ``{t}:sp:<execution>:<agent>`` hash    scratchpad key → JSON value (private to the agent)
@@ -14,6 +15,14 @@ Key layout (``{t}`` is the tenant's schema, a Redis Cluster hash tag; see ``stor
 
 Every write refreshes the TTL of the keys it touches (tenant policy). Redis being unreachable
 raises ``ServiceUnavailable`` (503): working memory is ephemeral by design and has no fallback.
+
+Who may do what in an execution: the blackboard is shared (every agent of the tenant reads all of
+it and writes its own ``<agent>:<field>`` fields); a scratchpad is private to its agent. An
+execution belongs to the agent that started it: the first agent whose write to the blackboard or a
+scratchpad succeeds. The owner is recorded atomically with that write (``SET NX``, never
+overwritten; its TTL, the longest of the execution's keys, refreshed by every write) and only the
+owner may close the execution, because closing deletes every agent's scratchpad and ends the
+execution for all. An execution nobody ever wrote to (or whose keys expired) does not exist.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import Agent
-from config.errors import Conflict, NotFound, PayloadTooLarge
+from config.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 from tenants.models import WorkingMemoryPolicy
@@ -35,9 +44,10 @@ from .store import check_id, get_redis, redis_errors, tenant_key
 
 # Compare-and-set of one blackboard field, atomic in Redis. The value JSON is spliced into the
 # document verbatim (never decoded and re-encoded by Lua's cjson, which would alter numbers).
-# KEYS: values hash, versions hash, closed flag. ARGV: field, expected version or "", value JSON,
-# agent, ISO time, TTL seconds, channel. Returns {1, version} on success, {0, current} on conflict,
-# {-1, 0} when the execution is closed.
+# KEYS: values hash, versions hash, closed flag, owner. ARGV: field, expected version or "", value
+# JSON, agent, ISO time, TTL seconds, channel, agent id, owner TTL seconds. Returns {1, version} on
+# success, {0, current} on conflict, {-1, 0} when the execution is closed. A successful write makes
+# its agent the owner unless the execution has one (a refused write owns nothing).
 _WRITE_SCRIPT = """
 if redis.call('EXISTS', KEYS[3]) == 1 then return {-1, 0} end
 local current = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
@@ -49,6 +59,8 @@ redis.call('HSET', KEYS[1], ARGV[1], doc)
 redis.call('HSET', KEYS[2], ARGV[1], version)
 redis.call('EXPIRE', KEYS[1], ARGV[6])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('SET', KEYS[4], ARGV[8], 'NX')
+redis.call('EXPIRE', KEYS[4], ARGV[9])
 redis.call('PUBLISH', ARGV[7], doc)
 return {1, version}
 """
@@ -65,6 +77,14 @@ def _encode(value: Any, policy: WorkingMemoryPolicy, *, field: str) -> str:
             field=field,
         )
     return encoded
+
+
+def execution_ttl_seconds(policy: WorkingMemoryPolicy) -> int:
+    """Seconds the execution's bookkeeping keys (owner, scratchpad index) live after a write.
+
+    The longest of the blackboard and scratchpad TTLs, so the owner outlives everything it owns.
+    """
+    return max(policy.scratchpad_ttl_seconds, policy.blackboard_ttl_seconds)
 
 
 def updates_channel(execution_id: str, schema_name: str | None = None) -> str:
@@ -110,7 +130,8 @@ def blackboard_write(
 ) -> BlackboardEntry:
     """Write ``<agent>:<name>`` on the execution's blackboard and publish the change.
 
-    With ``expected_version`` (0 = "must not exist yet") the write is a compare-and-set done in one
+    The first successful write to an execution (here or ``scratchpad_write``) makes ``agent`` its
+    owner, in the same Lua script. With ``expected_version`` (0 = "must not exist yet") the write is a compare-and-set done in one
     Lua script. Raises ``Conflict`` (409, ``current_version`` in the body) on a stale version or a
     closed execution, ``PayloadTooLarge`` (413) above the tenant's size limit, ``InvalidInput`` for a
     bad id and ``ServiceUnavailable`` (503) without Redis.
@@ -127,6 +148,7 @@ def blackboard_write(
                 tenant_key("bb", execution_id),
                 tenant_key("bbv", execution_id),
                 tenant_key("bb-closed", execution_id),
+                tenant_key("bb-owner", execution_id),
             ],
             args=[
                 field,
@@ -136,6 +158,8 @@ def blackboard_write(
                 now,
                 policy.blackboard_ttl_seconds,
                 updates_channel(execution_id),
+                agent.pk,
+                execution_ttl_seconds(policy),
             ],
         )
     if status == -1:
@@ -178,20 +202,25 @@ def blackboard_get(*, reader: Agent, execution_id: str, agent_name: str, name: s
 def scratchpad_write(
     *, agent: Agent, execution_id: str, key: str, value: Any, policy: WorkingMemoryPolicy
 ) -> None:
-    """Set ``key`` in the agent's private scratchpad for the execution (TTL refreshed)."""
+    """Set ``key`` in the agent's private scratchpad for the execution (TTL refreshed).
+
+    The first successful write to an execution (here or ``blackboard_write``) makes ``agent`` its
+    owner, in the same MULTI. Raises ``Conflict`` when the execution is closed, ``PayloadTooLarge``
+    (413), ``InvalidInput`` for a bad id and ``ServiceUnavailable`` (503) without Redis.
+    """
     check_id(execution_id, field="execution_id")
     check_id(key, field="key")
     encoded = _encode(value, policy, field="value")
     pad, index = tenant_key("sp", execution_id, agent.pk), tenant_key("sp-idx", execution_id)
+    owner, ttl = tenant_key("bb-owner", execution_id), execution_ttl_seconds(policy)
     with redis_errors():
         client = get_redis()
         if client.exists(tenant_key("bb-closed", execution_id)):
             raise Conflict(f"Execution {execution_id} is closed.", field="execution_id")
         pipe = client.pipeline(transaction=True)
         pipe.hset(pad, key, encoded).expire(pad, policy.scratchpad_ttl_seconds)
-        pipe.sadd(index, agent.pk).expire(
-            index, max(policy.scratchpad_ttl_seconds, policy.blackboard_ttl_seconds)
-        )
+        pipe.sadd(index, agent.pk).expire(index, ttl)
+        pipe.set(owner, agent.pk, nx=True).expire(owner, ttl)
         pipe.execute()
 
 
@@ -248,22 +277,45 @@ def window_read(*, agent: Agent, session_id: str, last: int) -> list[dict[str, A
 SUMMARY_VALUE_CHARS = 500
 
 
+def _owner_name(agent_id: int) -> str:
+    """The owner's name for the refusal message (the blackboard shows it to the tenant anyway)."""
+    name = Agent.objects.filter(pk=agent_id).values_list("name", flat=True).first()
+    return name or "another agent"
+
+
 def execution_close(*, agent: Agent, execution_id: str, session_id: str | None = None) -> Event:
     """Close an execution: no more writes, scratchpads deleted, blackboard kept until its TTL.
 
-    Writes a ``decision`` event whose payload summarises the final blackboard (each value cut to
-    ``SUMMARY_VALUE_CHARS`` characters of JSON: a longer value is given as ``value_truncated``, the
-    start of its JSON text, with ``value`` null). Raises ``Conflict`` if already closed.
+    Only the execution's owner (the agent that started it: its first writer, see the module
+    docstring) may close it, because closing deletes every agent's scratchpad. Writes a ``decision`` event whose payload names the
+    ``owner`` and summarises the final blackboard (each value cut to ``SUMMARY_VALUE_CHARS``
+    characters of JSON: a longer value is given as ``value_truncated``, the start of its JSON text,
+    with ``value`` null). Raises, writing no event and changing nothing: ``NotFound`` (404) when the
+    execution does not exist (never written, or expired), ``PermissionDenied`` (403) when ``agent``
+    is not its owner, ``Conflict`` (409) if already closed; all name the field ``execution_id``.
     """
     check_id(execution_id, field="execution_id")
     client = get_redis()
+    owner_key = tenant_key("bb-owner", execution_id)
     with redis_errors():
-        ttl = client.ttl(tenant_key("bb", execution_id))
+        owner, owner_ttl = client.pipeline(transaction=False).get(owner_key).ttl(owner_key).execute()
+        if owner is None:
+            raise NotFound(
+                f"Execution {execution_id} does not exist: nothing was ever written to it, or it expired.",
+                field="execution_id",
+            )
+        if int(owner) != agent.pk:
+            raise PermissionDenied(
+                f"Only the agent that started execution {execution_id} (its first writer, "
+                f"{_owner_name(int(owner))}) may close it.",
+                field="execution_id",
+            )
+        # the closed flag lives as long as the owner key, the execution's longest-lived key
         closed = client.set(
             tenant_key("bb-closed", execution_id),
             agent.name,
             nx=True,
-            ex=ttl if ttl and ttl > 0 else 24 * 3600,
+            ex=owner_ttl if owner_ttl and owner_ttl > 0 else 24 * 3600,
         )
         if not closed:
             raise Conflict(f"Execution {execution_id} is already closed.", field="execution_id")
@@ -291,10 +343,14 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
         agent=agent,
         session_id=session_id or f"execution:{execution_id}",
         execution_id=execution_id,
-        content=f"Execution {execution_id} closed by {agent.name}; final blackboard has {len(summary)} field(s).",
+        content=(
+            f"Execution {execution_id} closed by its owner {agent.name}; "
+            f"final blackboard has {len(summary)} field(s)."
+        ),
         payload={
             "action": "execution_close",
             "execution_id": execution_id,
+            "owner": agent.name,
             "scratchpads_deleted": len(pads),
             "blackboard": summary,
         },
