@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0007_memory_access"),
+        ("memory", "0008_event_chain_v2"),
     ]
 
     operations = [
