@@ -17,11 +17,15 @@ from django.urls import reverse
 from django_tenants.utils import schema_context, tenant_context
 
 from agents.models import Agent, ApiKey
+from memory.knowledge.models import Contradiction, ContradictionStatus
 from memory.models import SemanticMemory
 from tenants.models import Tenant
 
 from .conftest import Caller, requires_model
-from .test_review_queue import PASSWORD
+from .test_review_queue import PASSWORD, conflict_make
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
 
 # --- the doors: an admin site as served, with the schemas its data lives in ---------------------------------
 
@@ -174,3 +178,37 @@ def test_forgetting_needs_change_semanticmemory(alice: Caller) -> None:
     logged_in(door, "memory_keeper").post("/admin/memory/semanticmemory/", forget)
     with tenant_context(alice.tenant):
         assert SemanticMemory.objects.get(pk=memory_id).forgotten_at is not None
+
+
+def test_an_operator_still_resolves_contradictions(alice: Caller, bob: Caller) -> None:
+    door = tenant_door(alice.tenant)
+    with tenant_context(alice.tenant):
+        dispute = conflict_make(alice.agent, bob.agent)
+    staff_user(door.schema, "op", group="operator")
+    operator = logged_in(door, "op")
+    response = operator.post(
+        door.url("memory_contradiction_resolve", contradiction_id=str(dispute.contradiction.pk)),
+        {"resolution": "keep_existing"},
+        **HTMX,
+    )
+    assert response.status_code == 200
+    with tenant_context(alice.tenant):
+        assert Contradiction.objects.get(pk=dispute.contradiction.pk).status != ContradictionStatus.OPEN
+    # the queue is a page to look at: decisions are posted to resolve only
+    assert operator.post(door.url("memory_contradiction_queue")).status_code == 405
+
+
+def test_resolving_without_any_permission_shows_nothing_of_the_contradiction(
+    alice: Caller, bob: Caller
+) -> None:
+    door = tenant_door(alice.tenant)
+    with tenant_context(alice.tenant):
+        dispute = conflict_make(alice.agent, bob.agent, subject="Mallory", new="Umbrella")
+    staff_user(door.schema, "nobody")
+    response = logged_in(door, "nobody").post(
+        door.url("memory_contradiction_resolve", contradiction_id=str(dispute.contradiction.pk)),
+        {"resolution": "keep_existing"},
+        **HTMX,
+    )
+    assert response.status_code == 403
+    assert "Mallory" not in response.content.decode() and "Umbrella" not in response.content.decode()
