@@ -212,3 +212,16 @@ def test_resolving_without_any_permission_shows_nothing_of_the_contradiction(
     )
     assert response.status_code == 403
     assert "Mallory" not in response.content.decode() and "Umbrella" not in response.content.decode()
+
+
+def test_the_metrics_page_needs_the_view_agent_permission(alice: Caller) -> None:
+    door = tenant_door(alice.tenant)
+    staff_user(door.schema, "nobody")
+    nobody = logged_in(door, "nobody")
+    assert nobody.get("/admin/metrics/").status_code == 403
+    assert "/admin/metrics/" not in nobody.get("/admin/").content.decode()
+    staff_user(door.schema, "officer", group="compliance officer")
+    officer = logged_in(door, "officer")
+    assert officer.get("/admin/metrics/").status_code == 200
+    assert "/admin/metrics/" in officer.get("/admin/").content.decode()
+    assert officer.post("/admin/metrics/").status_code == 405
