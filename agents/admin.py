@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -38,13 +39,19 @@ class AgentAdmin(admin.ModelAdmin):
     inlines = [ApiKeyInline]
     actions = ["mint_read_write_key", "mint_read_only_key"]
 
-    @admin.action(description="Create a read + write API key")
+    def has_mint_key_permission(self, request: HttpRequest) -> bool:
+        """Minting a key adds an ``ApiKey``: it needs ``agents.add_apikey``, not a permission on
+        the agent (a key is a credential for the API, more than a change of the agent)."""
+        opts = ApiKey._meta
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('add', opts)}")
+
+    @admin.action(description="Create a read + write API key", permissions=["mint_key"])
     def mint_read_write_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         for agent in queryset:
             _, raw = api_key_create(agent=agent, scopes=[Scope.READ, Scope.WRITE], name="admin")
             _announce_key(request, agent, raw)
 
-    @admin.action(description="Create a read-only API key")
+    @admin.action(description="Create a read-only API key", permissions=["mint_key"])
     def mint_read_only_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
         for agent in queryset:
             _, raw = api_key_create(agent=agent, scopes=[Scope.READ], name="admin (read-only)")
@@ -89,7 +96,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # revoke instead: the key id stays for the audit trail
 
-    @admin.action(description="Revoke selected keys")
+    @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = 0
         for key in queryset.filter(revoked_at__isnull=True):

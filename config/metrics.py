@@ -19,6 +19,7 @@ from typing import cast
 
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -93,8 +94,17 @@ def metric_rows(schema_name: str) -> list[dict[str, object]]:
     return rows
 
 
+# the page lists the tenant's agents with their counters: whoever may look at the agents may look
+# at it (templates/admin/index.html shows the link on the same condition)
+METRICS_PERMISSION = "agents.view_agent"
+
+
+@require_safe
 def tenant_metrics_admin(request: HttpRequest) -> TemplateResponse:
-    """The admin page of the current tenant's hit/miss counters (wrap in ``admin.site.admin_view``)."""
+    """The admin page of the current tenant's hit/miss counters (wrap in ``admin.site.admin_view``,
+    which checks login and staff status). GET only; 403 without ``METRICS_PERMISSION``."""
+    if not request.user.has_perm(METRICS_PERMISSION):
+        raise PermissionDenied
     context = {
         **admin.site.each_context(request),
         "title": "Working-memory metrics",

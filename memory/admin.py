@@ -123,7 +123,9 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # forget instead: the row stays for audit
 
-    @admin.action(description="Forget selected memories (logged as a decision of their agent)")
+    @admin.action(
+        description="Forget selected memories (logged as a decision of their agent)", permissions=["change"]
+    )
     def forget(self, request: HttpRequest, queryset: QuerySet[SemanticMemory]) -> None:
         count = 0
         for memory in queryset.filter(forgotten_at__isnull=True).select_related("agent"):

@@ -1,6 +1,12 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory"
+
+    def ready(self) -> None:
+        from .checks import admin_actions_need_permissions
+
+        checks.register(admin_actions_need_permissions, checks.Tags.admin)

@@ -160,6 +160,8 @@ def _base_context(model_admin: ContradictionAdmin, request: HttpRequest) -> dict
 def queue_view(model_admin: ContradictionAdmin, request: HttpRequest) -> TemplateResponse:
     """The review queue: the oldest ``QUEUE_PAGE_SIZE`` open contradictions, each with both facts
     side by side. With htmx, only the list (to refresh it in place)."""
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD"])  # a page to look at: posts go to resolve
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
     context = {
@@ -197,7 +199,8 @@ def resolve_view(
     """Resolve one contradiction with the posted ``resolution`` and optional ``note``.
 
     htmx: 200 with the out-of-band updates (the row itself is replaced by nothing); 400/404/409 with
-    the row and a message; 403 with a message for someone without ``resolve_contradiction``.
+    the row and a message; 403 with a message for someone without ``resolve_contradiction`` who may
+    view contradictions, a bare 403 for anyone else.
     Without htmx (a plain form post): a redirect back to the queue with a message.
     """
     if request.method != "POST":
@@ -205,7 +208,8 @@ def resolve_view(
     resolution = request.POST.get("resolution", "")
     note = request.POST.get("note", "").strip()
     if not request.user.has_perm(RESOLVE_PERMISSION):
-        if not request.htmx:
+        # the htmx answer shows the row as it is now: only to someone who may look at the queue
+        if not request.htmx or not model_admin.has_view_permission(request):
             raise PermissionDenied
         return _row_error_response(
             model_admin,
