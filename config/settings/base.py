@@ -124,6 +124,14 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 NEO4J_URI = env("NEO4J_URI", default="")
 NEO4J_USER = env("NEO4J_USER", default="")
 NEO4J_PASSWORD = env_secret("NEO4J_PASSWORD", "") or ""
+# Seconds (see config/neo4j.py): Neo4j being down costs a graph read about this long once, after
+# which reads answer from PostgreSQL at once for NEO4J_UNAVAILABLE_FOR.
+NEO4J_CONNECTION_TIMEOUT = env.float("NEO4J_CONNECTION_TIMEOUT", default=3.0)
+NEO4J_ACQUISITION_TIMEOUT = env.float("NEO4J_ACQUISITION_TIMEOUT", default=5.0)
+NEO4J_MAX_RETRY_TIME = env.float("NEO4J_MAX_RETRY_TIME", default=3.0)
+NEO4J_READ_TIMEOUT = env.float("NEO4J_READ_TIMEOUT", default=5.0)
+NEO4J_WRITE_TIMEOUT = env.float("NEO4J_WRITE_TIMEOUT", default=60.0)
+NEO4J_UNAVAILABLE_FOR = env.float("NEO4J_UNAVAILABLE_FOR", default=15.0)
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
