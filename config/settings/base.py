@@ -136,7 +136,11 @@ NEO4J_UNAVAILABLE_FOR = env.float("NEO4J_UNAVAILABLE_FOR", default=15.0)
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_RESULT_EXPIRES = 3600
-CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_ACKS_LATE = True  # and reject_on_worker_lost: see config/tasks.py TenantTask
+# A broker that does not answer costs a write this long at most once its transaction committed.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": env.float("CELERY_BROKER_CONNECT_TIMEOUT", default=2.0)
+}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"

@@ -117,7 +117,8 @@ def contradiction_body(c: Contradiction) -> dict[str, Any]:
 
 
 class FactsView(ApiView):
-    """POST one fact (object) or a batch (array, at most 500, all or nothing)."""
+    """POST one fact (object) or a batch (array, at most 500, all or nothing); ``projection`` (once
+    for a batch) says whether the Neo4j projection of the change is ``pending`` or ``none``."""
 
     @idempotent
     def post(self, request: Request) -> Response:
@@ -165,8 +166,12 @@ class FactsView(ApiView):
             }
             for r in results
         ]
+        projection = services.projection_state()
         return Response(
-            body[0] if single else {"count": len(body), "results": body}, status=status.HTTP_201_CREATED
+            {**body[0], "projection": projection}
+            if single
+            else {"count": len(body), "projection": projection, "results": body},
+            status=status.HTTP_201_CREATED,
         )
 
 
@@ -312,4 +317,4 @@ class FactRetractView(ApiView):
             agent=request.user, fact_id=fact_id, reason=serializer.validated_data["reason"]
         )
         fact = Fact.objects.select_related("subject", "predicate", "object_entity", "agent").get(pk=fact.pk)
-        return Response(fact_body(fact))
+        return Response({**fact_body(fact), "projection": services.projection_state()})

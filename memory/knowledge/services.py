@@ -1,7 +1,7 @@
 """Writes to the knowledge layer: asserting, retracting, and resolving contradictions.
 
 Every change to a fact adds a ``GraphOutbox`` row in the same transaction and queues the Celery task
-that projects it into Neo4j once the transaction commits.
+that projects it into Neo4j once the transaction commits (best effort: see ``config.tasks``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from .models import (
     Resolution,
     entity_key,
 )
+from .projection import projection_enabled
+from .tasks import project_facts
 
 MAX_NAME_CHARS = 300
 MAX_LITERAL_CHARS = 2000
@@ -159,21 +161,18 @@ def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
 
 def _queue_projection(facts: list[Fact]) -> None:
     GraphOutbox.objects.bulk_create([GraphOutbox(fact=f) for f in facts])
-    tenant_id = connection.tenant.pk
     # One task per transaction: it drains the tenant's whole outbox. Without this a batch of 500
     # asserts (POST /api/v1/facts) published 500 identical tasks at commit, a few ms each
-    # (benchmarks/knowledge_graph.py). A hook dropped by a savepoint rollback leaves the list, so
-    # the next change in the transaction registers a new one.
-    if any(getattr(hook, "projects_tenant", None) == tenant_id for _, hook, _ in connection.run_on_commit):
-        return
+    # (benchmarks/knowledge_graph.py). Best effort: with the broker down the write still succeeds
+    # and the outbox sweeper projects it later.
+    project_facts.queue_on_commit(once_per_transaction=True)
 
-    def enqueue() -> None:
-        from .tasks import project_facts
 
-        project_facts.delay(tenant_id)
-
-    enqueue.projects_tenant = tenant_id  # type: ignore[attr-defined]
-    transaction.on_commit(enqueue)
+def projection_state() -> Literal["pending", "none"]:
+    """What fact writes answer about the Neo4j projection of their change: ``"pending"`` (queued in
+    the outbox; a worker projects it, the sweeper within ``ENGRAM_OUTBOX_SWEEP_SECONDS`` at the
+    latest) or ``"none"`` (no ``NEO4J_URI``: nothing is projected)."""
+    return "pending" if projection_enabled() else "none"
 
 
 def _lock_subject_predicate(subject: Entity, predicate: Predicate) -> None:
