@@ -144,9 +144,21 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
+# The outbox sweeper queues a drain for every tenant with pending rows: a fact change is projected
+# within this many seconds (plus one drain) even when the task queued at its commit was lost.
+ENGRAM_OUTBOX_SWEEP_SECONDS = env.float("ENGRAM_OUTBOX_SWEEP_SECONDS", default=30.0)
+# Processed outbox rows are deleted this many hours after processing (hourly).
+ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", default=24.0)
 CELERY_BEAT_SCHEDULE = {
     "purge-idempotency-keys": {"task": "agents.tasks.purge_expired_idempotency_keys_all", "schedule": 3600.0},
     "verify-episodic-chains": {"task": "memory.tasks.verify_chains_all", "schedule": 24 * 3600.0},
+    "sweep-graph-outbox": {
+        "task": "memory.knowledge.tasks.outbox_sweep",
+        "schedule": ENGRAM_OUTBOX_SWEEP_SECONDS,
+        # a sweep not run by the next one is of no use: it must not pile up behind a stopped worker
+        "options": {"expires": ENGRAM_OUTBOX_SWEEP_SECONDS},
+    },
+    "purge-graph-outbox": {"task": "memory.knowledge.tasks.outbox_purge_all", "schedule": 3600.0},
 }
 
 # --- i18n / time ------------------------------------------------------------------------------------

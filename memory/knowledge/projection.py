@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 import neo4j
@@ -166,6 +167,14 @@ def outbox_drain(*, batch_size: int = DRAIN_BATCH) -> int:
                 project(driver, connection.schema_name, facts)
             GraphOutbox.objects.filter(pk__in=[r.pk for r in rows]).update(processed_at=timezone.now())
             total += len(rows)
+
+
+def outbox_purge(*, older_than: timedelta) -> int:
+    """Delete the current tenant's processed outbox rows processed more than ``older_than`` ago;
+    returns how many. Pending rows are never deleted."""
+    cutoff = timezone.now() - older_than
+    deleted, _ = GraphOutbox.objects.filter(processed_at__lt=cutoff).delete()
+    return deleted
 
 
 def graph_rebuild(*, batch_size: int = 5000) -> int:
