@@ -12,7 +12,7 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Func, Q, Value
 from django.utils import timezone
 
 from agents.models import Agent
@@ -24,6 +24,7 @@ from memory.episodic.services import decision_record
 
 from .models import (
     LIVE_STATUSES,
+    MAX_ALIASES,
     PREDICATE_PATTERN,
     Cardinality,
     Contradiction,
@@ -88,7 +89,8 @@ def _check_name(name: str, *, field: str) -> str:
 
 
 def entity_ensure(*, name: str, entity_type: str = "", field: str = "subject") -> Entity:
-    """The entity whose normalised key matches ``name``, created if new (concurrency-safe)."""
+    """The entity whose normalised key matches ``name``, created if new (concurrency-safe); another
+    spelling of it is recorded as an alias while it has fewer than ``MAX_ALIASES``."""
     _check_name(name, field=field)
     key = entity_key(name)
     if not key:
@@ -97,11 +99,21 @@ def entity_ensure(*, name: str, entity_type: str = "", field: str = "subject") -
         raise InvalidInput("The name is too long once normalised.", field=field)
     if len(entity_type) > 64 or "\x00" in entity_type:
         raise InvalidInput("An entity type has at most 64 characters.", field=field)
+    spelling = name.strip()
     entity, created = Entity.objects.get_or_create(
-        key=key, defaults={"name": name.strip(), "entity_type": entity_type}
+        key=key, defaults={"name": spelling, "entity_type": entity_type}
     )
-    if not created and name.strip() != entity.name and name.strip() not in entity.aliases:
-        Entity.objects.filter(pk=entity.pk).update(aliases=[*entity.aliases, name.strip()])
+    if (
+        not created
+        and spelling != entity.name
+        and spelling not in entity.aliases
+        and len(entity.aliases) < MAX_ALIASES
+    ):
+        # Appended in SQL, under the row lock: concurrent asserts neither lose a spelling nor pass
+        # the bound, and no array is read back and rewritten.
+        Entity.objects.filter(pk=entity.pk, aliases__len__lt=MAX_ALIASES).exclude(
+            aliases__contains=[spelling]
+        ).update(aliases=Func(F("aliases"), Value(spelling), function="array_append"))
     return entity
 
 
