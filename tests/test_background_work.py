@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -216,3 +217,29 @@ def test_writes_while_the_broker_is_down_are_stored_and_projected_later(
                 CONVERGENCE_BOUND,
                 f"the projection to converge ({pending_rows(graph_tenant)} rows still pending)",
             )
+
+
+def test_purge_deletes_old_processed_rows_only(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    from memory.knowledge.tasks import outbox_purge_all
+
+    settings.ENGRAM_OUTBOX_RETENTION_HOURS = 24
+    for name in ("old", "recent", "pending"):
+        alice.post("/api/v1/facts", fact(name, "knows", {"entity": "Kim"}))
+    with tenant_context(alice.tenant):
+        rows = {row.fact.subject.name: row for row in GraphOutbox.objects.select_related("fact__subject")}
+        now = timezone.now()
+        GraphOutbox.objects.filter(pk=rows["old"].pk).update(processed_at=now - timedelta(hours=25))
+        GraphOutbox.objects.filter(pk=rows["recent"].pk).update(processed_at=now - timedelta(hours=23))
+    assert outbox_purge_all() == 1  # in the public schema, as beat runs it: every tenant's outbox
+    with tenant_context(alice.tenant):
+        left = [(row.fact.subject.name, row.processed_at is None) for row in GraphOutbox.objects.all()]
+        assert sorted(left) == [("pending", True), ("recent", False)]
+
+
+def test_a_tenant_task_without_its_tenant_does_not_run(db, caplog) -> None:  # type: ignore[no-untyped-def]
+    from memory.knowledge.tasks import project_facts
+
+    # queued from the public schema (or for a tenant since deleted): refused, not run in public
+    result = project_facts.apply(headers={"_schema_name": "public"})
+    assert result.successful() and result.result is None
+    assert "needs a tenant" in caplog.text

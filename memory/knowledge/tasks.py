@@ -8,7 +8,6 @@ plus the time of one drain, whatever happened to the task queued at commit.
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 
 from celery import shared_task
@@ -19,8 +18,6 @@ from config.tasks import TenantTask
 
 from .projection import outbox_drain, outbox_purge
 from .selectors import outbox_pending
-
-logger = logging.getLogger(__name__)
 
 
 @shared_task(
