@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import neo4j
 from django.conf import settings
@@ -35,10 +36,23 @@ from neo4j.exceptions import Neo4jError, ServiceUnavailable, SessionExpired
 
 logger = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class _Server:
+    """The settings a driver is made from (timeouts in seconds)."""
+
+    uri: str
+    user: str
+    password: str = field(repr=False)
+    connect: float
+    acquire: float
+    retry: float
+
+
 _lock = threading.Lock()
-_drivers: dict[tuple[object, ...], neo4j.Driver] = {}
-# server key -> time.monotonic() until which it counts as unreachable
-_unavailable_until: dict[tuple[object, ...], float] = {}
+_drivers: dict[_Server, neo4j.Driver] = {}
+# server -> time.monotonic() until which it counts as unreachable
+_unavailable_until: dict[_Server, float] = {}
 
 # Server errors that mean "Neo4j did not answer in time" rather than "the query is wrong".
 _TIMEOUT_CODES = frozenset(
@@ -58,17 +72,19 @@ def _setting(name: str, default: float) -> float:
     return float(getattr(settings, name, default))
 
 
-def _key() -> tuple[object, ...] | None:
+def _key() -> _Server | None:
     uri = getattr(settings, "NEO4J_URI", "") or ""
     if not uri:
         return None
-    return (
-        uri,
-        getattr(settings, "NEO4J_USER", "") or "",
-        getattr(settings, "NEO4J_PASSWORD", "") or "",
-        _setting("NEO4J_CONNECTION_TIMEOUT", 3.0),
-        _setting("NEO4J_ACQUISITION_TIMEOUT", 5.0),
-        _setting("NEO4J_MAX_RETRY_TIME", 3.0),
+    connect = _setting("NEO4J_CONNECTION_TIMEOUT", 3.0)
+    return _Server(
+        uri=uri,
+        user=getattr(settings, "NEO4J_USER", "") or "",
+        password=getattr(settings, "NEO4J_PASSWORD", "") or "",
+        connect=connect,
+        # acquiring includes connecting: a shorter limit would cut connecting short
+        acquire=max(_setting("NEO4J_ACQUISITION_TIMEOUT", 5.0), connect),
+        retry=_setting("NEO4J_MAX_RETRY_TIME", 3.0),
     )
 
 
@@ -84,14 +100,13 @@ def get_driver() -> neo4j.Driver | None:
     with _lock:
         driver = _drivers.get(key)
         if driver is None:
-            uri, user, password, connect, acquire, retry = key
             driver = neo4j.GraphDatabase.driver(
-                str(uri),
-                auth=(str(user), str(password)) if user else None,
+                key.uri,
+                auth=(key.user, key.password) if key.user else None,
                 user_agent="engram",
-                connection_timeout=connect,
-                connection_acquisition_timeout=max(float(acquire), float(connect)),  # type: ignore[arg-type]
-                max_transaction_retry_time=retry,
+                connection_timeout=key.connect,
+                connection_acquisition_timeout=key.acquire,
+                max_transaction_retry_time=key.retry,
             )
             _drivers[key] = driver
         return driver
@@ -128,15 +143,15 @@ def neo4j_guard() -> Iterator[None]:
     if key is None:
         raise Neo4jUnavailable("NEO4J_URI is not set")
     if not neo4j_available():
-        raise Neo4jUnavailable(f"Neo4j at {key[0]} failed moments ago; not trying again yet")
+        raise Neo4jUnavailable(f"Neo4j at {key.uri} failed moments ago; not trying again yet")
     try:
         yield
     except Exception as exc:
         if not is_unavailable_error(exc):
             raise
         _unavailable_until[key] = time.monotonic() + _setting("NEO4J_UNAVAILABLE_FOR", 15.0)
-        logger.warning("Neo4j at %s is unavailable: %s", key[0], exc)
-        raise Neo4jUnavailable(f"Neo4j at {key[0]} is unavailable: {exc}") from exc
+        logger.warning("Neo4j at %s is unavailable: %s", key.uri, exc)
+        raise Neo4jUnavailable(f"Neo4j at {key.uri} is unavailable: {exc}") from exc
 
 
 def close_driver() -> None:

@@ -113,8 +113,21 @@ class TenantTask(SchemaTask):
         """Celery's ``delay_on_commit``, best effort (see :meth:`queue_on_commit`)."""
         self.queue_on_commit(*args, **kwargs)
 
-    def publish_best_effort(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, schema: str) -> bool:
-        """Publish now for ``schema``; False (logged and counted) when the broker cannot take it."""
+    def apply_async_on_commit(
+        self, args: tuple[Any, ...] | None = None, kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> None:
+        """Celery's ``apply_async_on_commit``, best effort (see :meth:`queue_on_commit`)."""
+        schema = connection.schema_name
+        transaction.on_commit(
+            lambda: self.publish_best_effort(tuple(args or ()), dict(kwargs or {}), schema=schema, **options),
+            robust=True,
+        )
+
+    def publish_best_effort(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, schema: str, **options: Any
+    ) -> bool:
+        """Publish now for ``schema`` (``options`` as for ``apply_async``); False (logged and
+        counted) when the broker cannot take it."""
         try:
             self.apply_async(
                 args,
@@ -122,6 +135,7 @@ class TenantTask(SchemaTask):
                 headers={"_schema_name": schema},
                 retry=True,
                 retry_policy=PUBLISH_RETRY_POLICY,
+                **options,
             )
         except Exception as exc:  # the write stands; periodic work catches up
             PUBLISH_FAILURES.labels(task=self.name).inc()
