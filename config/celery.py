@@ -1,4 +1,5 @@
-"""The Celery app. Tasks carry their tenant (tenant-schemas-celery) and run in its schema."""
+"""The Celery app. Tasks carry their tenant (tenant-schemas-celery) and run in its schema; every
+task's base is ``config.tasks.TenantTask`` (late acknowledgement, best-effort queueing on commit)."""
 
 import os
 
@@ -6,6 +7,8 @@ from tenant_schemas_celery.app import CeleryApp
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
-app = CeleryApp("engram")
+app = CeleryApp("engram", task_cls="config.tasks:TenantTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+app.autodiscover_tasks()  # <app>.tasks of every installed app
+# the layers' own tasks modules (memory/<layer>/tasks.py), found by package rather than re-exported
+app.autodiscover_tasks(["memory.knowledge"])

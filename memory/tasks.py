@@ -7,15 +7,13 @@ import logging
 from celery import shared_task
 from django_tenants.utils import get_tenant_model, tenant_context
 
+from config.tasks import TenantTask
 from memory.episodic.selectors import chain_verify
-from memory.knowledge.tasks import project_facts  # registered here: Celery autodiscovers <app>.tasks
-
-__all__ = ["project_facts", "verify_chain", "verify_chains_all"]
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task
+@shared_task(base=TenantTask)
 def verify_chain(tenant_id: int) -> dict[str, object]:
     """Verify one tenant's hash chain; logs an error on a broken link. Returns the report as a dict."""
     tenant = get_tenant_model().objects.get(pk=tenant_id)
@@ -37,7 +35,7 @@ def verify_chain(tenant_id: int) -> dict[str, object]:
     }
 
 
-@shared_task
+@shared_task(base=TenantTask)
 def verify_chains_all() -> int:
     """Queue ``verify_chain`` for every tenant (nightly, from Celery beat)."""
     tenants = get_tenant_model().objects.exclude(schema_name="public").values_list("pk", flat=True)

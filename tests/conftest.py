@@ -25,6 +25,7 @@ from rest_framework.test import APIClient
 from agents.authentication import clear_tenant_cache
 from agents.models import Agent, Scope
 from agents.services import agent_create, api_key_create
+from memory.knowledge.models import LIVE_STATUSES, Fact
 from tenants.models import Tenant
 from tenants.services import public_tenant_ensure, tenant_create
 
@@ -193,3 +194,38 @@ def asgi_server(**extra_env: str) -> Iterator[int]:
     finally:
         server.terminate()
         server.wait(15)
+
+
+def postgres_projection() -> tuple[set[tuple[int, int, int, str, str]], set[int]]:
+    """What the projection must hold (current tenant): live entity-to-entity facts as
+    (fact, subject, object, predicate, status), and the entities they touch."""
+    facts = {
+        (f.pk, f.subject_id, f.object_entity_id, f.predicate.name, f.status)
+        for f in Fact.objects.filter(status__in=LIVE_STATUSES, object_entity__isnull=False).select_related(
+            "predicate"
+        )
+    }
+    return facts, {e for _, s, o, _, _ in facts for e in (s, o)}
+
+
+def neo4j_projection(driver, tenant: str) -> tuple[set[tuple[int, int, int, str, str]], set[int]]:  # type: ignore[no-untyped-def]
+    """What the projection holds for ``tenant``, in the shape of :func:`postgres_projection`."""
+    records, _, _ = driver.execute_query(
+        "MATCH (s:Entity {tenant: $t})-[r:FACT {tenant: $t}]->(o:Entity {tenant: $t}) "
+        "RETURN r.fact_id AS f, s.id AS s, o.id AS o, r.predicate AS p, r.status AS st",
+        t=tenant,
+    )
+    facts = {(r["f"], r["s"], r["o"], r["p"], r["st"]) for r in records}
+    nodes, _, _ = driver.execute_query("MATCH (n:Entity {tenant: $t}) RETURN n.id AS id", t=tenant)
+    return facts, {r["id"] for r in nodes}
+
+
+@pytest.fixture
+def graph_tenant(scratch_tenant: Tenant, neo4j_driver) -> Iterator[Tenant]:  # type: ignore[no-untyped-def]
+    """A committed tenant whose Neo4j projection is removed afterwards."""
+    try:
+        yield scratch_tenant
+    finally:
+        neo4j_driver.execute_query(
+            "MATCH (n:Entity {tenant: $t}) DETACH DELETE n", t=scratch_tenant.schema_name
+        )

@@ -126,17 +126,41 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 NEO4J_URI = env("NEO4J_URI", default="")
 NEO4J_USER = env("NEO4J_USER", default="")
 NEO4J_PASSWORD = env_secret("NEO4J_PASSWORD", "") or ""
+# Seconds (see config/neo4j.py): Neo4j being down costs a graph read about this long once, after
+# which reads answer from PostgreSQL at once for NEO4J_UNAVAILABLE_FOR.
+NEO4J_CONNECTION_TIMEOUT = env.float("NEO4J_CONNECTION_TIMEOUT", default=3.0)
+NEO4J_ACQUISITION_TIMEOUT = env.float("NEO4J_ACQUISITION_TIMEOUT", default=5.0)
+NEO4J_MAX_RETRY_TIME = env.float("NEO4J_MAX_RETRY_TIME", default=3.0)
+NEO4J_READ_TIMEOUT = env.float("NEO4J_READ_TIMEOUT", default=5.0)
+NEO4J_WRITE_TIMEOUT = env.float("NEO4J_WRITE_TIMEOUT", default=60.0)
+NEO4J_UNAVAILABLE_FOR = env.float("NEO4J_UNAVAILABLE_FOR", default=15.0)
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_RESULT_EXPIRES = 3600
-CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_ACKS_LATE = True  # and reject_on_worker_lost: see config/tasks.py TenantTask
+# A broker that does not answer costs a write this long at most once its transaction committed.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": env.float("CELERY_BROKER_CONNECT_TIMEOUT", default=2.0)
+}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
+# The outbox sweeper queues a drain for every tenant with pending rows: a fact change is projected
+# within this many seconds (plus one drain) even when the task queued at its commit was lost.
+ENGRAM_OUTBOX_SWEEP_SECONDS = env.float("ENGRAM_OUTBOX_SWEEP_SECONDS", default=30.0)
+# Processed outbox rows are deleted this many hours after processing (hourly).
+ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", default=24.0)
 CELERY_BEAT_SCHEDULE = {
     "purge-idempotency-keys": {"task": "agents.tasks.purge_expired_idempotency_keys_all", "schedule": 3600.0},
     "verify-episodic-chains": {"task": "memory.tasks.verify_chains_all", "schedule": 24 * 3600.0},
+    "sweep-graph-outbox": {
+        "task": "memory.knowledge.tasks.outbox_sweep",
+        "schedule": ENGRAM_OUTBOX_SWEEP_SECONDS,
+        # a sweep not run by the next one is of no use: it must not pile up behind a stopped worker
+        "options": {"expires": ENGRAM_OUTBOX_SWEEP_SECONDS},
+    },
+    "purge-graph-outbox": {"task": "memory.knowledge.tasks.outbox_purge_all", "schedule": 3600.0},
 }
 
 # --- i18n / time ------------------------------------------------------------------------------------

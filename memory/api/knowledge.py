@@ -1,5 +1,11 @@
 """Knowledge over HTTP: assert and retract facts, recall facts about entities, graph paths,
-contradictions for critic agents."""
+contradictions for critic agents.
+
+Fact writes answer ``"projection": "pending"`` (the change is queued for the Neo4j projection) or
+``"none"`` (no ``NEO4J_URI``). Graph reads say which backend answered (``backend``) and, when
+PostgreSQL answered although Neo4j is configured, why: ``Engram-Degraded: graph-projection-stale``
+(the projection lags behind) or ``neo4j-unavailable``.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from agents.api.serializers import (
 from agents.api.views import ApiView
 from agents.idempotency import idempotent
 from config.errors import DomainError, InvalidInput, NotFound
+from memory.api.checkpoints import DEGRADED_HEADER
 from memory.knowledge import graph, selectors, services
 from memory.knowledge.models import Contradiction, ContradictionStatus, Entity, Fact, FactStatus, LiteralType
 
@@ -110,7 +117,8 @@ def contradiction_body(c: Contradiction) -> dict[str, Any]:
 
 
 class FactsView(ApiView):
-    """POST one fact (object) or a batch (array, at most 500, all or nothing)."""
+    """POST one fact (object) or a batch (array, at most 500, all or nothing); ``projection`` (once
+    for a batch) says whether the Neo4j projection of the change is ``pending`` or ``none``."""
 
     @idempotent
     def post(self, request: Request) -> Response:
@@ -158,8 +166,12 @@ class FactsView(ApiView):
             }
             for r in results
         ]
+        projection = services.projection_state()
         return Response(
-            body[0] if single else {"count": len(body), "results": body}, status=status.HTTP_201_CREATED
+            {**body[0], "projection": projection}
+            if single
+            else {"count": len(body), "projection": projection, "results": body},
+            status=status.HTTP_201_CREATED,
         )
 
 
@@ -173,7 +185,26 @@ class EntityFactsParams(StrictSerializer):
     )
 
 
-class EntityFactsView(ApiView):
+class GraphReadView(ApiView):
+    """A view that may read the graph: its responses (a 404 too) carry ``Engram-Degraded`` when
+    PostgreSQL answered in place of a configured Neo4j."""
+
+    reader: graph.GraphReader | None = None
+
+    def graph_reader(self) -> graph.GraphReader:
+        """The request's graph reader (made on first use)."""
+        if self.reader is None:
+            self.reader = graph.get_graph()
+        return self.reader
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if self.reader is not None and self.reader.degraded:
+            response[DEGRADED_HEADER] = self.reader.degraded
+        return response
+
+
+class EntityFactsView(GraphReadView):
     """Facts about an entity (subject or object); ``depth`` 2-3 adds its graph neighbourhood."""
 
     get_query_params = frozenset(EntityFactsParams().fields)
@@ -194,7 +225,7 @@ class EntityFactsView(ApiView):
         )
         body: dict[str, Any] = {"entity": entity_body(entity), "facts": [fact_body(f) for f in facts]}
         if p["depth"] > 1:
-            backend = graph.get_graph()
+            backend = self.graph_reader()
             hood = backend.neighbourhood(entity.pk, p["depth"])
             names = dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
             edge_facts = selectors.fact_list().filter(pk__in=hood.facts)
@@ -219,7 +250,7 @@ class PathParams(StrictSerializer):
     )
 
 
-class GraphPathView(ApiView):
+class GraphPathView(GraphReadView):
     """``GET /api/v1/graph/path?source=A&target=B``: a shortest chain of facts between two entities."""
 
     get_query_params = frozenset(PathParams().fields)
@@ -234,10 +265,12 @@ class GraphPathView(ApiView):
             if entity is None:
                 raise NotFound(f"No entity named {p[field]!r}.", field=field)
             ends.append(entity)
-        backend = graph.get_graph()
+        backend = self.graph_reader()
         path = backend.shortest_path(ends[0].pk, ends[1].pk, p["max_depth"])
-        if path is None:
-            raise NotFound(f"No path within {p['max_depth']} hops.", field="target")
+        if path is None:  # from a backend that is up to date: a real "no path"
+            raise NotFound(
+                f"No path within {p['max_depth']} hops.", field="target", extra={"backend": backend.name}
+            )
         entities = {e.pk: e for e in Entity.objects.filter(pk__in=path.entities)}
         facts = {f.pk: f for f in selectors.fact_list().filter(pk__in=path.facts)}
         return Response(
@@ -284,4 +317,4 @@ class FactRetractView(ApiView):
             agent=request.user, fact_id=fact_id, reason=serializer.validated_data["reason"]
         )
         fact = Fact.objects.select_related("subject", "predicate", "object_entity", "agent").get(pk=fact.pk)
-        return Response(fact_body(fact))
+        return Response({**fact_body(fact), "projection": services.projection_state()})

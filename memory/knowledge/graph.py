@@ -11,14 +11,16 @@ their answers agree (tests run the same cases against both):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from django.db import connection
 
 MAX_DEPTH = 3
 MAX_PATH_DEPTH = 6
 _LIVE = "('active', 'disputed')"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,16 @@ class Neo4jGraph:
         self.tenant = tenant
 
     def _run(self, query: str, **params: object) -> list[dict[str, object]]:
-        records, _, _ = self.driver.execute_query(query, tenant=self.tenant, **params)
+        import neo4j
+
+        from config.neo4j import read_timeout
+
+        records, _, _ = self.driver.execute_query(  # type: ignore[attr-defined]
+            neo4j.Query(query, timeout=read_timeout()),  # type: ignore[arg-type]
+            routing_=neo4j.RoutingControl.READ,
+            tenant=self.tenant,
+            **params,
+        )
         return [record.data() for record in records]
 
     def neighbourhood(self, root: int, depth: int) -> Neighbourhood:
@@ -234,11 +245,68 @@ class Neo4jGraph:
         return GraphPath([int(n) for n in rows[0]["nodes"]], [int(f) for f in rows[0]["facts"]])
 
 
-def get_graph() -> GraphBackend:
-    """Neo4j when ``NEO4J_URI`` is configured, else PostgreSQL; scoped to the current tenant."""
-    from config.neo4j import get_driver
+STALE = "graph-projection-stale"
+UNAVAILABLE = "neo4j-unavailable"
 
-    driver = get_driver()
-    if driver is None:
-        return PostgresGraph()
-    return Neo4jGraph(driver, connection.schema_name)
+
+class GraphReader:
+    """Answers graph queries from the backend that can answer correctly right now; the one place
+    that decides it (``get_graph()`` returns one per request).
+
+    - No ``NEO4J_URI``: PostgreSQL (the configured mode, not degraded).
+    - Neo4j configured but failed within ``NEO4J_UNAVAILABLE_FOR`` seconds, or failing to answer
+      now (within the driver's timeouts, see ``config.neo4j``): PostgreSQL, ``degraded`` =
+      ``"neo4j-unavailable"``.
+    - The tenant's outbox has pending rows, so the projection lags behind PostgreSQL and could answer
+      "no path" for a path that exists: PostgreSQL, ``degraded`` = ``"graph-projection-stale"``.
+    - Otherwise Neo4j.
+
+    ``name`` is the backend that answered the last query (before any: the one that will be asked);
+    ``degraded`` says why PostgreSQL answered although Neo4j is configured, else None.
+    """
+
+    def __init__(self) -> None:
+        from config.neo4j import get_driver, neo4j_available
+
+        from .selectors import outbox_pending
+
+        driver = get_driver()
+        self.degraded: str | None = None
+        self._backend: GraphBackend
+        if driver is None:
+            self._backend = PostgresGraph()
+        elif not neo4j_available():
+            self._backend, self.degraded = PostgresGraph(), UNAVAILABLE
+        elif outbox_pending():
+            self._backend, self.degraded = PostgresGraph(), STALE
+        else:
+            self._backend = Neo4jGraph(driver, connection.schema_name)
+
+    @property
+    def name(self) -> str:
+        return self._backend.name
+
+    def _ask(self, question: Callable[[GraphBackend], T]) -> T:
+        from config.neo4j import Neo4jUnavailable, neo4j_guard
+
+        if isinstance(self._backend, Neo4jGraph):
+            try:
+                with neo4j_guard():
+                    return question(self._backend)
+            except Neo4jUnavailable:
+                self._backend, self.degraded = PostgresGraph(), UNAVAILABLE
+        return question(self._backend)
+
+    def neighbourhood(self, root: int, depth: int) -> Neighbourhood:
+        """See :meth:`PostgresGraph.neighbourhood`; raises ``ValueError`` for a bad ``depth``."""
+        return self._ask(lambda backend: backend.neighbourhood(root, depth))
+
+    def shortest_path(self, source: int, target: int, max_depth: int = MAX_PATH_DEPTH) -> GraphPath | None:
+        """See :meth:`PostgresGraph.shortest_path`; raises ``ValueError`` for a bad ``max_depth``."""
+        return self._ask(lambda backend: backend.shortest_path(source, target, max_depth))
+
+
+def get_graph() -> GraphReader:
+    """The graph of the current tenant, answered by the backend that can answer correctly now
+    (see :class:`GraphReader`)."""
+    return GraphReader()

@@ -9,13 +9,20 @@ MERGE/DELETE by (tenant, id), so replaying the outbox is harmless.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
+import neo4j
 from django.db import connection, transaction
 from django.utils import timezone
 
+from config.locks import advisory_xact_lock, advisory_xact_locks, advisory_xact_try_lock
+
 from .models import LIVE_STATUSES, Fact, GraphOutbox
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_STATEMENTS = [
     "CREATE CONSTRAINT engram_entity_key IF NOT EXISTS FOR (e:Entity) REQUIRE (e.tenant, e.id) IS UNIQUE",
@@ -43,6 +50,12 @@ DELETE n
 
 _schema_ready: set[int] = set()
 
+# Drains of a tenant share this lock; ``graph_rebuild`` takes it exclusively.
+TENANT_LOCK = "graph"
+# One per fact: a drain holds the locks of its facts from reading their state in PostgreSQL until
+# Neo4j has acknowledged the write and the outbox rows are marked.
+FACT_LOCK = "graph-fact"
+
 
 def ensure_schema(driver: Any) -> None:
     """Create the constraint and index once per driver."""
@@ -51,6 +64,13 @@ def ensure_schema(driver: Any) -> None:
     for statement in SCHEMA_STATEMENTS:
         driver.execute_query(statement)
     _schema_ready.add(id(driver))
+
+
+def projection_enabled() -> bool:
+    """Whether fact changes are projected into Neo4j (``NEO4J_URI`` is set)."""
+    from config.neo4j import get_driver
+
+    return get_driver() is not None
 
 
 def _row(fact: Fact) -> dict[str, Any]:
@@ -67,7 +87,14 @@ def _row(fact: Fact) -> dict[str, Any]:
 
 
 def project(driver: Any, tenant: str, facts: Iterable[Fact]) -> None:
-    """Bring the projection of ``facts`` (with subject, object and predicate loaded) up to date."""
+    """Make Neo4j hold the given state of ``facts`` (with subject, object and predicate loaded): live
+    entity-to-entity facts as relationships, others removed, entities left without one removed.
+
+    Raises :class:`config.neo4j.Neo4jUnavailable` when Neo4j cannot be reached (the write is then
+    not applied); other driver errors pass through.
+    """
+    from config.neo4j import neo4j_guard, write_timeout
+
     facts = [f for f in facts if f.object_entity_id is not None]
     if not facts:
         return
@@ -75,6 +102,7 @@ def project(driver: Any, tenant: str, facts: Iterable[Fact]) -> None:
     gone = [f.pk for f in facts if f.status not in LIVE_STATUSES]
     touched = sorted({f.subject_id for f in facts} | {f.object_entity_id for f in facts})
 
+    @neo4j.unit_of_work(timeout=write_timeout())
     def work(tx: Any) -> None:
         if gone:
             tx.run(REMOVE, tenant=tenant, fact_ids=gone).consume()
@@ -83,17 +111,34 @@ def project(driver: Any, tenant: str, facts: Iterable[Fact]) -> None:
         if gone:
             tx.run(DROP_ORPHANS, tenant=tenant, entity_ids=touched).consume()
 
-    with driver.session() as session:
-        session.execute_write(work)
+    with neo4j_guard():
+        ensure_schema(driver)
+        with driver.session() as session:
+            session.execute_write(work)
 
 
-def outbox_drain(*, batch_size: int = 1000) -> int:
+# Rows (so at most facts) per drain transaction. Each fact lock is an entry in PostgreSQL's shared
+# lock table, which holds max_locks_per_transaction x max_connections entries (6,400 by default):
+# batches of 256 leave room for some twenty drains at once across all tenants.
+DRAIN_BATCH = 256
+
+
+def outbox_drain(*, batch_size: int = DRAIN_BATCH) -> int:
     """Project pending outbox rows of the current tenant; returns how many rows were processed.
 
-    Rows are claimed with ``FOR UPDATE SKIP LOCKED`` (workers never block each other) and marked
-    processed in the same PostgreSQL transaction as the Neo4j write succeeds; if Neo4j fails, they
-    stay pending for the next run. Without ``NEO4J_URI`` there is no projection: rows are marked
-    processed (``graph_rebuild`` projects everything when Neo4j is added later).
+    Each batch is one PostgreSQL transaction: claim rows with ``FOR UPDATE SKIP LOCKED`` (drains
+    never wait for each other's rows), lock their facts, read the facts' *current* state, write it to
+    Neo4j, mark the rows processed. The fact locks make drains of the same fact take turns from the
+    read to the acknowledged write, so the last write of a fact carries its latest state whatever the
+    interleaving (without them a drain holding an older ``active`` state could land its write after
+    another drain had removed the retracted fact, and nothing would repair it). Writers never take
+    these locks: asserting never waits on Neo4j.
+
+    If Neo4j fails the rows stay pending for the next run (the sweeper runs one within
+    ``ENGRAM_OUTBOX_SWEEP_SECONDS``); :class:`config.neo4j.Neo4jUnavailable` when it cannot be
+    reached. While ``graph_rebuild`` runs for the tenant, returns at once, leaving rows pending.
+    Without ``NEO4J_URI`` there is no projection: rows are marked processed (``graph_rebuild``
+    projects everything when Neo4j is added later).
     """
     from config.neo4j import get_driver
 
@@ -101,6 +146,11 @@ def outbox_drain(*, batch_size: int = 1000) -> int:
     total = 0
     while True:
         with transaction.atomic():
+            if not advisory_xact_try_lock(TENANT_LOCK, shared=True):
+                logger.info(
+                    "graph_rebuild is running for %s: outbox rows left pending", connection.schema_name
+                )
+                return total
             rows = list(
                 GraphOutbox.objects.select_for_update(skip_locked=True)
                 .filter(processed_at__isnull=True)
@@ -109,8 +159,8 @@ def outbox_drain(*, batch_size: int = 1000) -> int:
             if not rows:
                 return total
             if driver is not None:
-                ensure_schema(driver)
-                fact_ids = {r.fact_id for r in rows}
+                fact_ids = sorted({r.fact_id for r in rows})
+                advisory_xact_locks(FACT_LOCK, fact_ids)  # before reading the facts' state
                 facts = Fact.objects.filter(pk__in=fact_ids).select_related(
                     "subject", "object_entity", "predicate"
                 )
@@ -119,41 +169,57 @@ def outbox_drain(*, batch_size: int = 1000) -> int:
             total += len(rows)
 
 
+def outbox_purge(*, older_than: timedelta) -> int:
+    """Delete the current tenant's processed outbox rows processed more than ``older_than`` ago;
+    returns how many. Pending rows are never deleted."""
+    cutoff = timezone.now() - older_than
+    deleted, _ = GraphOutbox.objects.filter(processed_at__lt=cutoff).delete()
+    return deleted
+
+
 def graph_rebuild(*, batch_size: int = 5000) -> int:
     """Drop the tenant's projection and project every live entity-to-entity fact again.
 
-    Returns the number of facts projected. Raises ``RuntimeError`` without ``NEO4J_URI``.
+    Runs in one PostgreSQL transaction holding the tenant's graph lock exclusively (it waits for
+    running drains; drains that start meanwhile leave their rows pending), so no drain writes into
+    the graph being rebuilt. Outbox rows pending when it starts are marked processed: the facts read
+    afterwards include their changes. Returns the number of facts projected. Raises
+    ``RuntimeError`` without ``NEO4J_URI``, :class:`config.neo4j.Neo4jUnavailable` when Neo4j
+    cannot be reached.
     """
-    from config.neo4j import get_driver
+    from config.neo4j import get_driver, neo4j_guard
 
     driver = get_driver()
     if driver is None:
         raise RuntimeError("NEO4J_URI is not set: there is no graph to rebuild")
-    ensure_schema(driver)
     tenant = connection.schema_name
-    while True:
-        records, _, _ = driver.execute_query(
-            "MATCH (n:Entity {tenant: $tenant}) WITH n LIMIT 10000 DETACH DELETE n RETURN count(*) AS n",
-            tenant=tenant,
+    with transaction.atomic():
+        advisory_xact_lock(TENANT_LOCK)
+        with neo4j_guard():
+            ensure_schema(driver)
+            while True:
+                records, _, _ = driver.execute_query(
+                    "MATCH (n:Entity {tenant: $tenant}) WITH n LIMIT 10000 DETACH DELETE n "
+                    "RETURN count(*) AS n",
+                    tenant=tenant,
+                )
+                if records[0]["n"] == 0:
+                    break
+        pending_ids = list(GraphOutbox.objects.filter(processed_at__isnull=True).values_list("pk", flat=True))
+        qs = (
+            Fact.objects.filter(status__in=LIVE_STATUSES, object_entity__isnull=False)
+            .select_related("subject", "object_entity", "predicate")
+            .order_by("pk")
         )
-        if records[0]["n"] == 0:
-            break
-    pending_before = GraphOutbox.objects.filter(processed_at__isnull=True).values_list("pk", flat=True)
-    pending_ids = list(pending_before)
-    qs = (
-        Fact.objects.filter(status__in=LIVE_STATUSES, object_entity__isnull=False)
-        .select_related("subject", "object_entity", "predicate")
-        .order_by("pk")
-    )
-    projected = 0
-    batch: list[Fact] = []
-    for fact in qs.iterator(chunk_size=batch_size):
-        batch.append(fact)
-        if len(batch) >= batch_size:
-            project(driver, tenant, batch)
-            projected += len(batch)
-            batch = []
-    project(driver, tenant, batch)
-    projected += len(batch)
-    GraphOutbox.objects.filter(pk__in=pending_ids).update(processed_at=timezone.now())
+        projected = 0
+        batch: list[Fact] = []
+        for fact in qs.iterator(chunk_size=batch_size):
+            batch.append(fact)
+            if len(batch) >= batch_size:
+                project(driver, tenant, batch)
+                projected += len(batch)
+                batch = []
+        project(driver, tenant, batch)
+        projected += len(batch)
+        GraphOutbox.objects.filter(pk__in=pending_ids).update(processed_at=timezone.now())
     return projected

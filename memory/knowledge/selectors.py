@@ -6,7 +6,16 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Q, QuerySet
 
-from .models import LIVE_STATUSES, Contradiction, Entity, Fact, FactProvenance, FactStatus, entity_key
+from .models import (
+    LIVE_STATUSES,
+    Contradiction,
+    Entity,
+    Fact,
+    FactProvenance,
+    FactStatus,
+    GraphOutbox,
+    entity_key,
+)
 
 
 def entity_by_name(name: str) -> Entity | None:
@@ -74,3 +83,10 @@ def contradiction_list(*, status: str | None = None) -> QuerySet[Contradiction]:
     if status is not None:
         qs = qs.filter(status=status)
     return qs.order_by("created_at", "id")
+
+
+def outbox_pending() -> bool:
+    """Whether the current tenant's outbox has changes not yet projected into Neo4j (the partial
+    index ``outbox_pending_idx`` holds just those rows, so this stays cheap however many were
+    processed)."""
+    return GraphOutbox.objects.filter(processed_at__isnull=True).exists()

@@ -1,7 +1,7 @@
 """Writes to the knowledge layer: asserting, retracting, and resolving contradictions.
 
 Every change to a fact adds a ``GraphOutbox`` row in the same transaction and queues the Celery task
-that projects it into Neo4j once the transaction commits.
+that projects it into Neo4j once the transaction commits (best effort: see ``config.tasks``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Func, Q, Value
 from django.utils import timezone
 
 from agents.models import Agent
@@ -24,6 +24,7 @@ from memory.episodic.services import decision_record
 
 from .models import (
     LIVE_STATUSES,
+    MAX_ALIASES,
     PREDICATE_PATTERN,
     Cardinality,
     Contradiction,
@@ -38,6 +39,8 @@ from .models import (
     Resolution,
     entity_key,
 )
+from .projection import projection_enabled
+from .tasks import project_facts
 
 MAX_NAME_CHARS = 300
 MAX_LITERAL_CHARS = 2000
@@ -86,7 +89,8 @@ def _check_name(name: str, *, field: str) -> str:
 
 
 def entity_ensure(*, name: str, entity_type: str = "", field: str = "subject") -> Entity:
-    """The entity whose normalised key matches ``name``, created if new (concurrency-safe)."""
+    """The entity whose normalised key matches ``name``, created if new (concurrency-safe); another
+    spelling of it is recorded as an alias while it has fewer than ``MAX_ALIASES``."""
     _check_name(name, field=field)
     key = entity_key(name)
     if not key:
@@ -95,11 +99,21 @@ def entity_ensure(*, name: str, entity_type: str = "", field: str = "subject") -
         raise InvalidInput("The name is too long once normalised.", field=field)
     if len(entity_type) > 64 or "\x00" in entity_type:
         raise InvalidInput("An entity type has at most 64 characters.", field=field)
+    spelling = name.strip()
     entity, created = Entity.objects.get_or_create(
-        key=key, defaults={"name": name.strip(), "entity_type": entity_type}
+        key=key, defaults={"name": spelling, "entity_type": entity_type}
     )
-    if not created and name.strip() != entity.name and name.strip() not in entity.aliases:
-        Entity.objects.filter(pk=entity.pk).update(aliases=[*entity.aliases, name.strip()])
+    if (
+        not created
+        and spelling != entity.name
+        and spelling not in entity.aliases
+        and len(entity.aliases) < MAX_ALIASES
+    ):
+        # Appended in SQL, under the row lock: concurrent asserts neither lose a spelling nor pass
+        # the bound, and no array is read back and rewritten.
+        Entity.objects.filter(pk=entity.pk, aliases__len__lt=MAX_ALIASES).exclude(
+            aliases__contains=[spelling]
+        ).update(aliases=Func(F("aliases"), Value(spelling), function="array_append"))
     return entity
 
 
@@ -159,21 +173,18 @@ def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
 
 def _queue_projection(facts: list[Fact]) -> None:
     GraphOutbox.objects.bulk_create([GraphOutbox(fact=f) for f in facts])
-    tenant_id = connection.tenant.pk
     # One task per transaction: it drains the tenant's whole outbox. Without this a batch of 500
     # asserts (POST /api/v1/facts) published 500 identical tasks at commit, a few ms each
-    # (benchmarks/knowledge_graph.py). A hook dropped by a savepoint rollback leaves the list, so
-    # the next change in the transaction registers a new one.
-    if any(getattr(hook, "projects_tenant", None) == tenant_id for _, hook, _ in connection.run_on_commit):
-        return
+    # (benchmarks/knowledge_graph.py). Best effort: with the broker down the write still succeeds
+    # and the outbox sweeper projects it later.
+    project_facts.queue_on_commit(once_per_transaction=True)
 
-    def enqueue() -> None:
-        from .tasks import project_facts
 
-        project_facts.delay(tenant_id)
-
-    enqueue.projects_tenant = tenant_id  # type: ignore[attr-defined]
-    transaction.on_commit(enqueue)
+def projection_state() -> Literal["pending", "none"]:
+    """What fact writes answer about the Neo4j projection of their change: ``"pending"`` (queued in
+    the outbox; a worker projects it, the sweeper within ``ENGRAM_OUTBOX_SWEEP_SECONDS`` at the
+    latest) or ``"none"`` (no ``NEO4J_URI``: nothing is projected)."""
+    return "pending" if projection_enabled() else "none"
 
 
 def _lock_subject_predicate(subject: Entity, predicate: Predicate) -> None:

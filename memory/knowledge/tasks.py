@@ -1,16 +1,60 @@
-"""Celery task that drains the knowledge outbox into Neo4j (thin: takes the tenant id)."""
+"""Celery tasks of the knowledge layer: draining the outbox into Neo4j, and its upkeep.
+
+Thin: the drain takes nothing (the tenant comes from the message headers, see ``config.tasks``).
+``outbox_sweep`` runs from Celery beat every ``ENGRAM_OUTBOX_SWEEP_SECONDS``: a change whose drain
+was never queued (the broker was down at commit) or was lost is projected within that interval
+plus the time of one drain, whatever happened to the task queued at commit.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from celery import shared_task
-from django_tenants.utils import get_tenant_model, tenant_context
+from django.conf import settings
+from django_tenants.utils import get_public_schema_name, get_tenant_model, tenant_context
 
-from .projection import outbox_drain
+from config.tasks import TenantTask
+
+from .projection import outbox_drain, outbox_purge
+from .selectors import outbox_pending
 
 
-@shared_task(autoretry_for=(Exception,), retry_backoff=True, max_retries=8)
-def project_facts(tenant_id: int) -> int:
-    """Project the tenant's pending fact changes into Neo4j; returns how many were processed."""
-    tenant = get_tenant_model().objects.get(pk=tenant_id)
-    with tenant_context(tenant):
-        return outbox_drain()
+@shared_task(
+    base=TenantTask,
+    requires_tenant=True,
+    ignore_result=True,
+    autoretry_for=(Exception,),
+    retry_backoff=True,
+    max_retries=3,  # then the sweeper's next pass
+)
+def project_facts() -> int:
+    """Project the tenant's pending fact changes into Neo4j; returns how many rows were processed."""
+    return outbox_drain()
+
+
+def _tenants() -> list[object]:
+    return list(get_tenant_model().objects.exclude(schema_name=get_public_schema_name()).order_by("pk"))
+
+
+@shared_task(base=TenantTask, ignore_result=True)
+def outbox_sweep() -> int:
+    """Queue ``project_facts`` for every tenant with pending outbox rows; returns how many were queued."""
+    queued = 0
+    for tenant in _tenants():
+        with tenant_context(tenant):
+            if outbox_pending() and project_facts.publish_best_effort((), {}, schema=tenant.schema_name):
+                queued += 1
+    return queued
+
+
+@shared_task(base=TenantTask, ignore_result=True)
+def outbox_purge_all() -> int:
+    """Delete every tenant's outbox rows processed more than ``ENGRAM_OUTBOX_RETENTION_HOURS`` ago
+    (pending rows stay); returns how many."""
+    older_than = timedelta(hours=settings.ENGRAM_OUTBOX_RETENTION_HOURS)
+    deleted = 0
+    for tenant in _tenants():
+        with tenant_context(tenant):
+            deleted += outbox_purge(older_than=older_than)
+    return deleted

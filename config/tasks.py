@@ -1,0 +1,144 @@
+"""``TenantTask``: the base class of Engram's Celery tasks (the app's default task class).
+
+Built on tenant-schemas-celery's task: publishing puts the current schema in the message headers
+(``_schema_name``) and the worker switches to that schema before running the task, so a task queued
+in a tenant runs in that tenant and takes ids only (or nothing). On top of that:
+
+- Late acknowledgement (``acks_late``, ``reject_on_worker_lost``): a message is acknowledged when
+  the task has finished, and put back on the queue when the pool process running it dies (a kill,
+  the OOM killer), so a lost process never loses the work. Tasks on this base must therefore be
+  idempotent; Engram's are (drains, checks, purges).
+- ``queue_on_commit``: publish once the current transaction commits, best effort. The write has
+  been stored by then, so failing to publish (the broker is down) must not turn it into an error: the
+  failure is logged, counted (``engram_task_publish_failures_total``) and left to the periodic work
+  that catches up (for the graph projection, the outbox sweeper). A short publish retry keeps a dead
+  broker at milliseconds per write instead of kombu's default of about a second.
+- ``requires_tenant``: such a task refuses to run outside the tenant it was queued for (no schema
+  in the headers, or a tenant that no longer exists), instead of running in ``public``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import Any
+
+from django.db import connection, transaction
+from django_tenants.utils import get_public_schema_name
+from prometheus_client import Counter
+from tenant_schemas_celery.app import get_schema_name_from_task
+from tenant_schemas_celery.task import TenantTask as SchemaTask
+
+logger = logging.getLogger(__name__)
+
+PUBLISH_FAILURES = Counter(
+    "engram_task_publish_failures_total",
+    "Tasks that could not be queued after their transaction committed (the broker was unreachable).",
+    ["task"],
+)
+
+# One quick second attempt (a broker restarting), then give up: a refused connection costs a few ms.
+PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0.05, "interval_step": 0.05, "interval_max": 0.05}
+
+
+class _CommitGroup:
+    """The publications the next commit of one connection runs: each key is published once."""
+
+    __slots__ = ("done", "published")
+
+    def __init__(self) -> None:
+        self.published: set[tuple[object, ...]] = set()
+        self.done = False
+
+
+# connection -> the group its next commit belongs to (a new one after each commit)
+_groups: weakref.WeakKeyDictionary[Any, _CommitGroup] = weakref.WeakKeyDictionary()
+_groups_lock = threading.Lock()
+
+
+def _current_group() -> _CommitGroup:
+    wrapper = transaction.get_connection()  # this thread's connection, not the shared proxy
+    with _groups_lock:
+        group = _groups.get(wrapper)
+        if group is None or group.done:
+            group = _groups[wrapper] = _CommitGroup()
+        return group
+
+
+class TenantTask(SchemaTask):
+    """Base class of Engram's tasks; see the module docstring."""
+
+    abstract = True
+    acks_late = True
+    reject_on_worker_lost = True
+    #: refuse to run anywhere but in the tenant named by the message headers
+    requires_tenant = False
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.requires_tenant:
+            wanted = get_schema_name_from_task(self, kwargs)
+            if not wanted or wanted == get_public_schema_name() or wanted != connection.schema_name:
+                logger.warning(
+                    "%s skipped: it needs a tenant, was queued for %r and would run in %r",
+                    self.name,
+                    wanted,
+                    connection.schema_name,
+                )
+                return None
+        return super().__call__(*args, **kwargs)
+
+    def queue_on_commit(self, *args: Any, once_per_transaction: bool = False, **kwargs: Any) -> None:
+        """Publish ``self(*args, **kwargs)`` in the current schema when the transaction commits
+        (at once outside a transaction). Never raises for a broker that cannot be reached.
+
+        ``once_per_transaction``: however often this is called with the same arguments before the
+        commit, one message is published (500 asserts in one request queue one drain, not 500). A
+        savepoint rolled back drops only its own calls; a transaction rolled back publishes nothing.
+        """
+        schema = connection.schema_name
+        key = (self.name, schema, args, tuple(sorted(kwargs.items())))
+        group = _current_group() if once_per_transaction else _CommitGroup()
+
+        def publish() -> None:
+            group.done = True  # later calls belong to the next transaction
+            if key in group.published:
+                return
+            group.published.add(key)
+            self.publish_best_effort(args, kwargs, schema=schema)
+
+        transaction.on_commit(publish, robust=True)
+
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """Celery's ``delay_on_commit``, best effort (see :meth:`queue_on_commit`)."""
+        self.queue_on_commit(*args, **kwargs)
+
+    def apply_async_on_commit(
+        self, args: tuple[Any, ...] | None = None, kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> None:
+        """Celery's ``apply_async_on_commit``, best effort (see :meth:`queue_on_commit`)."""
+        schema = connection.schema_name
+        transaction.on_commit(
+            lambda: self.publish_best_effort(tuple(args or ()), dict(kwargs or {}), schema=schema, **options),
+            robust=True,
+        )
+
+    def publish_best_effort(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, schema: str, **options: Any
+    ) -> bool:
+        """Publish now for ``schema`` (``options`` as for ``apply_async``); False (logged and
+        counted) when the broker cannot take it."""
+        try:
+            self.apply_async(
+                args,
+                kwargs,
+                headers={"_schema_name": schema},
+                retry=True,
+                retry_policy=PUBLISH_RETRY_POLICY,
+                **options,
+            )
+        except Exception as exc:  # the write stands; periodic work catches up
+            PUBLISH_FAILURES.labels(task=self.name).inc()
+            logger.warning("could not queue %s for %s after commit: %s", self.name, schema, exc)
+            return False
+        return True
