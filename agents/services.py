@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .models import Agent, ApiKey, Scope
+from .models import Agent, ApiKey, IdempotencyRecord, Scope
 
 
 def agent_create(*, name: str, role: str = "", is_active: bool = True) -> Agent:
@@ -59,3 +61,11 @@ def system_agent_get() -> Agent:
         name=SYSTEM_AGENT_NAME, defaults={"role": "system", "is_active": False}
     )
     return agent
+
+
+def idempotency_records_purge(*, older_than: timedelta | None = None) -> int:
+    """Delete ``Idempotency-Key`` records past the TTL (``ENGRAM["IDEMPOTENCY_TTL_HOURS"]``) in the
+    current tenant; returns how many were deleted."""
+    ttl = older_than or timedelta(hours=settings.ENGRAM["IDEMPOTENCY_TTL_HOURS"])
+    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=timezone.now() - ttl).delete()
+    return deleted

@@ -5,9 +5,9 @@ from __future__ import annotations
 from celery import shared_task
 from django_tenants.utils import get_tenant_model, tenant_context
 
-from config.tasks import TenantTask
+from core.tasks import TenantTask
 
-from .idempotency import idempotency_records_purge
+from .services import idempotency_records_purge
 
 
 @shared_task(base=TenantTask)

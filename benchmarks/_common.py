@@ -84,7 +84,7 @@ def server_command(kind: str, port: int, workers: int, threads: int) -> list[str
             "--log-level",
             "warning",
         ]
-    from config.stack import uvicorn_command
+    from devstack.web import uvicorn_command
 
     return uvicorn_command(port, workers=workers)
 
@@ -148,7 +148,7 @@ def web_server(kind: str, workers: int = 2, threads: int = 2) -> Iterator[Server
     """Run the project's web server in a child process (DEBUG off) until the block ends."""
     import httpx
 
-    from config.stack import free_port
+    from devstack import free_port
 
     port = free_port()
     env = {

@@ -152,7 +152,7 @@ def uvicorn_server(workers: int, interface: str = "asgi") -> Iterator[str]:
     """
     import httpx
 
-    from config.stack import free_port
+    from devstack import free_port
 
     port = free_port()
     env = {**os.environ, "DJANGO_DEBUG": "false", "PYTHONUNBUFFERED": "1"}
@@ -214,8 +214,8 @@ def main() -> int:
     from django.db import connection
     from django_tenants.utils import tenant_context
 
+    from core.redis import get_redis
     from memory.checkpoints.services import cache_key, checkpoint_latest
-    from memory.working.store import get_redis
 
     tenant, agent, raw_key, rate = populate(args.sessions, args.steps)
     if rate is not None:

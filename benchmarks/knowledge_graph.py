@@ -414,7 +414,7 @@ def project_all(tenant: Any) -> dict[str, Any]:
     from django.db import connection
     from django_tenants.utils import tenant_context
 
-    from config.neo4j import get_driver
+    from core.neo4j import get_driver
     from memory.knowledge.models import GraphOutbox
     from memory.knowledge.projection import graph_rebuild, outbox_drain
 
@@ -492,7 +492,7 @@ def measure(
     from django.db import OperationalError, connection
     from django_tenants.utils import tenant_context
 
-    from config.neo4j import get_driver
+    from core.neo4j import get_driver
     from memory.knowledge.graph import Neo4jGraph, PostgresGraph
     from memory.knowledge.models import Entity, Fact
     from memory.knowledge.services import entity_ensure

@@ -1,5 +1,5 @@
 """The Celery app. Tasks carry their tenant (tenant-schemas-celery) and run in its schema; every
-task's base is ``config.tasks.TenantTask`` (late acknowledgement, best-effort queueing on commit)."""
+task's base is ``core.tasks.TenantTask`` (late acknowledgement, best-effort queueing on commit)."""
 
 import os
 
@@ -7,8 +7,8 @@ from tenant_schemas_celery.app import CeleryApp
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
-app = CeleryApp("engram", task_cls="config.tasks:TenantTask")
+app = CeleryApp("engram", task_cls="core.tasks:TenantTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()  # <app>.tasks of every installed app
 # the layers' own tasks modules (memory/<layer>/tasks.py), found by package rather than re-exported
-app.autodiscover_tasks(["memory.knowledge"])
+app.autodiscover_tasks(["memory.episodic", "memory.knowledge"])

@@ -2,13 +2,13 @@
 
 from django.urls import include, path
 
-from config.metrics import prometheus_metrics
+from core.metrics import prometheus_metrics
 from tenants.admin import public_admin_site
 
 urlpatterns = [
     path("admin/", public_admin_site.urls),
-    path("api/v1/", include("config.urls_api")),
+    path("api/v1/", include("api.urls")),
     path("metrics", prometheus_metrics, name="metrics"),
 ]
 
-handler500 = "agents.api.views.server_error"
+handler500 = "api.views.server_error"

@@ -7,6 +7,6 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        from .checks import admin_actions_need_permissions
+        from core.checks import admin_actions_need_permissions
 
         checks.register(admin_actions_need_permissions, checks.Tags.admin)

@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 from django.conf import settings
 
-from config.errors import EmbeddingMismatch, ServiceUnavailable
+from core.errors import EmbeddingMismatch, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 

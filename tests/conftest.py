@@ -144,7 +144,7 @@ def neo4j_driver():  # type: ignore[no-untyped-def]
     Without one the test is skipped, except under CI (``CI=true``), where it fails: CI must test
     against a real Neo4j.
     """
-    from config.neo4j import get_driver
+    from core.neo4j import get_driver
 
     driver = get_driver()
     if driver is None:
@@ -184,7 +184,8 @@ def test_database_env(**extra: str) -> dict[str, str]:
 @contextmanager
 def asgi_server(**extra_env: str) -> Iterator[int]:
     """A real uvicorn process on the test database for the ``with`` block; yields its port."""
-    from config.stack import free_port, uvicorn_command, wait_for_http
+    from devstack import free_port
+    from devstack.web import uvicorn_command, wait_for_http
 
     port = free_port()
     server = subprocess.Popen(uvicorn_command(port), cwd=BASE_DIR, env=test_database_env(**extra_env))

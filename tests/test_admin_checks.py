@@ -1,4 +1,4 @@
-"""The system check that refuses an admin action without ``allowed_permissions`` (``memory.checks``)."""
+"""The system check that refuses an admin action without ``allowed_permissions`` (``core.checks``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents.models import Agent
-from memory.checks import ACTION_WITHOUT_PERMISSIONS, admin_action_permission_errors
+from core.checks import ACTION_WITHOUT_PERMISSIONS, admin_action_permission_errors
 from tenants.admin import public_admin_site
 
 

@@ -26,7 +26,8 @@ from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
-from config.stack import EmbeddedRedis, free_port
+from devstack import free_port
+from devstack.redis_server import EmbeddedRedis
 from memory.knowledge import services
 from memory.knowledge.models import Entity, Fact, GraphOutbox, Predicate, entity_key
 from tenants.models import Tenant

@@ -19,11 +19,12 @@ from django.test import Client
 from django_tenants.utils import tenant_context
 from prometheus_client.parser import text_string_to_metric_families
 
-from config.stack import EmbeddedRedis, free_port
+from core.metrics import record_lookup
+from core.redis import get_redis
+from devstack import free_port
+from devstack.redis_server import EmbeddedRedis
 from memory.checkpoints import services
 from memory.checkpoints.models import Checkpoint
-from memory.working.metrics import record_lookup
-from memory.working.store import get_redis
 from tenants.models import Tenant
 from tenants.services import tenant_create
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from config.stack import free_port
+from devstack import free_port
 from memory.embeddings import embed_query, get_embedder
 
 from .conftest import Caller

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import tenant_context
 
 from agents.models import ApiKey
-from config.errors import EmbeddingMismatch
+from core.errors import EmbeddingMismatch
 from memory.embeddings import FastEmbedEmbedder, Model2VecEmbedder, OpenAIEmbedder, check_vector
 
 from .conftest import MODEL_DIR, SHARED_DIR, Caller, requires_model

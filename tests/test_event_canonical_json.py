@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection
 from django_tenants.utils import tenant_context
 
-from config.canonical_json import canonical_json
+from core.canonical_json import canonical_json
 from memory.episodic.models import Event
 from memory.episodic.selectors import chain_verify
 

@@ -19,8 +19,8 @@ import pytest
 from django.test import override_settings
 from django_tenants.utils import tenant_context
 
-from config.neo4j import Neo4jUnavailable
-from config.stack import free_port
+from core.neo4j import Neo4jUnavailable
+from devstack import free_port
 from memory.knowledge.models import GraphOutbox
 from memory.knowledge.projection import outbox_drain
 

@@ -111,13 +111,13 @@ def test_engram_up_runs_with_debug_off() -> None:
         check=True,
     )
     assert out.stdout.strip() == "False"
-    from config.stack import web_environment
+    from devstack.web import web_environment
 
     assert web_environment({})["ENGRAM_SERVE_STATIC"] == "1"  # the admin keeps its CSS without DEBUG
 
 
 def test_an_unexpected_error_in_the_api_is_json_without_a_traceback(alice: Caller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from agents.api import views
+    from api.rest import agents as views
 
     def broken(self, request):  # type: ignore[no-untyped-def]
         raise RuntimeError(f"a bug that must not leak, key {alice.key}")

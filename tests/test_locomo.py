@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django_tenants.utils import tenant_context
 
+from benchmarks.locomo import clean_evidence, hit_at_k, normalise_dia_id, recall_at_k, reciprocal_rank
 from memory.episodic.models import Event
-from memory.locomo import clean_evidence, hit_at_k, normalise_dia_id, recall_at_k, reciprocal_rank
 from memory.semantic.models import SemanticMemory
 
 from .conftest import LOCOMO_PATH, requires_model

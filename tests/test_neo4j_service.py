@@ -1,5 +1,5 @@
 """The Neo4j that ``./engram test`` starts (or ``NEO4J_URI`` names) answers over Bolt, and the
-shared driver in ``config.neo4j`` follows the settings."""
+shared driver in ``core.neo4j`` follows the settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 
 from django.test import override_settings
 
-from config.neo4j import get_driver
+from core.neo4j import get_driver
 
 
 def test_node_round_trip_scoped_by_tenant(neo4j_driver) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from django_tenants.utils import tenant_context
 
 from agents.authentication import resolve_api_key
 from agents.models import ApiKey
-from config.stack import private_secret, web_environment
+from devstack.web import private_secret, web_environment
 
 
 def test_bootstrap_writes_passwords_and_the_key_to_a_private_file_not_stdout(

@@ -21,10 +21,10 @@ from django.db import connection
 from django.test import Client
 from django_tenants.utils import tenant_context
 
-from config.stack import free_port
+from core.redis import get_redis
+from devstack import free_port
 from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import Event
-from memory.working.store import get_redis
 from tenants.models import Tenant
 from tenants.services import tenant_create
 

@@ -14,7 +14,7 @@ from django_tenants.utils import tenant_context
 from agents.models import Agent
 from agents.services import agent_create
 from memory.episodic.services import EventData, events_append
-from memory.tasks import verify_chain
+from memory.episodic.tasks import verify_chain
 from tenants.models import Tenant
 
 BASE_DIR = Path(__file__).resolve().parent.parent

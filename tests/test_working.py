@@ -13,11 +13,11 @@ import httpx
 import pytest
 from django_tenants.utils import tenant_context
 
-from config.errors import Conflict
-from config.stack import free_port
+from core.errors import Conflict
+from core.redis import get_redis
+from devstack import free_port
 from memory.episodic.models import Event, EventKind
 from memory.working import services
-from memory.working.store import get_redis
 
 from .conftest import Caller, asgi_server, make_caller
 

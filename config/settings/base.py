@@ -44,6 +44,7 @@ SHARED_APPS = [
     "django_htmx",
     "rest_framework",
     "drf_spectacular",
+    "benchmarks",  # the LoCoMo ingest/eval commands; no models
 ]
 TENANT_APPS = [
     # each tenant has its own users, sessions and admin log: an officer of one tenant never
@@ -68,7 +69,7 @@ DATABASE_ROUTERS = ["django_tenants.routers.TenantSyncRouter"]
 
 MIDDLEWARE = [
     "django_tenants.middleware.main.TenantMainMiddleware",
-    "agents.middleware.ApiBodyLimitMiddleware",
+    "api.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -94,7 +95,7 @@ TEMPLATES = [
     },
 ]
 
-CSRF_FAILURE_VIEW = "agents.api.views.csrf_failure"
+CSRF_FAILURE_VIEW = "api.views.csrf_failure"
 
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
@@ -126,7 +127,7 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 NEO4J_URI = env("NEO4J_URI", default="")
 NEO4J_USER = env("NEO4J_USER", default="")
 NEO4J_PASSWORD = env_secret("NEO4J_PASSWORD", "") or ""
-# Seconds (see config/neo4j.py): Neo4j being down costs a graph read about this long once, after
+# Seconds (see core/neo4j.py): Neo4j being down costs a graph read about this long once, after
 # which reads answer from PostgreSQL at once for NEO4J_UNAVAILABLE_FOR.
 NEO4J_CONNECTION_TIMEOUT = env.float("NEO4J_CONNECTION_TIMEOUT", default=3.0)
 NEO4J_ACQUISITION_TIMEOUT = env.float("NEO4J_ACQUISITION_TIMEOUT", default=5.0)
@@ -153,7 +154,7 @@ ENGRAM_OUTBOX_SWEEP_SECONDS = env.float("ENGRAM_OUTBOX_SWEEP_SECONDS", default=3
 ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", default=24.0)
 CELERY_BEAT_SCHEDULE = {
     "purge-idempotency-keys": {"task": "agents.tasks.purge_expired_idempotency_keys_all", "schedule": 3600.0},
-    "verify-episodic-chains": {"task": "memory.tasks.verify_chains_all", "schedule": 24 * 3600.0},
+    "verify-episodic-chains": {"task": "memory.episodic.tasks.verify_chains_all", "schedule": 24 * 3600.0},
     "sweep-graph-outbox": {
         "task": "memory.knowledge.tasks.outbox_sweep",
         "schedule": ENGRAM_OUTBOX_SWEEP_SECONDS,
@@ -184,9 +185,9 @@ AUTH_PASSWORD_VALIDATORS = [
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["agents.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["agents.permissions.HasScope"],
-    "DEFAULT_PARSER_CLASSES": ["agents.api.parsers.StrictJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "EXCEPTION_HANDLER": "agents.api.exceptions.exception_handler",
+    "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from memory.admin_base import ReadOnlyAdminMixin
+from core.admin import ReadOnlyAdminMixin
 
 from .models import Checkpoint
 

@@ -36,12 +36,12 @@ import redis
 from django.db import transaction
 from redis.commands.core import Script
 
-from agents.api.serializers import contains_nul
 from agents.models import Agent
-from config.errors import Conflict, InvalidInput, PayloadTooLarge
-from config.locks import advisory_xact_lock
-from memory.working.metrics import record_lookup
-from memory.working.store import check_id, get_redis, tenant_key
+from api.fields import contains_nul
+from core.errors import Conflict, InvalidInput, PayloadTooLarge
+from core.locks import advisory_xact_lock
+from core.metrics import record_lookup
+from core.redis import check_id, get_redis, tenant_key
 from tenants.models import WorkingMemoryPolicy
 
 from . import selectors

@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from config.canonical_json import canonical_json
-from config.errors import InvalidInput
+from core.canonical_json import canonical_json
+from core.errors import InvalidInput
 
 from .models import ChainHead, Event, EventKind, EventRole, body_digest, chain_hash
 
@@ -38,7 +38,7 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     The chain head row is locked for the transaction, so concurrent appenders queue and every event
     gets the next ``seq`` and the hash of its predecessor (chain format 2: see ``models``). Returns
     the saved events in order. Raises ``InvalidInput`` for a naive ``occurred_at``, an unknown kind
-    or role, a payload that is not canonical JSON (``config.canonical_json``) or an empty batch.
+    or role, a payload that is not canonical JSON (``core.canonical_json``) or an empty batch.
     """
     if not events:
         raise InvalidInput("At least one event is required.", field="events")

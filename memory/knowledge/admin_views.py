@@ -26,7 +26,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
-from config.errors import DomainError, InvalidInput
+from core.errors import DomainError, InvalidInput
 
 from . import services
 from .models import Contradiction, ContradictionStatus, Fact, FactProvenance, Resolution
@@ -35,7 +35,7 @@ from .selectors import contradiction_list
 if TYPE_CHECKING:
     from django.contrib.admin import AdminSite
 
-    from memory.admin import ContradictionAdmin
+    from .admin import ContradictionAdmin
 
 QUEUE_PAGE_SIZE = 50
 PROVENANCE_SHOWN = 3  # assertions listed per fact in the queue; the fact's page lists them all

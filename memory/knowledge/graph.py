@@ -183,7 +183,7 @@ class Neo4jGraph:
     def _run(self, query: str, **params: object) -> list[dict[str, object]]:
         import neo4j
 
-        from config.neo4j import read_timeout
+        from core.neo4j import read_timeout
 
         records, _, _ = self.driver.execute_query(  # type: ignore[attr-defined]
             neo4j.Query(query, timeout=read_timeout()),  # type: ignore[arg-type]
@@ -255,7 +255,7 @@ class GraphReader:
 
     - No ``NEO4J_URI``: PostgreSQL (the configured mode, not degraded).
     - Neo4j configured but failed within ``NEO4J_UNAVAILABLE_FOR`` seconds, or failing to answer
-      now (within the driver's timeouts, see ``config.neo4j``): PostgreSQL, ``degraded`` =
+      now (within the driver's timeouts, see ``core.neo4j``): PostgreSQL, ``degraded`` =
       ``"neo4j-unavailable"``.
     - The tenant's outbox has pending rows, so the projection lags behind PostgreSQL and could answer
       "no path" for a path that exists: PostgreSQL, ``degraded`` = ``"graph-projection-stale"``.
@@ -266,7 +266,7 @@ class GraphReader:
     """
 
     def __init__(self) -> None:
-        from config.neo4j import get_driver, neo4j_available
+        from core.neo4j import get_driver, neo4j_available
 
         from .selectors import outbox_pending
 
@@ -287,7 +287,7 @@ class GraphReader:
         return self._backend.name
 
     def _ask(self, question: Callable[[GraphBackend], T]) -> T:
-        from config.neo4j import Neo4jUnavailable, neo4j_guard
+        from core.neo4j import Neo4jUnavailable, neo4j_guard
 
         if isinstance(self._backend, Neo4jGraph):
             try:

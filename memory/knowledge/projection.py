@@ -18,7 +18,7 @@ import neo4j
 from django.db import connection, transaction
 from django.utils import timezone
 
-from config.locks import advisory_xact_lock, advisory_xact_locks, advisory_xact_try_lock
+from core.locks import advisory_xact_lock, advisory_xact_locks, advisory_xact_try_lock
 
 from .models import LIVE_STATUSES, Fact, GraphOutbox
 
@@ -68,7 +68,7 @@ def ensure_schema(driver: Any) -> None:
 
 def projection_enabled() -> bool:
     """Whether fact changes are projected into Neo4j (``NEO4J_URI`` is set)."""
-    from config.neo4j import get_driver
+    from core.neo4j import get_driver
 
     return get_driver() is not None
 
@@ -90,10 +90,10 @@ def project(driver: Any, tenant: str, facts: Iterable[Fact]) -> None:
     """Make Neo4j hold the given state of ``facts`` (with subject, object and predicate loaded): live
     entity-to-entity facts as relationships, others removed, entities left without one removed.
 
-    Raises :class:`config.neo4j.Neo4jUnavailable` when Neo4j cannot be reached (the write is then
+    Raises :class:`core.neo4j.Neo4jUnavailable` when Neo4j cannot be reached (the write is then
     not applied); other driver errors pass through.
     """
-    from config.neo4j import neo4j_guard, write_timeout
+    from core.neo4j import neo4j_guard, write_timeout
 
     facts = [f for f in facts if f.object_entity_id is not None]
     if not facts:
@@ -135,12 +135,12 @@ def outbox_drain(*, batch_size: int = DRAIN_BATCH) -> int:
     these locks: asserting never waits on Neo4j.
 
     If Neo4j fails the rows stay pending for the next run (the sweeper runs one within
-    ``ENGRAM_OUTBOX_SWEEP_SECONDS``); :class:`config.neo4j.Neo4jUnavailable` when it cannot be
+    ``ENGRAM_OUTBOX_SWEEP_SECONDS``); :class:`core.neo4j.Neo4jUnavailable` when it cannot be
     reached. While ``graph_rebuild`` runs for the tenant, returns at once, leaving rows pending.
     Without ``NEO4J_URI`` there is no projection: rows are marked processed (``graph_rebuild``
     projects everything when Neo4j is added later).
     """
-    from config.neo4j import get_driver
+    from core.neo4j import get_driver
 
     driver = get_driver()
     total = 0
@@ -184,10 +184,10 @@ def graph_rebuild(*, batch_size: int = 5000) -> int:
     running drains; drains that start meanwhile leave their rows pending), so no drain writes into
     the graph being rebuilt. Outbox rows pending when it starts are marked processed: the facts read
     afterwards include their changes. Returns the number of facts projected. Raises
-    ``RuntimeError`` without ``NEO4J_URI``, :class:`config.neo4j.Neo4jUnavailable` when Neo4j
+    ``RuntimeError`` without ``NEO4J_URI``, :class:`core.neo4j.Neo4jUnavailable` when Neo4j
     cannot be reached.
     """
-    from config.neo4j import get_driver, neo4j_guard
+    from core.neo4j import get_driver, neo4j_guard
 
     driver = get_driver()
     if driver is None:

@@ -1,7 +1,7 @@
 """Writes to the knowledge layer: asserting, retracting, and resolving contradictions.
 
 Every change to a fact adds a ``GraphOutbox`` row in the same transaction and queues the Celery task
-that projects it into Neo4j once the transaction commits (best effort: see ``config.tasks``).
+that projects it into Neo4j once the transaction commits (best effort: see ``core.tasks``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
-from config.errors import Conflict, InvalidInput, NotFound
-from config.locks import advisory_xact_lock
+from core.errors import Conflict, InvalidInput, NotFound
+from core.locks import advisory_xact_lock
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 

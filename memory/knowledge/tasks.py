@@ -1,6 +1,6 @@
 """Celery tasks of the knowledge layer: draining the outbox into Neo4j, and its upkeep.
 
-Thin: the drain takes nothing (the tenant comes from the message headers, see ``config.tasks``).
+Thin: the drain takes nothing (the tenant comes from the message headers, see ``core.tasks``).
 ``outbox_sweep`` runs from Celery beat every ``ENGRAM_OUTBOX_SWEEP_SECONDS``: a change whose drain
 was never queued (the broker was down at commit) or was lost is projected within that interval
 plus the time of one drain, whatever happened to the task queued at commit.
@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 from django_tenants.utils import get_public_schema_name, get_tenant_model, tenant_context
 
-from config.tasks import TenantTask
+from core.tasks import TenantTask
 
 from .projection import outbox_drain, outbox_purge
 from .selectors import outbox_pending

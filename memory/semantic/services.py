@@ -20,7 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.models import Agent
-from config.errors import InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record

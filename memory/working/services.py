@@ -34,13 +34,12 @@ from typing import Any
 from django.utils import timezone
 
 from agents.models import Agent
-from config.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
+from core.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
+from core.metrics import record_lookup
+from core.redis import check_id, get_redis, redis_errors, tenant_key
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 from tenants.models import WorkingMemoryPolicy
-
-from .metrics import record_lookup
-from .store import check_id, get_redis, redis_errors, tenant_key
 
 # Compare-and-set of one blackboard field, atomic in Redis. The value JSON is spliced into the
 # document verbatim (never decoded and re-encoded by Lua's cjson, which would alter numbers).

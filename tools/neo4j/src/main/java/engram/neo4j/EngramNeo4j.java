@@ -19,7 +19,7 @@ import org.neo4j.logging.log4j.Log4jLogProvider;
  *
  * <p>Usage: {@code EngramNeo4j PORT DATA_DIR}. Prints {@code READY bolt://127.0.0.1:PORT} once the
  * default database accepts work, then serves until SIGTERM/SIGINT, which shuts the DBMS down cleanly
- * (a shutdown hook). Started and stopped by {@code config/stack.py}.
+ * (a shutdown hook). Started and stopped by {@code devstack/neo4j_server.py}.
  */
 public final class EngramNeo4j {
     private static final String HOST = "127.0.0.1";

@@ -26,7 +26,7 @@ from django_tenants.utils import get_tenant_model, tenant_context
 
 from agents.models import Agent
 from agents.services import agent_create
-from memory import locomo
+from benchmarks import locomo
 from memory.embeddings import get_embedder
 from memory.episodic.models import Event, EventKind, EventRole
 from memory.episodic.services import EventData, events_append

@@ -8,7 +8,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from config.canonical_json import MAX_DEPTH
+from core.canonical_json import MAX_DEPTH
 
 
 def deeper_than(value: Any, limit: int) -> bool:

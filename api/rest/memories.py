@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import (
+from api.fields import (
     AwareDateTimeField,
     CleanCharField,
     JSONObjectField,
@@ -18,9 +18,9 @@ from agents.api.serializers import (
     StrictIntegerField,
     StrictSerializer,
 )
-from agents.api.views import ApiView
-from agents.idempotency import idempotent
-from config.errors import NotFound
+from api.idempotency import idempotent
+from api.views import ApiView
+from core.errors import NotFound
 from memory.semantic import selectors, services
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 

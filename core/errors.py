@@ -1,6 +1,6 @@
 """Domain errors raised by services and selectors, mapped to HTTP by one exception handler.
 
-Services never import DRF; the API layer (``agents.api.exceptions``) turns these into responses.
+Services never import DRF; the API layer (``api.exceptions``) turns these into responses.
 """
 
 from __future__ import annotations

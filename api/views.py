@@ -1,4 +1,4 @@
-"""The base class of every API view, and endpoints about the caller itself."""
+"""The base class of every API view, and the views that answer errors (404, 500, CSRF) as JSON."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import serializers
 from rest_framework.request import Request
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 
@@ -34,22 +33,6 @@ class ApiView(APIView):
                 errors[name] = ["Given more than once."]
         if errors:
             raise serializers.ValidationError(errors)
-
-
-class WhoAmIView(ApiView):
-    """``GET /api/v1/me``: the agent, tenant and scopes behind the presented key."""
-
-    def get(self, request: Request) -> Response:
-        key = request.auth
-        return Response(
-            {
-                "agent": request.user.name,
-                "role": request.user.role,
-                "tenant": request.tenant.schema_name,
-                "key_id": key.key_id,
-                "scopes": key.scopes,
-            }
-        )
 
 
 @csrf_exempt  # an API path: a POST to it is answered 404 like a GET, never a CSRF page

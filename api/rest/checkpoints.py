@@ -16,13 +16,13 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
-from agents.api.views import ApiView
-from agents.idempotency import idempotent
-from config.errors import NotFound
+from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
+from api.idempotency import idempotent
+from api.views import ApiView
+from core.errors import NotFound
+from core.redis import check_id
 from memory.checkpoints import selectors, services
 from memory.checkpoints.models import MAX_SCHEMA_VERSION, MAX_STEP_INDEX
-from memory.working.store import check_id
 
 SOURCE_HEADER = "Engram-Source"
 DEGRADED_HEADER = "Engram-Degraded"

@@ -3,19 +3,19 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from agents.api.views import WhoAmIView, api_not_found
-from memory.api.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
-from memory.api.events import EventsView
-from memory.api.knowledge import (
+from api.rest.agents import WhoAmIView
+from api.rest.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
+from api.rest.events import EventsView
+from api.rest.knowledge import (
     ContradictionsView,
     EntityFactsView,
     FactRetractView,
     FactsView,
     GraphPathView,
 )
-from memory.api.memories import MemoriesView, MemoryDetailView, MemorySearchView
-from memory.api.stream import execution_stream
-from memory.api.working import (
+from api.rest.memories import MemoriesView, MemoryDetailView, MemorySearchView
+from api.rest.stream import execution_stream
+from api.rest.working import (
     BlackboardFieldReadView,
     BlackboardFieldWriteView,
     BlackboardView,
@@ -24,6 +24,7 @@ from memory.api.working import (
     ScratchpadView,
     WindowView,
 )
+from api.views import api_not_found
 
 urlpatterns = [
     path("me", WhoAmIView.as_view(), name="me"),

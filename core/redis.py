@@ -15,7 +15,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from config.errors import InvalidInput, ServiceUnavailable
+from core.errors import InvalidInput, ServiceUnavailable
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._\-]{1,200}$")
 UNAVAILABLE_MESSAGE = "Working memory (Redis) is unavailable right now; retry later."

@@ -11,7 +11,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from config.errors import DomainError
+from core.errors import DomainError
 
 
 def _as_field_errors(detail: Any) -> dict[str, Any]:

@@ -15,9 +15,9 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import AwareDateTimeField, CleanCharField, JSONObjectField, StrictSerializer
-from agents.api.views import ApiView
-from agents.idempotency import idempotent
+from api.fields import AwareDateTimeField, CleanCharField, JSONObjectField, StrictSerializer
+from api.idempotency import idempotent
+from api.views import ApiView
 from memory.episodic import selectors, services
 from memory.episodic.models import EventKind, EventRole
 

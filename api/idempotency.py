@@ -20,10 +20,9 @@ from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.errors import Conflict, InvalidInput
-from config.locks import advisory_xact_lock
-
-from .models import IdempotencyRecord
+from agents.models import IdempotencyRecord
+from core.errors import Conflict, InvalidInput
+from core.locks import advisory_xact_lock
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
@@ -78,10 +77,3 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
             return response
 
     return wrapper
-
-
-def idempotency_records_purge(*, older_than: timedelta | None = None) -> int:
-    """Delete records past the TTL in the current tenant; returns how many were deleted."""
-    ttl = older_than or timedelta(hours=settings.ENGRAM["IDEMPOTENCY_TTL_HOURS"])
-    deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=timezone.now() - ttl).delete()
-    return deleted

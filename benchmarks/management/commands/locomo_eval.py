@@ -3,7 +3,7 @@
 Every QA question is asked through ``memory_search`` (what ``POST /memories/search`` runs) with
 ``k = max(--k)``, restricted to its conversation's memories by the ``<sample_id>`` tag. A returned
 memory stands for the turns whose ``locomo_ingest`` events name it (one turn, or several merged as
-duplicates). Metrics are defined in ``memory.locomo``. Searches pass ``touch=False`` so that asking
+duplicates). Metrics are defined in ``benchmarks.locomo``. Searches pass ``touch=False`` so that asking
 one question does not move the recency of the memories the next question sees.
 """
 
@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_tenants.utils import get_tenant_model, tenant_context
 
 from agents.models import Agent
-from memory import locomo
+from benchmarks import locomo
+from benchmarks.management.commands.locomo_ingest import load_samples
 from memory.episodic.models import Event, EventKind
-from memory.management.commands.locomo_ingest import load_samples
 from memory.semantic.selectors import MemoryFilters
 from memory.semantic.services import memory_search
 

@@ -11,8 +11,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
-from config.canonical_json import json_check
-from config.errors import InvalidInput
+from core.canonical_json import json_check
+from core.errors import InvalidInput
 
 DEFAULT_JSON_MAX_DEPTH = 64
 
@@ -122,7 +122,7 @@ def tenant_json_max_depth() -> int:
 class JSONValueField(serializers.JSONField):
     """Any JSON value nested at most the tenant's ``json_max_depth`` levels, without NUL characters;
     with ``numbers=True`` also without integers a double cannot keep (values Engram hashes: see
-    ``config.canonical_json``). Errors name the JSON path inside the field (``payload.a[1].b``)."""
+    ``core.canonical_json``). Errors name the JSON path inside the field (``payload.a[1].b``)."""
 
     def __init__(self, *, numbers: bool = False, **kwargs: Any) -> None:
         self.numbers = numbers

@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 from django_tenants.utils import get_tenant_model, tenant_context
 
-from config.tasks import TenantTask
+from core.tasks import TenantTask
 from memory.episodic.selectors import chain_verify
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from typing import Any
 
 import rfc8785
 
-from config.errors import InvalidInput
+from core.errors import InvalidInput
 
 SAFE_INTEGER = 2**53 - 1  # the largest n with every integer in [-n, n] exactly a double
 # A hard cap for every JSON value anywhere (tenants choose a lower limit for request bodies): the

@@ -20,9 +20,9 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
 from agents.authentication import parse_bearer, resolve_api_key
-from config.errors import DomainError
+from core.errors import DomainError
+from core.redis import UNAVAILABLE_MESSAGE, check_id
 from memory.working.services import updates_channel
-from memory.working.store import UNAVAILABLE_MESSAGE, check_id
 
 KEEPALIVE_SECONDS = 15.0
 

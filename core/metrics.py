@@ -1,4 +1,9 @@
-"""``/metrics`` in Prometheus text format, and the tenant admin's page of working-memory counters.
+"""Engram's Prometheus counters, ``/metrics`` in Prometheus text format, and the tenant admin's page
+of working-memory counters.
+
+Lookup counters: ``blackboard``, ``scratchpad``, ``window`` (a read finds data: hit; finds nothing:
+miss) and ``checkpoint`` (restore served from Redis: hit; from PostgreSQL: miss). Counts are per
+process, as usual with prometheus_client; a multi-process server sets ``PROMETHEUS_MULTIPROC_DIR``.
 
 ``/metrics`` shows every tenant's counters, labelled with the tenant's schema and its agents'
 names, so it is not public: with ``ENGRAM["METRICS_TOKEN"]`` set (env ``ENGRAM_METRICS_TOKEN`` or
@@ -15,7 +20,7 @@ import hmac
 import ipaddress
 import os
 from collections import defaultdict
-from typing import cast
+from typing import Literal, cast
 
 from django.conf import settings
 from django.contrib import admin
@@ -24,9 +29,33 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, generate_latest
 
-from memory.working.metrics import tenant_samples
+Layer = Literal["blackboard", "scratchpad", "window", "checkpoint"]
+
+LOOKUPS = Counter(
+    "engram_working_memory_lookups",
+    "Reads of working memory and checkpoint restores, by outcome (hit: found in Redis; miss: not found "
+    "or served from PostgreSQL).",
+    ["tenant", "agent", "layer", "result"],
+)
+
+
+def record_lookup(*, agent: str, layer: Layer, hit: bool) -> None:
+    """Count one read of ``layer`` by ``agent`` in the current tenant."""
+    LOOKUPS.labels(connection.schema_name, agent, layer, "hit" if hit else "miss").inc()
+
+
+def tenant_samples(schema_name: str) -> list[dict[str, object]]:
+    """The counters of one tenant as rows ``{agent, layer, result, count}``, for the admin page."""
+    rows = []
+    for metric in LOOKUPS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.labels.get("tenant") == schema_name:
+                rows.append(
+                    {**{k: v for k, v in sample.labels.items() if k != "tenant"}, "count": int(sample.value)}
+                )
+    return sorted(rows, key=lambda r: (r["agent"], r["layer"], r["result"]))
 
 
 def _is_loopback(address: str) -> bool:

@@ -16,17 +16,17 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import (
+from api.fields import (
     AwareDateTimeField,
     CleanCharField,
     StrictFloatField,
     StrictIntegerField,
     StrictSerializer,
 )
-from agents.api.views import ApiView
-from agents.idempotency import idempotent
-from config.errors import DomainError, InvalidInput, NotFound
-from memory.api.checkpoints import DEGRADED_HEADER
+from api.idempotency import idempotent
+from api.rest.checkpoints import DEGRADED_HEADER
+from api.views import ApiView
+from core.errors import DomainError, InvalidInput, NotFound
 from memory.knowledge import graph, selectors, services
 from memory.knowledge.models import Contradiction, ContradictionStatus, Entity, Fact, FactStatus, LiteralType
 

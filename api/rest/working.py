@@ -12,10 +12,10 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.api.serializers import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
-from agents.api.views import ApiView
-from agents.idempotency import idempotent
-from config.errors import NotFound
+from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
+from api.idempotency import idempotent
+from api.views import ApiView
+from core.errors import NotFound
 from memory.episodic.models import EventRole
 from memory.working import services
 

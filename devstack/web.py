@@ -1,0 +1,83 @@
+"""The web server and the environment of the processes ``./engram up`` starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from devstack import VAR_DIR
+
+
+def uvicorn_command(port: int, *, log_level: str = "warning", workers: int = 1) -> list[str]:
+    """The command line of the ASGI web server on 127.0.0.1:``port`` (no access log)."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        log_level,
+        "--no-access-log",
+    ]
+
+
+def wait_for_http(url: str, process: subprocess.Popen[bytes] | None = None, timeout: float = 30.0) -> None:
+    """Poll ``url`` until the server answers (any status). Raises ``RuntimeError`` if ``process``
+    exits or ``timeout`` seconds pass first."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server for {url} exited with status {process.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not answer within {timeout:.0f} s") from None
+            time.sleep(0.2)
+
+
+DEV_DIR = VAR_DIR / "dev"
+
+
+def private_secret(path: Path) -> Path:
+    """A file holding a random token (43 url-safe characters), readable by this user only (mode
+    0600); made on first use and kept. Returns ``path``."""
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def web_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, str]:
+    """The environment of ``./engram up``'s web server, Celery and management commands: the
+    services' URLs, the local settings (``DEBUG`` off unless ``DJANGO_DEBUG=1``), the admin's
+    static files served by the app itself, and a ``/metrics`` token kept in
+    ``<dev_dir>/secrets/metrics-token`` (unless ``ENGRAM_METRICS_TOKEN`` is set), so even loopback
+    scrapers need it."""
+    env = {
+        **os.environ,
+        **svc,
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",
+        "PYTHONUNBUFFERED": "1",
+        "ENGRAM_SERVE_STATIC": "1",
+    }
+    if not env.get("ENGRAM_METRICS_TOKEN") and not env.get("ENGRAM_METRICS_TOKEN_FILE"):
+        env["ENGRAM_METRICS_TOKEN_FILE"] = str(private_secret(dev_dir / "secrets" / "metrics-token"))
+    return env

@@ -1,0 +1,57 @@
+"""Tenant admin for the episodic log: read-only for everyone (the log is append-only)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
+
+from .models import Event
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = [
+        "seq",
+        "recorded_at",
+        "occurred_at",
+        "agent",
+        "session_id",
+        "kind",
+        "role",
+        "short_content",
+    ]
+    list_filter = ["kind", "role", "agent", ("occurred_at", admin.DateFieldListFilter)]
+    list_select_related = ["agent"]
+    search_fields = ["content", "session_id", "execution_id"]
+    date_hierarchy = "occurred_at"
+    # newest recorded first: occurred_at is the client's claim (a far-future date must not pin a row)
+    ordering = ["-seq"]
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    fields = [
+        "seq",
+        "session_id",
+        "execution_id",
+        "agent",
+        "role",
+        "kind",
+        "actor",
+        "content",
+        "payload",
+        "occurred_at",
+        "recorded_at",
+        "hash_version",
+        "prev_hash",
+        "hash",
+    ]
+    readonly_fields = fields
+
+    @admin.display(description="content")
+    def short_content(self, obj: Event) -> str:
+        return shown(obj.content, 120)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
+        return super().get_queryset(request).defer("search", "payload_index")
