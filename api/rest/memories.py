@@ -20,7 +20,6 @@ from api.fields import (
 )
 from api.idempotency import idempotent
 from api.views import ApiView
-from core.errors import NotFound
 from memory.semantic import selectors, services
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 
@@ -192,14 +191,7 @@ class MemoryDetailView(ApiView):
     """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision)."""
 
     def get(self, request: Request, memory_id: uuid.UUID) -> Response:
-        memory = (
-            selectors.memories_visible_to(request.user)
-            .select_related("agent", "access")
-            .filter(pk=memory_id)
-            .first()
-        )
-        if memory is None:
-            raise NotFound("No such memory.", field="id")
+        memory = selectors.memory_get(agent=request.user, memory_id=memory_id)
         return Response(_memory_body(memory))
 
     def delete(self, request: Request, memory_id: uuid.UUID) -> Response:
