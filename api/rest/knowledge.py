@@ -9,9 +9,9 @@ PostgreSQL answered although Neo4j is configured, why: ``Engram-Degraded: graph-
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from django.db import transaction
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,9 +26,9 @@ from api.fields import (
 from api.idempotency import idempotent
 from api.rest.checkpoints import DEGRADED_HEADER
 from api.views import ApiView
-from core.errors import DomainError, InvalidInput, NotFound
+from core.errors import InvalidInput
 from memory.knowledge import graph, selectors, services
-from memory.knowledge.models import Contradiction, ContradictionStatus, Entity, Fact, FactStatus, LiteralType
+from memory.knowledge.models import Contradiction, ContradictionStatus, Fact, FactStatus, LiteralType
 
 MAX_FACT_BATCH = 500
 OBJECT_KINDS = ("entity", *LiteralType.values)
@@ -71,49 +71,100 @@ class FactInputSerializer(StrictSerializer):
     source_event_id = StrictIntegerField(required=False, min_value=1)
 
 
-def entity_body(entity: Entity) -> dict[str, Any]:
-    return {"id": entity.pk, "name": entity.name, "type": entity.entity_type}
+class EntityOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    name = serializers.CharField()
+    type = serializers.CharField(source="entity_type")
 
 
-def fact_body(fact: Fact) -> dict[str, Any]:
-    """A fact as JSON; ``disputed`` flags a fact that contradicts an active one (under review)."""
-    obj = (
-        {"entity": entity_body(fact.object_entity)}
-        if fact.object_entity_id is not None
-        else {"type": fact.literal_type, "value": fact.literal_value}
-    )
-    return {
-        "id": fact.pk,
-        "subject": entity_body(fact.subject),
-        "predicate": fact.predicate.name,
-        "object": obj,
-        "confidence": fact.confidence,
-        "status": fact.status,
-        "disputed": fact.status == FactStatus.DISPUTED,
-        "valid_from": serializers.DateTimeField().to_representation(fact.valid_from),
-        "valid_to": serializers.DateTimeField().to_representation(fact.valid_to) if fact.valid_to else None,
-        "recorded_at": serializers.DateTimeField().to_representation(fact.recorded_at),
-        "agent": fact.agent.name,
-        "session_id": fact.session_id,
-        "source_event_id": fact.source_event_id,
-        "assertions": getattr(fact, "assertions", None),
-    }
+class FactOutputSerializer(serializers.Serializer):
+    """A fact as JSON; ``disputed`` flags a fact that contradicts an active one (under review);
+    ``assertions`` (the number of provenance rows) is null where it was not counted."""
+
+    id = serializers.IntegerField(source="pk")
+    subject = EntityOutputSerializer()
+    predicate = serializers.CharField(source="predicate.name")
+    object = serializers.SerializerMethodField()
+    confidence = serializers.FloatField()
+    status = serializers.CharField()
+    disputed = serializers.SerializerMethodField()
+    valid_from = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(allow_null=True)
+    recorded_at = serializers.DateTimeField()
+    agent = serializers.CharField(source="agent.name")
+    session_id = serializers.CharField()
+    source_event_id = serializers.IntegerField(allow_null=True)
+    assertions = serializers.SerializerMethodField()
+
+    def get_object(self, fact: Fact) -> dict[str, Any]:
+        if fact.object_entity_id is not None:
+            return {"entity": EntityOutputSerializer(fact.object_entity).data}
+        return {"type": fact.literal_type, "value": fact.literal_value}
+
+    def get_disputed(self, fact: Fact) -> bool:
+        return fact.status == FactStatus.DISPUTED
+
+    def get_assertions(self, fact: Fact) -> int | None:
+        return getattr(fact, "assertions", None)
 
 
-def contradiction_body(c: Contradiction) -> dict[str, Any]:
-    return {
-        "id": c.pk,
-        "status": c.status,
-        "resolution": c.resolution or None,
-        "reviewer": c.reviewer or None,
-        "note": c.note,
-        "created_at": serializers.DateTimeField().to_representation(c.created_at),
-        "resolved_at": serializers.DateTimeField().to_representation(c.resolved_at)
-        if c.resolved_at
-        else None,
-        "existing_fact": fact_body(c.existing_fact),
-        "new_fact": fact_body(c.new_fact),
-    }
+class ContradictionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    status = serializers.CharField()
+    resolution = serializers.SerializerMethodField()
+    reviewer = serializers.SerializerMethodField()
+    note = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    resolved_at = serializers.DateTimeField(allow_null=True)
+    existing_fact = FactOutputSerializer()
+    new_fact = FactOutputSerializer()
+
+    def get_resolution(self, contradiction: Contradiction) -> str | None:
+        return contradiction.resolution or None
+
+    def get_reviewer(self, contradiction: Contradiction) -> str | None:
+        return contradiction.reviewer or None
+
+
+class AssertOutputSerializer(serializers.Serializer):
+    outcome = serializers.CharField()
+    contradiction_id = serializers.SerializerMethodField()
+    fact = FactOutputSerializer()
+
+    def get_contradiction_id(self, result: services.AssertResult) -> int | None:
+        return result.contradiction.pk if result.contradiction else None
+
+
+class EntityDistanceSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField(allow_null=True)
+    distance = serializers.IntegerField()
+
+
+class GraphSliceSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    depth = serializers.IntegerField()
+    entities = EntityDistanceSerializer(many=True)
+    facts = FactOutputSerializer(many=True)
+
+
+class EntityRecallSerializer(serializers.Serializer):
+    entity = EntityOutputSerializer()
+    facts = FactOutputSerializer(many=True)
+    graph = GraphSliceSerializer()
+
+    def to_representation(self, recall: selectors.EntityRecall) -> dict[str, Any]:
+        body = super().to_representation(recall)
+        if recall.graph is None:
+            del body["graph"]  # only asked for with depth > 1
+        return body
+
+
+class PathOutputSerializer(serializers.Serializer):
+    backend = serializers.CharField()
+    hops = serializers.IntegerField()
+    entities = EntityOutputSerializer(many=True)
+    facts = FactOutputSerializer(many=True)
 
 
 class FactsView(ApiView):
@@ -134,38 +185,11 @@ class FactsView(ApiView):
             if not serializer.is_valid():
                 prefix = "" if single else f"facts[{index}]."
                 raise serializers.ValidationError({f"{prefix}{k}": v for k, v in serializer.errors.items()})
-            data = serializer.validated_data
-            parsed.append(
-                services.FactData(
-                    subject=data["subject"],
-                    subject_type=data["subject_type"],
-                    predicate=data["predicate"],
-                    object=data["object"],
-                    confidence=data["confidence"],
-                    valid_from=data.get("valid_from"),
-                    session_id=data["session_id"],
-                    source_event_id=data.get("source_event_id"),
-                )
-            )
-        results = []
-        with transaction.atomic():
-            for index, fact_data in enumerate(parsed):
-                try:
-                    result = services.fact_assert(agent=request.user, data=fact_data)
-                except DomainError as exc:
-                    if not single and exc.field:
-                        exc.field = f"facts[{index}].{exc.field}"
-                    raise
-                results.append(result)
-        facts = {f.pk: f for f in selectors.fact_list().filter(pk__in=[r.fact.pk for r in results])}
-        body = [
-            {
-                "outcome": r.outcome,
-                "contradiction_id": r.contradiction.pk if r.contradiction else None,
-                "fact": fact_body(facts.get(r.fact.pk, r.fact)),
-            }
-            for r in results
-        ]
+            parsed.append(services.FactData(**serializer.validated_data))
+        results = services.facts_assert(agent=request.user, facts=parsed, batch=not single)
+        stored = selectors.facts_by_id(r.fact.pk for r in results)
+        results = [replace(r, fact=stored.get(r.fact.pk, r.fact)) for r in results]
+        body = AssertOutputSerializer(results, many=True).data
         projection = services.projection_state()
         return Response(
             {**body[0], "projection": projection}
@@ -217,28 +241,15 @@ class EntityFactsView(GraphReadView):
             raise InvalidInput(
                 f"An entity name has at most {services.MAX_NAME_CHARS} characters, no NUL.", field="name"
             )
-        entity = selectors.entity_by_name(name)
-        if entity is None:
-            raise NotFound(f"No entity named {name!r}.", field="name")
-        facts = selectors.fact_list(
-            entity=entity, as_of=p.get("as_of"), agent_name=p.get("agent"), last_sessions=p.get("sessions")
+        recall = selectors.entity_recall(
+            name=name,
+            reader=self.graph_reader(),
+            as_of=p.get("as_of"),
+            agent_name=p.get("agent"),
+            last_sessions=p.get("sessions"),
+            depth=p["depth"],
         )
-        body: dict[str, Any] = {"entity": entity_body(entity), "facts": [fact_body(f) for f in facts]}
-        if p["depth"] > 1:
-            backend = self.graph_reader()
-            hood = backend.neighbourhood(entity.pk, p["depth"])
-            names = dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
-            edge_facts = selectors.fact_list().filter(pk__in=hood.facts)
-            body["graph"] = {
-                "backend": backend.name,
-                "depth": p["depth"],
-                "entities": sorted(
-                    ({"id": k, "name": names.get(k), "distance": d} for k, d in hood.distances.items()),
-                    key=lambda e: (e["distance"], e["id"]),
-                ),
-                "facts": [fact_body(f) for f in edge_facts],
-            }
-        return Response(body)
+        return Response(EntityRecallSerializer(recall).data)
 
 
 class PathParams(StrictSerializer):
@@ -259,28 +270,10 @@ class GraphPathView(GraphReadView):
         params = PathParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         p = params.validated_data
-        ends = []
-        for field in ("source", "target"):
-            entity = selectors.entity_by_name(p[field])
-            if entity is None:
-                raise NotFound(f"No entity named {p[field]!r}.", field=field)
-            ends.append(entity)
-        backend = self.graph_reader()
-        path = backend.shortest_path(ends[0].pk, ends[1].pk, p["max_depth"])
-        if path is None:  # from a backend that is up to date: a real "no path"
-            raise NotFound(
-                f"No path within {p['max_depth']} hops.", field="target", extra={"backend": backend.name}
-            )
-        entities = {e.pk: e for e in Entity.objects.filter(pk__in=path.entities)}
-        facts = {f.pk: f for f in selectors.fact_list().filter(pk__in=path.facts)}
-        return Response(
-            {
-                "backend": backend.name,
-                "hops": path.hops,
-                "entities": [entity_body(entities[i]) for i in path.entities],
-                "facts": [fact_body(facts[i]) for i in path.facts if i in facts],
-            }
+        found = selectors.graph_path(
+            source=p["source"], target=p["target"], max_depth=p["max_depth"], reader=self.graph_reader()
         )
+        return Response(PathOutputSerializer(found).data)
 
 
 class ContradictionParams(StrictSerializer):
@@ -297,7 +290,9 @@ class ContradictionsView(ApiView):
         params = ContradictionParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         items = selectors.contradiction_list(status=params.validated_data.get("status"))
-        return Response({"count": len(items), "results": [contradiction_body(c) for c in items]})
+        return Response(
+            {"count": len(items), "results": ContradictionOutputSerializer(items, many=True).data}
+        )
 
 
 class RetractInput(StrictSerializer):
@@ -316,5 +311,5 @@ class FactRetractView(ApiView):
         fact = services.fact_retract(
             agent=request.user, fact_id=fact_id, reason=serializer.validated_data["reason"]
         )
-        fact = Fact.objects.select_related("subject", "predicate", "object_entity", "agent").get(pk=fact.pk)
-        return Response({**fact_body(fact), "projection": services.projection_state()})
+        fact = selectors.facts_by_id([fact.pk])[fact.pk]
+        return Response({**FactOutputSerializer(fact).data, "projection": services.projection_state()})

@@ -1,10 +1,16 @@
-"""Reads of the knowledge layer: facts about an entity (optionally as of a time), contradictions."""
+"""Reads of the knowledge layer: facts about an entity (optionally as of a time) with its graph
+neighbourhood, shortest paths, contradictions, the outbox's state."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import Count, Max, Q, QuerySet
+
+from core.errors import NotFound
 
 from .models import (
     LIVE_STATUSES,
@@ -16,6 +22,9 @@ from .models import (
     GraphOutbox,
     entity_key,
 )
+
+if TYPE_CHECKING:
+    from .graph import GraphReader
 
 
 def entity_by_name(name: str) -> Entity | None:
@@ -90,3 +99,102 @@ def outbox_pending() -> bool:
     index ``outbox_pending_idx`` holds just those rows, so this stays cheap however many were
     processed)."""
     return GraphOutbox.objects.filter(processed_at__isnull=True).exists()
+
+
+def facts_by_id(ids: Iterable[int]) -> dict[int, Fact]:
+    """Facts by id, whatever their status, with what their rendering needs loaded and ``assertions``
+    (the number of provenance rows) annotated."""
+    qs = Fact.objects.select_related("subject", "predicate", "object_entity", "agent").annotate(
+        assertions=Count("provenance", distinct=True)
+    )
+    return {fact.pk: fact for fact in qs.filter(pk__in=list(ids))}
+
+
+@dataclass(frozen=True)
+class EntityDistance:
+    """An entity of a neighbourhood and its distance from the root, in hops."""
+
+    id: int
+    name: str | None
+    distance: int
+
+
+@dataclass(frozen=True)
+class GraphSlice:
+    """The neighbourhood of an entity: ``backend`` is the one that answered (see ``graph``)."""
+
+    backend: str
+    depth: int
+    entities: list[EntityDistance]
+    facts: list[Fact]
+
+
+@dataclass(frozen=True)
+class EntityRecall:
+    """What is known about an entity: its facts (subject or object) and, at depth 2 or more, its
+    graph neighbourhood."""
+
+    entity: Entity
+    facts: list[Fact]
+    graph: GraphSlice | None = None
+
+
+def entity_recall(
+    *,
+    name: str,
+    reader: GraphReader,
+    as_of: datetime | None = None,
+    agent_name: str | None = None,
+    last_sessions: int | None = None,
+    depth: int = 1,
+) -> EntityRecall:
+    """The facts about the entity ``name`` (``fact_list`` rules) and, for ``depth`` 2 to
+    ``graph.MAX_DEPTH``, its neighbourhood from ``reader``. Raises ``NotFound`` (field ``name``)."""
+    entity = entity_by_name(name)
+    if entity is None:
+        raise NotFound(f"No entity named {name!r}.", field="name")
+    facts = list(fact_list(entity=entity, as_of=as_of, agent_name=agent_name, last_sessions=last_sessions))
+    if depth <= 1:
+        return EntityRecall(entity, facts)
+    hood = reader.neighbourhood(entity.pk, depth)
+    names = dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
+    entities = sorted(
+        (EntityDistance(pk, names.get(pk), d) for pk, d in hood.distances.items()),
+        key=lambda e: (e.distance, e.id),
+    )
+    edges = list(fact_list().filter(pk__in=hood.facts))
+    return EntityRecall(entity, facts, GraphSlice(reader.name, depth, entities, edges))
+
+
+@dataclass(frozen=True)
+class PathFound:
+    """A shortest chain of facts: ``entities`` from source to target, ``facts`` one per hop."""
+
+    backend: str
+    entities: list[Entity]
+    facts: list[Fact]
+
+    @property
+    def hops(self) -> int:
+        return len(self.entities) - 1
+
+
+def graph_path(*, source: str, target: str, max_depth: int, reader: GraphReader) -> PathFound:
+    """A shortest path between the entities ``source`` and ``target`` from ``reader``. Raises
+    ``NotFound`` for an unknown entity (field ``source`` or ``target``) or no path within
+    ``max_depth`` hops (field ``target``; ``backend`` in the body: a "no path" from an up-to-date
+    backend)."""
+    ends = []
+    for field_name, entity_name in (("source", source), ("target", target)):
+        entity = entity_by_name(entity_name)
+        if entity is None:
+            raise NotFound(f"No entity named {entity_name!r}.", field=field_name)
+        ends.append(entity)
+    path = reader.shortest_path(ends[0].pk, ends[1].pk, max_depth)
+    if path is None:
+        raise NotFound(f"No path within {max_depth} hops.", field="target", extra={"backend": reader.name})
+    entities = {e.pk: e for e in Entity.objects.filter(pk__in=path.entities)}
+    facts = facts_by_id(path.facts)
+    return PathFound(
+        reader.name, [entities[i] for i in path.entities], [facts[i] for i in path.facts if i in facts]
+    )

@@ -7,6 +7,7 @@ that projects it into Neo4j once the transaction commits (best effort: see ``cor
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
-from core.errors import Conflict, InvalidInput, NotFound
+from core.errors import Conflict, DomainError, InvalidInput, NotFound
 from core.locks import advisory_xact_lock
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
@@ -277,6 +278,24 @@ def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
             contradiction = Contradiction.objects.create(existing_fact=existing, new_fact=fact)
         _queue_projection([fact])
     return AssertResult(fact, "disputed" if contradiction else "created", contradiction)
+
+
+def facts_assert(*, agent: Agent, facts: Sequence[FactData], batch: bool) -> list[AssertResult]:
+    """``fact_assert`` each of ``facts`` in order, all or nothing (one transaction).
+
+    With ``batch`` (the caller sent an array, even of one) a domain error names its item:
+    ``facts[<index>].<field>``. Raises what ``fact_assert`` raises.
+    """
+    results = []
+    with transaction.atomic():
+        for index, data in enumerate(facts):
+            try:
+                results.append(fact_assert(agent=agent, data=data))
+            except DomainError as exc:
+                if batch and exc.field:
+                    exc.field = f"facts[{index}].{exc.field}"
+                raise
+    return results
 
 
 def fact_retract(*, agent: Agent, fact_id: int, reason: str = "") -> Fact:
