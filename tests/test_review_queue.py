@@ -16,6 +16,7 @@ from django_tenants.utils import tenant_context
 
 from agents.models import Agent
 from memory.episodic.models import Event, EventKind
+from memory.episodic.selectors import chain_verify
 from memory.episodic.services import EventData, events_append
 from memory.knowledge import services
 from memory.knowledge.models import Cardinality, Contradiction, Fact, FactStatus, Predicate
@@ -445,3 +446,25 @@ def test_entities_are_listed_with_their_aliases(alice: Caller, bob: Caller) -> N
     page = client.get("/admin/memory/entity/", {"q": "alice"}).content.decode()
     assert "ALICE" in page  # the other spelling, kept as an alias
     assert client.get("/admin/memory/entity/add/").status_code == 403
+
+
+def test_a_predicate_changed_in_the_admin_is_in_the_trail_with_its_person(alice: Caller, bob: Caller) -> None:
+    with tenant_context(alice.tenant):
+        conflict_make(alice.agent, bob.agent)
+        predicate = Predicate.objects.get(name="works_at")
+        before = Event.objects.count()
+    url = f"/admin/memory/predicate/{predicate.pk}/change/"
+    operator = admin_client(alice.tenant, "op", group="operator")
+    operator.post(url, {"cardinality": "many", "description": "employer"})
+    operator.post(url, {"cardinality": "many", "description": "employer"})  # no change: no event
+    with tenant_context(alice.tenant):
+        decisions = list(Event.objects.filter(seq__gt=before).order_by("seq"))
+        assert len(decisions) == 1
+        event = decisions[0]
+        assert (event.kind, event.actor, event.session_id) == ("decision", "user:op", "admin:op")
+        assert event.payload == {
+            "action": "predicate_update",
+            "predicate": "works_at",
+            "changes": {"cardinality": ["one", "many"], "description": ["", "employer"]},
+        }
+        assert chain_verify().ok

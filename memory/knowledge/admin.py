@@ -27,6 +27,7 @@ from .models import (
     FactProvenance,
     Predicate,
 )
+from .services import predicate_save
 
 
 class PredicateForm(forms.ModelForm):
@@ -78,8 +79,16 @@ class PredicateAdmin(admin.ModelAdmin):
         return ["name", "cardinality", "description", "created_at"]
 
     def save_model(self, request: HttpRequest, obj: Predicate, form: forms.ModelForm, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if change and "cardinality" in form.changed_data and obj.cardinality == Cardinality.MANY:
+        """Through ``services.predicate_save``, which records the change in the trail as this person."""
+        saved, changed = predicate_save(
+            name=obj.name,
+            cardinality=obj.cardinality,
+            description=obj.description,
+            username=request.user.get_username(),
+            predicate_id=obj.pk if change else None,
+        )
+        obj.pk, obj.created_at = saved.pk, saved.created_at
+        if change and "cardinality" in changed and obj.cardinality == Cardinality.MANY:
             still_open = Contradiction.objects.filter(
                 status=ContradictionStatus.OPEN, new_fact__predicate=obj
             ).count()

@@ -135,6 +135,64 @@ def predicate_ensure(*, name: str) -> Predicate:
     return predicate
 
 
+def person_session(username: str) -> str:
+    """The trail session of the changes a person makes in the admin that concern no session."""
+    return f"admin:{username}"
+
+
+def predicate_save(
+    *, name: str, cardinality: str, description: str, username: str, predicate_id: int | None = None
+) -> tuple[Predicate, list[str]]:
+    """Create the predicate ``name`` (``predicate_id`` None) or change the cardinality and
+    description of predicate ``predicate_id`` (its name is fixed: facts refer to it), as the person
+    ``username`` in the admin. Every change is logged as a ``decision`` of the tenant's system agent
+    with ``actor`` ``user:<username>``, naming the fields changed with their old and new values.
+
+    Returns ``(predicate, changed field names)``. Raises ``InvalidInput`` for a bad name or
+    cardinality, ``NotFound`` for an unknown ``predicate_id``, ``Conflict`` for a name in use.
+    """
+    if cardinality not in Cardinality.values:
+        raise InvalidInput(f"Unknown cardinality {cardinality!r}; use one or many.", field="cardinality")
+    with transaction.atomic():
+        if predicate_id is None:
+            import re
+
+            if not re.match(PREDICATE_PATTERN, name or ""):
+                raise InvalidInput("Predicates are snake_case, at most 64 characters.", field="name")
+            if Predicate.objects.filter(name=name).exists():
+                raise Conflict(f"There is already a predicate {name!r}.", field="name")
+            predicate = Predicate.objects.create(name=name, cardinality=cardinality, description=description)
+            changes = {
+                "name": [None, name],
+                "cardinality": [None, cardinality],
+                "description": [None, description],
+            }
+        else:
+            predicate = Predicate.objects.select_for_update().filter(pk=predicate_id).first()
+            if predicate is None:
+                raise NotFound(f"No predicate {predicate_id}.", field="id")
+            changes = {
+                field: [getattr(predicate, field), value]
+                for field, value in (("cardinality", cardinality), ("description", description))
+                if getattr(predicate, field) != value
+            }
+            if not changes:
+                return predicate, []
+            predicate.cardinality, predicate.description = cardinality, description
+            predicate.full_clean()
+            predicate.save(update_fields=list(changes))
+        action = "predicate_create" if predicate_id is None else "predicate_update"
+        decision_record(
+            agent=system_agent_get(),
+            session_id=person_session(username),
+            actor=f"user:{username}",
+            content=f"{username} {'created' if predicate_id is None else 'changed'} predicate {predicate.name}: "
+            + ", ".join(f"{field} {old!r} → {new!r}" for field, (old, new) in changes.items()),
+            payload={"action": action, "predicate": predicate.name, "changes": changes},
+        )
+    return predicate, list(changes)
+
+
 def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
     """Validate a literal; return ``(value to store, object_key)``. Raises ``InvalidInput`` (field ``object``)."""
 
