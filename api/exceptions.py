@@ -1,4 +1,6 @@
-"""The one exception handler of the API: every error is JSON with a code and, where known, the field."""
+"""The API's error bodies, built by ``error_body`` alone, and its one exception handler: every error
+is ``{"detail", "code", "errors"?: {"<field>": [messages]}}`` plus any extra members a domain error
+carries (``current_version``, ``backend``)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,41 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import DomainError
+
+
+def error_body(
+    detail: str,
+    code: str,
+    *,
+    field: str | None = None,
+    errors: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of every API error: ``detail`` (a sentence), ``code`` (machine-readable),
+    ``errors`` (``errors`` as given, else ``{field: [detail]}`` when ``field`` is known) and ``extra``."""
+    body: dict[str, Any] = {"detail": detail, "code": code, **(extra or {})}
+    if errors is not None:
+        body["errors"] = errors
+    elif field:
+        body["errors"] = {field: [detail]}
+    return body
+
+
+def error_response(detail: str, code: str, *, status: int, field: str | None = None) -> JsonResponse:
+    """``error_body`` as a plain Django response, for code outside DRF's views (middleware, the
+    async stream view, Django's error handlers)."""
+    return JsonResponse(error_body(detail, code, field=field), status=status)
+
+
+def domain_error_body(exc: DomainError) -> dict[str, Any]:
+    """The body of a ``DomainError``."""
+    return error_body(exc.message, exc.code, field=exc.field, extra=exc.extra)
 
 
 def _as_field_errors(detail: Any) -> dict[str, Any]:
@@ -29,30 +60,27 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     malformed JSON → 400 with ``errors.body``; ``DomainError`` → its status with ``errors[field]``.
     """
     if isinstance(exc, DomainError):
-        body: dict[str, Any] = {"detail": exc.message, "code": exc.code, **exc.extra}
-        if exc.field:
-            body["errors"] = {exc.field: [exc.message]}
-        return Response(body, status=exc.status)
+        return Response(domain_error_body(exc), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
         message = "The request body is larger than this server accepts."
-        return Response({"detail": message, "code": "too_large", "errors": {"body": [message]}}, status=413)
+        return Response(error_body(message, "too_large", field="body"), status=413)
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
-        return Response({"detail": "Invalid input.", "code": "invalid", "errors": detail}, status=400)
+        return Response(error_body("Invalid input.", "invalid", errors=detail), status=400)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     if isinstance(exc, exceptions.ParseError):
         return Response(
-            {"detail": str(exc.detail), "code": "parse_error", "errors": {"body": [str(exc.detail)]}},
+            error_body(str(exc.detail), "parse_error", field="body"),
             status=status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, exceptions.ValidationError):
         return Response(
-            {"detail": "Invalid input.", "code": "invalid", "errors": _as_field_errors(exc.detail)},
+            error_body("Invalid input.", "invalid", errors=_as_field_errors(exc.detail)),
             status=status.HTTP_400_BAD_REQUEST,
         )
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, exceptions.APIException):
         codes = exc.get_codes()
-        response.data = {"detail": str(exc.detail), "code": codes if isinstance(codes, str) else "error"}
+        response.data = error_body(str(exc.detail), codes if isinstance(codes, str) else "error")
     return response

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+
+from api.exceptions import error_response
 
 
 class ApiBodyLimitMiddleware:
@@ -21,17 +23,8 @@ class ApiBodyLimitMiddleware:
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
-                return JsonResponse(
-                    {
-                        "detail": "Invalid Content-Length.",
-                        "code": "invalid",
-                        "errors": {"body": ["Invalid Content-Length."]},
-                    },
-                    status=400,
-                )
+                return error_response("Invalid Content-Length.", "invalid", status=400, field="body")
             if limit is not None and length > limit:
                 message = f"The body is {length} bytes; the limit is {limit}."
-                return JsonResponse(
-                    {"detail": message, "code": "too_large", "errors": {"body": [message]}}, status=413
-                )
+                return error_response(message, "too_large", status=413, field="body")
         return self.get_response(request)

@@ -11,6 +11,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from api.exceptions import error_response
+
 
 class ApiView(APIView):
     """An ``APIView`` that refuses query parameters it does not know (400 naming each one).
@@ -38,7 +40,7 @@ class ApiView(APIView):
 @csrf_exempt  # an API path: a POST to it is answered 404 like a GET, never a CSRF page
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """JSON 404 for any ``/api/v1/`` path that matches no endpoint (or whose id has the wrong form)."""
-    return JsonResponse({"detail": "No such endpoint or resource.", "code": "not_found"}, status=404)
+    return error_response("No such endpoint or resource.", "not_found", status=404)
 
 
 def _is_api(request: HttpRequest) -> bool:
@@ -49,18 +51,14 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: a JSON body for API paths (no traceback, whatever ``DEBUG`` says of pages),
     Django's plain page elsewhere. The error itself is logged by Django's request handler."""
     if _is_api(request):
-        return JsonResponse(
-            {"detail": "Internal server error; it has been logged.", "code": "server_error"}, status=500
-        )
+        return error_response("Internal server error; it has been logged.", "server_error", status=500)
     return defaults.server_error(request)
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """``CSRF_FAILURE_VIEW``: API clients authenticate with keys, so a CSRF refusal there is JSON."""
     if _is_api(request):
-        return JsonResponse(
-            {"detail": "Forbidden (CSRF check failed).", "code": "permission_denied"}, status=403
-        )
+        return error_response("Forbidden (CSRF check failed).", "permission_denied", status=403)
     from django.views.csrf import csrf_failure as django_csrf_failure
 
     return django_csrf_failure(request, reason=reason)

@@ -16,6 +16,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.exceptions import error_body
 from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
 from api.idempotency import idempotent
 from api.views import ApiView
@@ -119,7 +120,7 @@ class CheckpointLatestView(ApiView):
         )
         if restored.body is None:
             response: HttpResponse = Response(
-                {"detail": NO_CHECKPOINT, "code": "not_found", "errors": {"session_id": [NO_CHECKPOINT]}},
+                error_body(NO_CHECKPOINT, "not_found", field="session_id"),
                 status=status.HTTP_404_NOT_FOUND,
             )
         else:

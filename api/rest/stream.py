@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
 from agents.authentication import parse_bearer, resolve_api_key
+from api.exceptions import domain_error_body, error_response
 from core.errors import DomainError
 from core.redis import UNAVAILABLE_MESSAGE, check_id
 from memory.working.services import updates_channel
@@ -46,9 +47,8 @@ def _authenticate(header: str | None, execution_id: str) -> tuple[str, str]:
 async def execution_stream(request: HttpRequest, execution_id: str) -> HttpResponse:
     """Stream blackboard writes of ``execution_id`` to the caller until it disconnects."""
     if request.method != "GET":
-        response = JsonResponse(
-            {"detail": f"Method {request.method} not allowed; use GET.", "code": "method_not_allowed"},
-            status=405,
+        response = error_response(
+            f"Method {request.method} not allowed; use GET.", "method_not_allowed", status=405
         )
         response["Allow"] = "GET"
         return response
@@ -57,15 +57,13 @@ async def execution_stream(request: HttpRequest, execution_id: str) -> HttpRespo
             request.headers.get("Authorization"), execution_id
         )
     except (exceptions.NotAuthenticated, exceptions.AuthenticationFailed) as exc:
-        response = JsonResponse({"detail": str(exc.detail), "code": "not_authenticated"}, status=401)
+        response = error_response(str(exc.detail), "not_authenticated", status=401)
         response["WWW-Authenticate"] = "Bearer"
         return response
     except exceptions.PermissionDenied as exc:
-        return JsonResponse({"detail": str(exc.detail), "code": "permission_denied"}, status=403)
+        return error_response(str(exc.detail), "permission_denied", status=403)
     except DomainError as exc:
-        return JsonResponse(
-            {"detail": exc.message, "code": exc.code, "errors": {exc.field: [exc.message]}}, status=exc.status
-        )
+        return JsonResponse(domain_error_body(exc), status=exc.status)
 
     client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5)
     pubsub = client.pubsub()
@@ -73,7 +71,7 @@ async def execution_stream(request: HttpRequest, execution_id: str) -> HttpRespo
         await pubsub.subscribe(updates_channel(execution_id, schema_name))
     except (aioredis.ConnectionError, aioredis.TimeoutError):
         await client.aclose()
-        return JsonResponse({"detail": UNAVAILABLE_MESSAGE, "code": "unavailable"}, status=503)
+        return error_response(UNAVAILABLE_MESSAGE, "unavailable", status=503)
 
     async def events() -> AsyncIterator[str]:
         try:
