@@ -10,5 +10,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = CeleryApp("engram", task_cls="core.tasks:TenantTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()  # <app>.tasks of every installed app
-# the layers' own tasks modules (memory/<layer>/tasks.py), found by package rather than re-exported
-app.autodiscover_tasks(["memory.episodic", "memory.knowledge"])
+# core's fan-out and the layers' own tasks modules (memory/<layer>/tasks.py), found by package
+app.autodiscover_tasks(["core", "memory.episodic", "memory.knowledge"])

@@ -15,6 +15,9 @@ in a tenant runs in that tenant and takes ids only (or nothing). On top of that:
   broker at milliseconds per write instead of kombu's default of about a second.
 - ``requires_tenant``: such a task refuses to run outside the tenant it was queued for (no schema
   in the headers, or a tenant that no longer exists), instead of running in ``public``.
+
+Periodic per-tenant work is queued by one fan-out, ``each_tenant`` (a beat entry names the task),
+or ``for_each_tenant`` where a condition picks the tenants: tasks never look tenants up themselves.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
+from celery import current_app, shared_task
 from django.db import connection, transaction
-from django_tenants.utils import get_public_schema_name
+from django_tenants.utils import get_public_schema_name, get_tenant_model, schema_context
 from prometheus_client import Counter
 from tenant_schemas_celery.app import get_schema_name_from_task
 from tenant_schemas_celery.task import TenantTask as SchemaTask
@@ -142,3 +147,30 @@ class TenantTask(SchemaTask):
             logger.warning("could not queue %s for %s after commit: %s", self.name, schema, exc)
             return False
         return True
+
+
+def tenant_schemas() -> list[str]:
+    """The schema names of every tenant (``public`` is not one), in creation order."""
+    tenants = get_tenant_model().objects.exclude(schema_name=get_public_schema_name()).order_by("pk")
+    return list(tenants.values_list("schema_name", flat=True))
+
+
+def for_each_tenant(task: TenantTask, *, when: Callable[[], bool] | None = None) -> int:
+    """Queue ``task`` (taking no arguments) in the schema of every tenant for which ``when()``, run
+    in that tenant's schema, is true (every tenant without ``when``); best effort, like
+    ``publish_best_effort``. Returns how many were queued."""
+    queued = 0
+    for schema in tenant_schemas():
+        if when is not None:
+            with schema_context(schema):
+                if not when():
+                    continue
+        queued += task.publish_best_effort((), {}, schema=schema)
+    return queued
+
+
+@shared_task(base=TenantTask, ignore_result=True)
+def each_tenant(task_name: str) -> int:
+    """Queue the registered task ``task_name`` once per tenant (from Celery beat: the entry names the
+    per-tenant task); returns how many were queued."""
+    return for_each_tenant(current_app.tasks[task_name])

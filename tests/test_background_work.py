@@ -230,7 +230,7 @@ def test_writes_while_the_broker_is_down_are_stored_and_projected_later(
 
 
 def test_purge_deletes_old_processed_rows_only(alice, settings) -> None:  # type: ignore[no-untyped-def]
-    from memory.knowledge.tasks import outbox_purge_all
+    from memory.knowledge.tasks import outbox_purge_processed
 
     settings.ENGRAM_OUTBOX_RETENTION_HOURS = 24
     for name in ("old", "recent", "pending"):
@@ -240,7 +240,8 @@ def test_purge_deletes_old_processed_rows_only(alice, settings) -> None:  # type
         now = timezone.now()
         GraphOutbox.objects.filter(pk=rows["old"].pk).update(processed_at=now - timedelta(hours=25))
         GraphOutbox.objects.filter(pk=rows["recent"].pk).update(processed_at=now - timedelta(hours=23))
-    assert outbox_purge_all() == 1  # in the public schema, as beat runs it: every tenant's outbox
+    # as beat's fan-out queues it: in the tenant's schema, named by the message headers
+    assert outbox_purge_processed.apply(headers={"_schema_name": alice.tenant.schema_name}).result == 1
     with tenant_context(alice.tenant):
         left = [(row.fact.subject.name, row.processed_at is None) for row in GraphOutbox.objects.all()]
         assert sorted(left) == [("pending", True), ("recent", False)]

@@ -58,7 +58,8 @@ def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) 
                 for i in range(3)
             ],
         )
-    result = verify_chain.delay(scratch_tenant.pk).get(timeout=90)
+    with tenant_context(scratch_tenant):  # the task takes its tenant from the message headers
+        result = verify_chain.delay().get(timeout=90)
     assert result == {
         "tenant": scratch_tenant.schema_name,
         "ok": True,
@@ -71,5 +72,16 @@ def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) 
         cursor.execute("SET session_replication_role = replica")
         cursor.execute("UPDATE memory_event SET content = 'forged' WHERE seq = 2")
         cursor.execute("SET session_replication_role = origin")
-    result = verify_chain.delay(scratch_tenant.pk).get(timeout=90)
+    with tenant_context(scratch_tenant):
+        result = verify_chain.delay().get(timeout=90)
     assert result["ok"] is False and result["broken_seq"] == 2
+
+
+def test_per_tenant_work_is_queued_once_per_tenant_by_one_fan_out(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
+    from core.tasks import each_tenant, for_each_tenant, tenant_schemas
+    from memory.episodic.tasks import verify_chain
+
+    schemas = tenant_schemas()
+    assert "public" not in schemas and {"alpha", "beta", scratch_tenant.schema_name} <= set(schemas)
+    assert for_each_tenant(verify_chain, when=lambda: connection.schema_name == scratch_tenant.schema_name) == 1
+    assert each_tenant.apply(args=["memory.episodic.tasks.verify_chain"]).result == len(schemas)

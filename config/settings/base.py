@@ -153,15 +153,28 @@ ENGRAM_OUTBOX_SWEEP_SECONDS = env.float("ENGRAM_OUTBOX_SWEEP_SECONDS", default=3
 # Processed outbox rows are deleted this many hours after processing (hourly).
 ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", default=24.0)
 CELERY_BEAT_SCHEDULE = {
-    "purge-idempotency-keys": {"task": "agents.tasks.purge_expired_idempotency_keys_all", "schedule": 3600.0},
-    "verify-episodic-chains": {"task": "memory.episodic.tasks.verify_chains_all", "schedule": 24 * 3600.0},
+    # per-tenant tasks are queued for every tenant by core.tasks.each_tenant
+    "purge-idempotency-keys": {
+        "task": "core.tasks.each_tenant",
+        "args": ["agents.tasks.purge_expired_idempotency_keys"],
+        "schedule": 3600.0,
+    },
+    "verify-episodic-chains": {
+        "task": "core.tasks.each_tenant",
+        "args": ["memory.episodic.tasks.verify_chain"],
+        "schedule": 24 * 3600.0,
+    },
     "sweep-graph-outbox": {
         "task": "memory.knowledge.tasks.outbox_sweep",
         "schedule": ENGRAM_OUTBOX_SWEEP_SECONDS,
         # a sweep not run by the next one is of no use: it must not pile up behind a stopped worker
         "options": {"expires": ENGRAM_OUTBOX_SWEEP_SECONDS},
     },
-    "purge-graph-outbox": {"task": "memory.knowledge.tasks.outbox_purge_all", "schedule": 3600.0},
+    "purge-graph-outbox": {
+        "task": "core.tasks.each_tenant",
+        "args": ["memory.knowledge.tasks.outbox_purge_processed"],
+        "schedule": 3600.0,
+    },
 }
 
 # --- i18n / time ------------------------------------------------------------------------------------

@@ -12,9 +12,8 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django_tenants.utils import get_public_schema_name, get_tenant_model, tenant_context
 
-from core.tasks import TenantTask
+from core.tasks import TenantTask, for_each_tenant
 
 from .projection import outbox_drain, outbox_purge
 from .selectors import outbox_pending
@@ -33,28 +32,14 @@ def project_facts() -> int:
     return outbox_drain()
 
 
-def _tenants() -> list[object]:
-    return list(get_tenant_model().objects.exclude(schema_name=get_public_schema_name()).order_by("pk"))
-
-
 @shared_task(base=TenantTask, ignore_result=True)
 def outbox_sweep() -> int:
     """Queue ``project_facts`` for every tenant with pending outbox rows; returns how many were queued."""
-    queued = 0
-    for tenant in _tenants():
-        with tenant_context(tenant):
-            if outbox_pending() and project_facts.publish_best_effort((), {}, schema=tenant.schema_name):
-                queued += 1
-    return queued
+    return for_each_tenant(project_facts, when=outbox_pending)
 
 
-@shared_task(base=TenantTask, ignore_result=True)
-def outbox_purge_all() -> int:
-    """Delete every tenant's outbox rows processed more than ``ENGRAM_OUTBOX_RETENTION_HOURS`` ago
-    (pending rows stay); returns how many."""
-    older_than = timedelta(hours=settings.ENGRAM_OUTBOX_RETENTION_HOURS)
-    deleted = 0
-    for tenant in _tenants():
-        with tenant_context(tenant):
-            deleted += outbox_purge(older_than=older_than)
-    return deleted
+@shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
+def outbox_purge_processed() -> int:
+    """Delete the tenant's outbox rows processed more than ``ENGRAM_OUTBOX_RETENTION_HOURS`` ago
+    (pending rows stay); returns how many (hourly for every tenant through ``each_tenant``)."""
+    return outbox_purge(older_than=timedelta(hours=settings.ENGRAM_OUTBOX_RETENTION_HOURS))
