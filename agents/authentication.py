@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.db import connection
 from django.utils import timezone
-from django_tenants.utils import get_public_schema_name
+from django_tenants.utils import get_public_schema_name, tenant_context
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
@@ -61,7 +61,8 @@ def parse_bearer(header: bytes | str | None) -> str | None:
 
 
 def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
-    """Turn a raw key into ``(tenant, agent, api_key)`` and activate the tenant's schema.
+    """Turn a raw key into ``(tenant, agent, api_key)`` and activate the tenant's schema (only once the
+    key is proven: a rejected key leaves the connection on the schema it was on).
 
     Raises ``AuthenticationFailed`` for a malformed, unknown or revoked key, an inactive agent or
     an inactive tenant. Updates ``last_used_at`` at most once a minute per key.
@@ -74,15 +75,17 @@ def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
     tenant = _tenant_for_schema(schema_name)
     if tenant is None:
         raise exceptions.AuthenticationFailed("Invalid API key.")
+    # the key's row lives in the tenant's schema; the connection stays on its previous schema (the
+    # public one) until the key is proven, so a rejected key never leaves it in the tenant's
+    with tenant_context(tenant):
+        api_key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
+        if api_key is None or not api_key.check_secret(secret):
+            raise exceptions.AuthenticationFailed("Invalid API key.")
+        if api_key.is_revoked:
+            raise exceptions.AuthenticationFailed("This API key has been revoked.")
+        if not api_key.agent.is_active:
+            raise exceptions.AuthenticationFailed("This agent is deactivated.")
     connection.set_tenant(tenant)
-    api_key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
-    if api_key is None or not api_key.check_secret(secret):
-        raise exceptions.AuthenticationFailed("Invalid API key.")
-    if api_key.is_revoked:
-        raise exceptions.AuthenticationFailed("This API key has been revoked.")
-    if not api_key.agent.is_active:
-        raise exceptions.AuthenticationFailed("This agent is deactivated.")
-
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

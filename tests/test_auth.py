@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from django.utils import timezone
 from django_tenants.utils import tenant_context
 from rest_framework.test import APIClient
 
-from agents.models import ApiKey, Scope
+from agents.models import Agent, ApiKey, Scope
 from agents.services import api_key_revoke
 
 from .conftest import Caller, make_caller
@@ -83,3 +85,28 @@ def test_deactivated_agent_is_401(alice: Caller) -> None:
         alice.agent.is_active = False
         alice.agent.save()
     assert alice.get("/api/v1/me").status_code == 401
+
+
+@pytest.mark.parametrize("how", ["wrong secret", "unknown key id", "revoked", "deactivated agent"])
+def test_a_rejected_key_leaves_the_connection_on_the_public_schema(alice: Caller, how: str) -> None:
+    from django.db import connection
+    from rest_framework import exceptions
+
+    from agents.authentication import resolve_api_key
+    from agents.models import ApiKey
+
+    prefix, schema, key_id, secret = alice.key.split(".")
+    raw = alice.key
+    if how == "wrong secret":
+        raw = ".".join([prefix, schema, key_id, "x" * len(secret)])
+    elif how == "unknown key id":
+        raw = ".".join([prefix, schema, "0" * len(key_id), secret])
+    with tenant_context(alice.tenant):
+        if how == "revoked":
+            ApiKey.objects.filter(key_id=key_id).update(revoked_at=timezone.now())
+        elif how == "deactivated agent":
+            Agent.objects.filter(pk=alice.agent.pk).update(is_active=False)
+    connection.set_schema_to_public()
+    with pytest.raises(exceptions.AuthenticationFailed):
+        resolve_api_key(raw)
+    assert connection.schema_name == "public"
