@@ -19,11 +19,21 @@ def _announce_key(request: HttpRequest, agent: Agent, raw_key: str) -> None:
     )
 
 
+API_KEY_INLINE_FIELDS: tuple[str, ...] = (
+    "key_id",
+    "name",
+    "scopes",
+    "created_at",
+    "last_used_at",
+    "revoked_at",
+)
+
+
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
-    fields = ["key_id", "name", "scopes", "created_at", "last_used_at", "revoked_at"]
-    readonly_fields = fields
+    fields = API_KEY_INLINE_FIELDS
+    readonly_fields = API_KEY_INLINE_FIELDS
     can_delete = False
     show_change_link = True
 

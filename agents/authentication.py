@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from django.db import connection
 from django.utils import timezone
 from django_tenants.utils import get_public_schema_name, tenant_context
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
+from core.tenancy import activate_tenant
 from tenants.models import Tenant
 
 from .models import Agent, ApiKey
@@ -85,7 +85,7 @@ def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
             raise exceptions.AuthenticationFailed("This API key has been revoked.")
         if not api_key.agent.is_active:
             raise exceptions.AuthenticationFailed("This agent is deactivated.")
-    connection.set_tenant(tenant)
+    activate_tenant(tenant)
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

@@ -7,8 +7,10 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
+
+from core.tenancy import current_schema
 
 from .models import Agent, ApiKey, IdempotencyRecord, Scope
 
@@ -38,7 +40,7 @@ def api_key_create(
     )
     api_key.full_clean()
     api_key.save()
-    return api_key, f"egm.{connection.schema_name}.{key_id}.{secret}"
+    return api_key, f"egm.{current_schema()}.{key_id}.{secret}"
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:

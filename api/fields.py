@@ -6,13 +6,13 @@ import json
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from core.canonical_json import json_check
 from core.errors import InvalidInput
+from core.tenancy import current_tenant
 
 DEFAULT_JSON_MAX_DEPTH = 64
 
@@ -97,26 +97,9 @@ class CleanCharField(serializers.CharField):
         return value
 
 
-def contains_nul(value: Any) -> bool:
-    """True if a JSON value holds a NUL character in any string or key (PostgreSQL jsonb refuses
-    them). Iterative: a deep value cannot exhaust the stack."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return False
-
-
 def tenant_json_max_depth() -> int:
     """The current tenant's nesting limit for JSON values (``Tenant.json_max_depth``)."""
-    return int(getattr(connection.tenant, "json_max_depth", None) or DEFAULT_JSON_MAX_DEPTH)
+    return int(getattr(current_tenant(), "json_max_depth", None) or DEFAULT_JSON_MAX_DEPTH)
 
 
 class JSONValueField(serializers.JSONField):

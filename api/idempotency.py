@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.models import IdempotencyRecord
+from api.views import AgentRequest
 from core.errors import Conflict, InvalidInput
 from core.locks import advisory_xact_lock
 
@@ -44,7 +45,7 @@ def idempotent(view_method: ViewMethod) -> ViewMethod:
     """
 
     @functools.wraps(view_method)
-    def wrapper(self: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def wrapper(self: Any, request: AgentRequest, *args: Any, **kwargs: Any) -> Response:
         key = request.headers.get(HEADER)
         if key is None:
             return view_method(self, request, *args, **kwargs)

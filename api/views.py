@@ -11,7 +11,19 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from agents.models import Agent, ApiKey
 from api.exceptions import error_response
+from tenants.models import Tenant
+
+
+class AgentRequest(Request):
+    """What every API view receives once ``ApiKeyAuthentication`` has run: the agent as ``user``, its
+    key as ``auth`` and the key's tenant as ``tenant`` (a type for annotations; at run time the
+    request is DRF's own)."""
+
+    user: Agent  # type: ignore[assignment]  # DRF's stubs type it as Django's User
+    auth: ApiKey
+    tenant: Tenant
 
 
 class ApiView(APIView):

@@ -134,7 +134,9 @@ def session_name(n: int) -> str:
     return f"bench-session-{n:06d}"
 
 
-def time_calls(call: Callable[[str], None], before: Callable[[str], None], names: list[str]) -> list[float]:
+def time_calls(
+    call: Callable[[str], object], before: Callable[[str], object], names: list[str]
+) -> list[float]:
     """Run ``before(name)`` (untimed) then ``call(name)`` (timed) for each name; milliseconds."""
     out = []
     for name in names:

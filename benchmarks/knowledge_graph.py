@@ -55,6 +55,8 @@ from typing import Any
 
 from _common import bench_key, django_setup, mib, percentiles, web_server
 
+from core.tenancy import current_schema
+
 TENANT = "bench_kg"
 AGENTS = ["kb-crm", "kb-hr", "kb-chat", "kb-research"]
 
@@ -411,7 +413,6 @@ def pg_graph_counts() -> tuple[int, int]:
 
 
 def project_all(tenant: Any) -> dict[str, Any]:
-    from django.db import connection
     from django_tenants.utils import tenant_context
 
     from core.neo4j import get_driver
@@ -423,7 +424,7 @@ def project_all(tenant: Any) -> dict[str, Any]:
         raise SystemExit("NEO4J_URI is not set: start the services with ENGRAM_NEO4J=1")
     out: dict[str, Any] = {}
     with tenant_context(tenant):
-        schema = connection.schema_name
+        schema = current_schema()
         pending = GraphOutbox.objects.filter(processed_at__isnull=True).count()
         if pending:
             print(f"  draining {pending:,} outbox rows into Neo4j...", flush=True)
@@ -448,6 +449,7 @@ def recall(backend: Any, name: str, depth: int) -> tuple[Any, int, int]:
     from memory.knowledge.models import Entity
 
     entity = selectors.entity_by_name(name)
+    assert entity is not None, name
     direct = list(selectors.fact_list(entity=entity))
     hood = backend.neighbourhood(entity.pk, depth)
     edge_facts: list[Any] = []
@@ -493,15 +495,18 @@ def measure(
     from django_tenants.utils import tenant_context
 
     from core.neo4j import get_driver
-    from memory.knowledge.graph import Neo4jGraph, PostgresGraph
+    from memory.knowledge.graph import GraphBackend, Neo4jGraph, PostgresGraph
     from memory.knowledge.models import Entity, Fact
     from memory.knowledge.services import entity_ensure
 
     rng = random.Random(seed)
     out: dict[str, Any] = {"rows": [], "agree": {}, "sizes": {}}
     with tenant_context(tenant):
-        pg, neo = PostgresGraph(), Neo4jGraph(get_driver(), connection.schema_name)
-        backends = [pg, neo]
+        driver = get_driver()
+        if driver is None:
+            raise SystemExit("the graph benchmark needs Neo4j: set NEO4J_URI (or ENGRAM_NEO4J=1)")
+        pg, neo = PostgresGraph(), Neo4jGraph(driver, current_schema())
+        backends: list[GraphBackend] = [pg, neo]
         island = entity_ensure(name="Bench island (no facts)", entity_type="test")
         entities = list(Entity.objects.exclude(pk=island.pk).values_list("pk", "name"))
         names = dict(entities)

@@ -39,6 +39,7 @@ import os
 import random
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import corpus
 import httpx
@@ -86,7 +87,7 @@ def corpus_vectors(texts: list[str], model: str, seed: int, jobs: int, batch: in
     return vectors
 
 
-def fill(tenant, agents: dict, n: int, seed: int, jobs: int) -> None:
+def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> None:
     """Insert the first ``n`` corpus memories that the tenant does not hold yet, then ANALYZE."""
     from django.db import connection, transaction
     from django.utils import timezone
@@ -171,7 +172,9 @@ def fill(tenant, agents: dict, n: int, seed: int, jobs: int) -> None:
 
 
 # --- measuring ------------------------------------------------------------------------------------------
-def measure_service(tenant, agent, warm: list[str], measured: list[str]) -> dict[str, dict[str, float]]:
+def measure_service(
+    tenant: Any, agent: Any, warm: list[str], measured: list[str]
+) -> dict[str, dict[str, float]]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django_tenants.utils import tenant_context

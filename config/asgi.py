@@ -32,7 +32,10 @@ _wsgi = get_wsgi_application()
 if settings.DEBUG or os.environ.get("ENGRAM_SERVE_STATIC") == "1":
     # the admin's CSS and JS without a separate static server (developer machine, browser tests)
     _wsgi = StaticFilesHandler(_wsgi)
-django_wsgi = WSGIMiddleware(_wsgi, workers=int(os.environ.get("ENGRAM_WSGI_THREADS", "16")))
+django_wsgi = WSGIMiddleware(
+    _wsgi,  # type: ignore[arg-type]  # Django's WSGIHandler is a WSGI callable; its stubs do not say so
+    workers=int(os.environ.get("ENGRAM_WSGI_THREADS", "16")),
+)
 
 STREAM_PATH = re.compile(r"^/api/v1/executions/[^/]+/stream$")
 
@@ -50,4 +53,4 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http" or STREAM_PATH.match(scope.get("path", "")):
         await django_asgi(scope, receive, send)
         return
-    await django_wsgi(scope, receive, send)
+    await django_wsgi(scope, receive, send)  # type: ignore[arg-type]  # an HTTP scope here

@@ -8,6 +8,14 @@ from functools import cached_property
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import HttpRequest
+from django_htmx.middleware import HtmxDetails
+
+
+class HtmxHttpRequest(HttpRequest):
+    """An admin request as django-htmx's middleware leaves it: ``request.htmx`` says whether htmx sent
+    it (a type for annotations, as django-htmx's documentation suggests)."""
+
+    htmx: HtmxDetails
 
 
 class EstimatedCountPaginator(Paginator):
@@ -15,7 +23,7 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        query = self.object_list.query
+        query = self.object_list.query  # type: ignore[attr-defined]  # a QuerySet in every admin list
         if not query.where:
             with connection.cursor() as cursor:
                 cursor.execute(

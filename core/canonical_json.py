@@ -26,6 +26,23 @@ SAFE_INTEGER = 2**53 - 1  # the largest n with every integer in [-n, n] exactly 
 MAX_DEPTH = 200
 
 
+def contains_nul(value: Any) -> bool:
+    """True if a JSON value holds a NUL character in any string or key (PostgreSQL jsonb refuses
+    them). Iterative: a deep value cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
 def _path(parents: dict[int, tuple[int | None, str]], node: int | None, root: str) -> str:
     parts: list[str] = []
     while node is not None:

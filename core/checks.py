@@ -26,7 +26,7 @@ def admin_action_permission_errors(sites: Iterable[AdminSite]) -> list[checks.Er
     for site in sites:
         for model_admin in site._registry.values():
             # the actions before the permission filter, as Django's own admin checks list them
-            for func, name, _ in model_admin._get_base_actions():
+            for func, name, _ in model_admin._get_base_actions():  # type: ignore[attr-defined]
                 if getattr(func, "allowed_permissions", None):
                     continue
                 errors.append(

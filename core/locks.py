@@ -6,11 +6,13 @@ from collections.abc import Iterable
 
 from django.db import connection
 
+from core.tenancy import current_schema
+
 
 def lock_name(kind: str, *parts: object) -> str:
     """``kind:<schema>:<parts...>``: the tenant's schema is part of every name, so two tenants never
     wait on each other."""
-    return ":".join([kind, connection.schema_name, *(str(p) for p in parts)])
+    return ":".join([kind, current_schema(), *(str(p) for p in parts)])
 
 
 def advisory_xact_lock(kind: str, *parts: object, shared: bool = False) -> None:

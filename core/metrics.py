@@ -25,11 +25,12 @@ from typing import Literal, cast
 from django.conf import settings
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, generate_latest
+
+from core.tenancy import current_schema
 
 Layer = Literal["blackboard", "scratchpad", "window", "checkpoint"]
 
@@ -43,7 +44,7 @@ LOOKUPS = Counter(
 
 def record_lookup(*, agent: str, layer: Layer, hit: bool) -> None:
     """Count one read of ``layer`` by ``agent`` in the current tenant."""
-    LOOKUPS.labels(connection.schema_name, agent, layer, "hit" if hit else "miss").inc()
+    LOOKUPS.labels(current_schema(), agent, layer, "hit" if hit else "miss").inc()
 
 
 def tenant_samples(schema_name: str) -> list[dict[str, object]]:
@@ -137,8 +138,8 @@ def tenant_metrics_admin(request: HttpRequest) -> TemplateResponse:
     context = {
         **admin.site.each_context(request),
         "title": "Working-memory metrics",
-        "rows": metric_rows(connection.schema_name),
-        "schema_name": connection.schema_name,
+        "rows": metric_rows(current_schema()),
+        "schema_name": current_schema(),
         "pid": os.getpid(),
     }
     return TemplateResponse(request, "admin/engram/metrics.html", context)

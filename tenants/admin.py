@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django.http import HttpRequest
 
 from .models import Domain, Tenant
 
@@ -58,7 +59,7 @@ class TenantAdmin(admin.ModelAdmin):
         ("Limits", {"fields": ["json_max_depth"]}),
     ]
 
-    def get_readonly_fields(self, request, obj=None):  # type: ignore[no-untyped-def]
+    def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> list[str]:
         # the schema name cannot change once the schema exists
         return ["schema_name"] if obj else []
 

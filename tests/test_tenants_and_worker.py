@@ -83,5 +83,7 @@ def test_per_tenant_work_is_queued_once_per_tenant_by_one_fan_out(scratch_tenant
 
     schemas = tenant_schemas()
     assert "public" not in schemas and {"alpha", "beta", scratch_tenant.schema_name} <= set(schemas)
-    assert for_each_tenant(verify_chain, when=lambda: connection.schema_name == scratch_tenant.schema_name) == 1
+    assert (
+        for_each_tenant(verify_chain, when=lambda: connection.schema_name == scratch_tenant.schema_name) == 1
+    )
     assert each_tenant.apply(args=["memory.episodic.tasks.verify_chain"]).result == len(schemas)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from rest_framework.request import Request
 from rest_framework.response import Response
 
-from api.views import ApiView
+from api.views import AgentRequest, ApiView
 
 
 class WhoAmIView(ApiView):
     """``GET /api/v1/me``: the agent, tenant and scopes behind the presented key."""
 
-    def get(self, request: Request) -> Response:
+    def get(self, request: AgentRequest) -> Response:
         key = request.auth
         return Response(
             {

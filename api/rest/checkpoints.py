@@ -9,21 +9,22 @@ or was saved to, PostgreSQL alone.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.http import HttpResponse
 from rest_framework import serializers, status
-from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.exceptions import error_body
 from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
 from api.idempotency import idempotent
-from api.views import ApiView
+from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from core.redis import check_id
 from memory.checkpoints import selectors, services
 from memory.checkpoints.models import MAX_SCHEMA_VERSION, MAX_STEP_INDEX
+
+R = TypeVar("R", bound=HttpResponse)
 
 SOURCE_HEADER = "Engram-Source"
 DEGRADED_HEADER = "Engram-Degraded"
@@ -54,7 +55,7 @@ class CheckpointListParams(StrictSerializer):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
 
 
-def _mark_degraded(response: HttpResponse, degraded: bool) -> HttpResponse:
+def _mark_degraded(response: R, degraded: bool) -> R:
     if degraded:
         response[DEGRADED_HEADER] = services.DEGRADED_HEADER_VALUE
     return response
@@ -70,7 +71,7 @@ class CheckpointsView(ApiView):
     get_query_params = frozenset(CheckpointListParams().fields)
 
     @idempotent
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
         serializer = CheckpointInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -88,7 +89,7 @@ class CheckpointsView(ApiView):
             response["Idempotent-Replayed"] = "true"
         return _mark_degraded(response, result.degraded)
 
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
         params = CheckpointListParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
@@ -114,7 +115,7 @@ class CheckpointsView(ApiView):
 class CheckpointLatestView(ApiView):
     """GET the caller's latest checkpoint: Redis first, PostgreSQL on a miss or with Redis down; 404 if none."""
 
-    def get(self, request: Request, session_id: str) -> HttpResponse:
+    def get(self, request: AgentRequest, session_id: str) -> HttpResponse:
         restored = services.checkpoint_latest(
             agent=request.user, session_id=session_id, policy=request.tenant.working_memory_policy
         )
@@ -133,7 +134,7 @@ class CheckpointLatestView(ApiView):
 class CheckpointDetailView(ApiView):
     """GET one of the caller's checkpoints in the session by step index, from PostgreSQL."""
 
-    def get(self, request: Request, session_id: str, step_index: int) -> Response:
+    def get(self, request: AgentRequest, session_id: str, step_index: int) -> Response:
         check_id(session_id, field="session_id")
         checkpoint = selectors.checkpoint_get(
             agent=request.user, session_id=session_id, step_index=step_index

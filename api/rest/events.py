@@ -12,12 +12,11 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
-from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.fields import AwareDateTimeField, CleanCharField, JSONObjectField, StrictSerializer
 from api.idempotency import idempotent
-from api.views import ApiView
+from api.views import AgentRequest, ApiView
 from memory.episodic import selectors, services
 from memory.episodic.models import EventKind, EventRole
 
@@ -129,7 +128,7 @@ class EventsView(ApiView):
     repeatable_query_params = frozenset({"kind"})
 
     @idempotent
-    def post(self, request: Request) -> Response:
+    def post(self, request: AgentRequest) -> Response:
         data = request.data
         single = isinstance(data, dict)
         items = [data] if single else data
@@ -148,7 +147,7 @@ class EventsView(ApiView):
         body = out[0] if single else {"count": len(out), "events": out}
         return Response(body, status=status.HTTP_201_CREATED)
 
-    def get(self, request: Request) -> Response:
+    def get(self, request: AgentRequest) -> Response:
         raw: dict[str, Any] = request.query_params.dict()
         if "kind" in raw:
             raw["kind"] = [k for value in request.query_params.getlist("kind") for k in value.split(",") if k]

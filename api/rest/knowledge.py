@@ -25,7 +25,7 @@ from api.fields import (
 )
 from api.idempotency import idempotent
 from api.rest.checkpoints import DEGRADED_HEADER
-from api.views import ApiView
+from api.views import AgentRequest, ApiView
 from core.errors import InvalidInput
 from memory.knowledge import graph, selectors, services
 from memory.knowledge.models import Contradiction, ContradictionStatus, Fact, FactStatus, LiteralType
@@ -172,7 +172,7 @@ class FactsView(ApiView):
     for a batch) says whether the Neo4j projection of the change is ``pending`` or ``none``."""
 
     @idempotent
-    def post(self, request: Request) -> Response:
+    def post(self, request: AgentRequest) -> Response:
         single = isinstance(request.data, dict)
         items = [request.data] if single else request.data
         if not isinstance(items, list) or not 1 <= len(items) <= MAX_FACT_BATCH:
@@ -233,7 +233,7 @@ class EntityFactsView(GraphReadView):
 
     get_query_params = frozenset(EntityFactsParams().fields)
 
-    def get(self, request: Request, name: str) -> Response:
+    def get(self, request: AgentRequest, name: str) -> Response:
         params = EntityFactsParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         p = params.validated_data
@@ -254,7 +254,8 @@ class EntityFactsView(GraphReadView):
 
 class PathParams(StrictSerializer):
     unknown_key_message = "Unknown query parameter."
-    source = CleanCharField(max_length=300, help_text="entity name")
+    # a field named like Field.source: the serializer metaclass moves declared fields off the class
+    source = CleanCharField(max_length=300, help_text="entity name")  # type: ignore[assignment]
     target = CleanCharField(max_length=300, help_text="entity name")
     max_depth = serializers.IntegerField(
         required=False, min_value=1, max_value=graph.MAX_PATH_DEPTH, default=6
@@ -266,7 +267,7 @@ class GraphPathView(GraphReadView):
 
     get_query_params = frozenset(PathParams().fields)
 
-    def get(self, request: Request) -> Response:
+    def get(self, request: AgentRequest) -> Response:
         params = PathParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         p = params.validated_data
@@ -286,7 +287,7 @@ class ContradictionsView(ApiView):
 
     get_query_params = frozenset(ContradictionParams().fields)
 
-    def get(self, request: Request) -> Response:
+    def get(self, request: AgentRequest) -> Response:
         params = ContradictionParams(data=request.query_params.dict())
         params.is_valid(raise_exception=True)
         items = selectors.contradiction_list(status=params.validated_data.get("status"))
@@ -303,7 +304,7 @@ class FactRetractView(ApiView):
     """``POST /api/v1/facts/{id}/retract``: withdraw a live fact (logged as a decision)."""
 
     @idempotent
-    def post(self, request: Request, fact_id: int) -> Response:
+    def post(self, request: AgentRequest, fact_id: int) -> Response:
         if not isinstance(request.data, dict):
             raise InvalidInput("Expected a JSON object.", field="body")
         serializer = RetractInput(data=request.data)

@@ -7,7 +7,6 @@ from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers, status
-from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.fields import (
@@ -19,7 +18,7 @@ from api.fields import (
     StrictSerializer,
 )
 from api.idempotency import idempotent
-from api.views import ApiView
+from api.views import AgentRequest, ApiView
 from memory.semantic import selectors, services
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 
@@ -122,7 +121,7 @@ class MemoriesView(ApiView):
     """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one."""
 
     @idempotent
-    def post(self, request: Request) -> Response:
+    def post(self, request: AgentRequest) -> Response:
         serializer = MemoryInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         result = services.memory_create(
@@ -145,7 +144,7 @@ class MemorySearchView(ApiView):
     required_scope = "read"
 
     @idempotent
-    def post(self, request: Request) -> Response:
+    def post(self, request: AgentRequest) -> Response:
         serializer = SearchInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -190,11 +189,11 @@ class MemorySearchView(ApiView):
 class MemoryDetailView(ApiView):
     """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision)."""
 
-    def get(self, request: Request, memory_id: uuid.UUID) -> Response:
+    def get(self, request: AgentRequest, memory_id: uuid.UUID) -> Response:
         memory = selectors.memory_get(agent=request.user, memory_id=memory_id)
         return Response(_memory_body(memory))
 
-    def delete(self, request: Request, memory_id: uuid.UUID) -> Response:
+    def delete(self, request: AgentRequest, memory_id: uuid.UUID) -> Response:
         memory, event = services.memory_forget(agent=request.user, memory_id=memory_id)
         return Response(
             {

@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
@@ -44,7 +45,7 @@ def _authenticate(header: str | None, execution_id: str) -> tuple[str, str]:
 
 
 @csrf_exempt  # an API endpoint authenticated by key, never by a browser session
-async def execution_stream(request: HttpRequest, execution_id: str) -> HttpResponse:
+async def execution_stream(request: HttpRequest, execution_id: str) -> HttpResponseBase:
     """Stream blackboard writes of ``execution_id`` to the caller until it disconnects."""
     if request.method != "GET":
         response = error_response(
@@ -88,7 +89,7 @@ async def execution_stream(request: HttpRequest, execution_id: str) -> HttpRespo
             await pubsub.aclose()
             await client.aclose()
 
-    response = StreamingHttpResponse(events(), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    stream = StreamingHttpResponse(events(), content_type="text/event-stream")
+    stream["Cache-Control"] = "no-cache"
+    stream["X-Accel-Buffering"] = "no"
+    return stream

@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers, status
-from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
 from api.idempotency import idempotent
-from api.views import ApiView
+from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from memory.episodic.models import EventRole
 from memory.working import services
@@ -70,7 +69,7 @@ class BlackboardView(ApiView):
 
     get_query_params = frozenset({"agent"})
 
-    def get(self, request: Request, execution_id: str) -> Response:
+    def get(self, request: AgentRequest, execution_id: str) -> Response:
         params = _valid(BlackboardParams, request.query_params.dict())
         entries = services.blackboard_read(
             reader=request.user, execution_id=execution_id, agent_name=params.get("agent")
@@ -81,7 +80,7 @@ class BlackboardView(ApiView):
 class BlackboardFieldWriteView(ApiView):
     """PUT ``{"value": ..., "expected_version"?: n}`` to write the caller's own field ``<agent>:<field>``."""
 
-    def put(self, request: Request, execution_id: str, field: str) -> Response:
+    def put(self, request: AgentRequest, execution_id: str, field: str) -> Response:
         data = _valid(BlackboardWriteSerializer, request.data)
         entry = services.blackboard_write(
             agent=request.user,
@@ -97,7 +96,7 @@ class BlackboardFieldWriteView(ApiView):
 class BlackboardFieldReadView(ApiView):
     """GET one field written by ``agent``."""
 
-    def get(self, request: Request, execution_id: str, agent: str, field: str) -> Response:
+    def get(self, request: AgentRequest, execution_id: str, agent: str, field: str) -> Response:
         entry = services.blackboard_get(
             reader=request.user, execution_id=execution_id, agent_name=agent, name=field
         )
@@ -107,7 +106,7 @@ class BlackboardFieldReadView(ApiView):
 class ScratchpadView(ApiView):
     """GET the caller's private scratchpad for the execution."""
 
-    def get(self, request: Request, execution_id: str) -> Response:
+    def get(self, request: AgentRequest, execution_id: str) -> Response:
         values = services.scratchpad_read(agent=request.user, execution_id=execution_id)
         return Response({"execution_id": execution_id, "values": values})
 
@@ -115,7 +114,7 @@ class ScratchpadView(ApiView):
 class ScratchpadKeyView(ApiView):
     """PUT ``{"value": ...}`` or DELETE one key of the caller's scratchpad."""
 
-    def put(self, request: Request, execution_id: str, key: str) -> Response:
+    def put(self, request: AgentRequest, execution_id: str, key: str) -> Response:
         data = _valid(ScratchpadWriteSerializer, request.data)
         services.scratchpad_write(
             agent=request.user,
@@ -126,7 +125,7 @@ class ScratchpadKeyView(ApiView):
         )
         return Response({"execution_id": execution_id, "key": key, "value": data["value"]})
 
-    def delete(self, request: Request, execution_id: str, key: str) -> Response:
+    def delete(self, request: AgentRequest, execution_id: str, key: str) -> Response:
         if not services.scratchpad_delete(agent=request.user, execution_id=execution_id, key=key):
             raise NotFound(f"No key {key} in your scratchpad.", field="key")
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -140,7 +139,7 @@ class ExecutionCloseView(ApiView):
     """
 
     @idempotent
-    def post(self, request: Request, execution_id: str) -> Response:
+    def post(self, request: AgentRequest, execution_id: str) -> Response:
         data = _valid(CloseSerializer, request.data or {})
         event = services.execution_close(
             agent=request.user, execution_id=execution_id, session_id=data.get("session_id")
@@ -162,7 +161,7 @@ class WindowView(ApiView):
     get_query_params = frozenset({"last"})
 
     @idempotent
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: AgentRequest, session_id: str) -> Response:
         data = _valid(WindowAppendSerializer, request.data)
         length = services.window_append(
             agent=request.user,
@@ -173,7 +172,7 @@ class WindowView(ApiView):
         )
         return Response({"session_id": session_id, "length": length}, status=status.HTTP_201_CREATED)
 
-    def get(self, request: Request, session_id: str) -> Response:
+    def get(self, request: AgentRequest, session_id: str) -> Response:
         params = _valid(WindowParams, request.query_params.dict())
         turns = services.window_read(agent=request.user, session_id=session_id, last=params["last"])
         return Response({"session_id": session_id, "turns": turns})

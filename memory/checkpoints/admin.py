@@ -14,6 +14,18 @@ from core.admin import ReadOnlyAdminMixin
 
 from .models import Checkpoint
 
+CHECKPOINT_FIELDS: tuple[str, ...] = (
+    "session_id",
+    "step_index",
+    "idempotency_key",
+    "schema_version",
+    "agent",
+    "created_at",
+    "fingerprint",
+    "state",
+    "plan",
+)
+
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
@@ -23,18 +35,8 @@ class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["session_id", "idempotency_key"]
     ordering = ["-created_at"]
     show_full_result_count = False
-    fields = [
-        "session_id",
-        "step_index",
-        "idempotency_key",
-        "schema_version",
-        "agent",
-        "created_at",
-        "fingerprint",
-        "state",
-        "plan",
-    ]
-    readonly_fields = fields
+    fields = CHECKPOINT_FIELDS
+    readonly_fields = CHECKPOINT_FIELDS
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Checkpoint]:
         qs = super().get_queryset(request).select_related("agent")  # the title names the agent

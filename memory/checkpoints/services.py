@@ -37,7 +37,7 @@ from django.db import transaction
 from redis.commands.core import Script
 
 from agents.models import Agent
-from api.fields import contains_nul
+from core.canonical_json import contains_nul
 from core.errors import Conflict, InvalidInput, PayloadTooLarge
 from core.locks import advisory_xact_lock
 from core.metrics import record_lookup
@@ -60,8 +60,9 @@ DEGRADED_HEADER_VALUE = "redis-unavailable"
 Source = Literal["redis", "postgres"]
 
 # KEYS[1] = cache key; ARGV = step, body, ttl seconds. Writes unless a newer step is cached; 1 if written.
+# registered without a client (``None``): each call passes the client it runs on
 _PUT_IF_NOT_NEWER = Script(
-    None,
+    None,  # type: ignore[arg-type]
     b"""
 local cached = redis.call('HGET', KEYS[1], 'step')
 if cached and tonumber(cached) > tonumber(ARGV[1]) then return 0 end
@@ -72,7 +73,7 @@ return 1
 )
 # KEYS[1] = cache key; ARGV[1] = step. Deletes the copy when it is older than that step.
 _DELETE_IF_OLDER = Script(
-    None,
+    None,  # type: ignore[arg-type]
     b"""
 local cached = redis.call('HGET', KEYS[1], 'step')
 if cached and tonumber(cached) < tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1]) end
@@ -320,7 +321,7 @@ def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPol
     try:
         client = get_redis()
         _flush_pending(client)
-        body = client.hget(key, "body")
+        body: bytes | None = client.hget(key, "body")  # type: ignore[assignment]  # bytes: no decoding
     except redis.RedisError as exc:
         logger.warning("checkpoint cache read for %s failed: %s", key, exc)
         degraded, body = True, None

@@ -10,6 +10,23 @@ from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
 
 from .models import Event
 
+EVENT_FIELDS: tuple[str, ...] = (
+    "seq",
+    "session_id",
+    "execution_id",
+    "agent",
+    "role",
+    "kind",
+    "actor",
+    "content",
+    "payload",
+    "occurred_at",
+    "recorded_at",
+    "hash_version",
+    "prev_hash",
+    "hash",
+)
+
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
@@ -31,23 +48,8 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ordering = ["-seq"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
-    fields = [
-        "seq",
-        "session_id",
-        "execution_id",
-        "agent",
-        "role",
-        "kind",
-        "actor",
-        "content",
-        "payload",
-        "occurred_at",
-        "recorded_at",
-        "hash_version",
-        "prev_hash",
-        "hash",
-    ]
-    readonly_fields = fields
+    fields = EVENT_FIELDS
+    readonly_fields = EVENT_FIELDS
 
     @admin.display(description="content")
     def short_content(self, obj: Event) -> str:

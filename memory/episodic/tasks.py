@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from django.db import connection
 
 from core.tasks import TenantTask
+from core.tenancy import current_schema
 from memory.episodic.selectors import chain_verify
 
 logger = logging.getLogger(__name__)
@@ -21,12 +21,12 @@ def verify_chain() -> dict[str, object]:
     if not report.ok:
         logger.error(
             "episodic chain of tenant %s broken at #%s: %s",
-            connection.schema_name,
+            current_schema(),
             report.broken_seq,
             report.reason,
         )
     return {
-        "tenant": connection.schema_name,
+        "tenant": current_schema(),
         "ok": report.ok,
         "checked": report.checked,
         "broken_seq": report.broken_seq,

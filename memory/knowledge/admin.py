@@ -3,18 +3,19 @@ contradictions and their review queue (the htmx views in ``admin_views``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.validators import RegexValidator
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
-from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
+from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, shown
 
 from . import admin_views
 from .models import (
@@ -41,7 +42,7 @@ class PredicateForm(forms.ModelForm):
             "accumulate. Changing it leaves contradictions already open in the review queue.",
         }
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if "name" in self.fields:
             self.fields["name"].validators.append(
@@ -75,8 +76,8 @@ class PredicateAdmin(admin.ModelAdmin):
             fields.append("cardinality")
         return fields
 
-    def get_fields(self, request: HttpRequest, obj: Predicate | None = None) -> list[str]:
-        return ["name", "cardinality", "description", "created_at"]
+    def get_fields(self, request: HttpRequest, obj: Predicate | None = None) -> tuple[str, ...]:
+        return ("name", "cardinality", "description", "created_at")
 
     def save_model(self, request: HttpRequest, obj: Predicate, form: forms.ModelForm, change: bool) -> None:
         """Through ``services.predicate_save``, which records the change in the trail as this person."""
@@ -101,6 +102,9 @@ class PredicateAdmin(admin.ModelAdmin):
                 )
 
 
+ENTITY_FIELDS: tuple[str, ...] = ("name", "key", "entity_type", "aliases", "created_at", "facts")
+
+
 @admin.register(Entity)
 class EntityAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Entities are created by asserted facts; here they are looked up, with their aliases."""
@@ -110,8 +114,8 @@ class EntityAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["name", "key", "aliases"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
-    fields = ["name", "key", "entity_type", "aliases", "created_at", "facts"]
-    readonly_fields = fields
+    fields = ENTITY_FIELDS
+    readonly_fields = ENTITY_FIELDS
 
     @admin.display(description="aliases")
     def alias_list(self, obj: Entity) -> str:
@@ -129,14 +133,23 @@ class EntityAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         )
 
 
+FACT_PROVENANCE_INLINE_FIELDS: tuple[str, ...] = (
+    "asserted_at",
+    "agent",
+    "session_id",
+    "confidence",
+    "source_event_text",
+)
+
+
 class FactProvenanceInline(ReadOnlyAdminMixin, admin.TabularInline):
     """Every assertion of the fact: who, in which session, when, how confident, from which event."""
 
     model = FactProvenance
     verbose_name = "assertion"
     verbose_name_plural = "history: assertions (provenance)"
-    fields = ["asserted_at", "agent", "session_id", "confidence", "source_event_text"]
-    readonly_fields = fields
+    fields = FACT_PROVENANCE_INLINE_FIELDS
+    readonly_fields = FACT_PROVENANCE_INLINE_FIELDS
     extra = 0
     can_delete = False
 
@@ -235,6 +248,18 @@ class FactAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return super().get_queryset(request).select_related("source_event").defer("source_event__search")
 
 
+CONTRADICTION_FIELDS: tuple[str, ...] = (
+    "existing_fact",
+    "new_fact",
+    "status",
+    "resolution",
+    "reviewer",
+    "resolved_at",
+    "note",
+    "created_at",
+)
+
+
 @admin.register(Contradiction)
 class ContradictionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Contradictions as a list (with filters) and the review queue where operators resolve them."""
@@ -262,17 +287,8 @@ class ContradictionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     search_fields = ["existing_fact__subject__name", "existing_fact__predicate__name", "reviewer", "note"]
     ordering = ["-created_at", "-id"]
     show_full_result_count = False
-    fields = [
-        "existing_fact",
-        "new_fact",
-        "status",
-        "resolution",
-        "reviewer",
-        "resolved_at",
-        "note",
-        "created_at",
-    ]
-    readonly_fields = fields
+    fields = CONTRADICTION_FIELDS
+    readonly_fields = CONTRADICTION_FIELDS
 
     @admin.display(description="subject")
     def subject(self, obj: Contradiction) -> str:
@@ -307,10 +323,10 @@ class ContradictionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             *super().get_urls(),
         ]
 
-    def queue_view(self, request: HttpRequest) -> TemplateResponse:
+    def queue_view(self, request: HtmxHttpRequest) -> HttpResponse:
         return admin_views.queue_view(self, request)
 
-    def resolve_view(self, request: HttpRequest, contradiction_id: int) -> HttpResponse:
+    def resolve_view(self, request: HtmxHttpRequest, contradiction_id: int) -> HttpResponse:
         return admin_views.resolve_view(self, request, contradiction_id)
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:

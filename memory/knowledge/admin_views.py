@@ -21,11 +21,12 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
+from core.admin import HtmxHttpRequest
 from core.errors import DomainError, InvalidInput
 
 from . import services
@@ -132,7 +133,7 @@ def htmx_admin_view(admin_site: AdminSite, view: Callable[..., HttpResponse]) ->
     protected = admin_site.admin_view(view)
 
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if request.htmx and not admin_site.has_permission(request):
             login = reverse("admin:login", current_app=admin_site.name)
             queue = reverse("admin:memory_contradiction_queue", current_app=admin_site.name)
@@ -146,7 +147,7 @@ def _open_count() -> int:
     return Contradiction.objects.filter(status=ContradictionStatus.OPEN).count()
 
 
-def _base_context(model_admin: ContradictionAdmin, request: HttpRequest) -> dict[str, Any]:
+def _base_context(model_admin: ContradictionAdmin, request: HtmxHttpRequest) -> dict[str, Any]:
     return {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.model._meta,
@@ -157,7 +158,7 @@ def _base_context(model_admin: ContradictionAdmin, request: HttpRequest) -> dict
     }
 
 
-def queue_view(model_admin: ContradictionAdmin, request: HttpRequest) -> TemplateResponse:
+def queue_view(model_admin: ContradictionAdmin, request: HtmxHttpRequest) -> HttpResponse:
     """The review queue: the oldest ``QUEUE_PAGE_SIZE`` open contradictions, each with both facts
     side by side. With htmx, only the list (to refresh it in place)."""
     if request.method not in ("GET", "HEAD"):
@@ -194,7 +195,7 @@ def _related_open_ids(contradiction_id: int) -> set[int]:
 
 
 def resolve_view(
-    model_admin: ContradictionAdmin, request: HttpRequest, contradiction_id: int
+    model_admin: ContradictionAdmin, request: HtmxHttpRequest, contradiction_id: int
 ) -> HttpResponse:
     """Resolve one contradiction with the posted ``resolution`` and optional ``note``.
 
@@ -256,7 +257,12 @@ def resolve_view(
 
 
 def _row_error_response(
-    model_admin: ContradictionAdmin, request: HttpRequest, contradiction_id: int, message: str, *, status: int
+    model_admin: ContradictionAdmin,
+    request: HtmxHttpRequest,
+    contradiction_id: int,
+    message: str,
+    *,
+    status: int,
 ) -> HttpResponse:
     """The row of ``contradiction_id`` (as it is now) with ``message``, plus the open count; a bare
     message when the contradiction does not exist in this tenant."""

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import neo4j
 from django.db import connection
+
+from core.tenancy import current_schema
 
 MAX_DEPTH = 3
 MAX_PATH_DEPTH = 6
@@ -176,17 +179,15 @@ class Neo4jGraph:
 
     name = "neo4j"
 
-    def __init__(self, driver: object, tenant: str) -> None:
+    def __init__(self, driver: neo4j.Driver, tenant: str) -> None:
         self.driver = driver
         self.tenant = tenant
 
-    def _run(self, query: str, **params: object) -> list[dict[str, object]]:
-        import neo4j
-
+    def _run(self, query: str, **params: Any) -> list[dict[str, Any]]:
         from core.neo4j import read_timeout
 
-        records, _, _ = self.driver.execute_query(  # type: ignore[attr-defined]
-            neo4j.Query(query, timeout=read_timeout()),  # type: ignore[arg-type]
+        records, _, _ = self.driver.execute_query(
+            neo4j.Query(query, timeout=read_timeout()),
             routing_=neo4j.RoutingControl.READ,
             tenant=self.tenant,
             **params,
@@ -280,7 +281,7 @@ class GraphReader:
         elif outbox_pending():
             self._backend, self.degraded = PostgresGraph(), STALE
         else:
-            self._backend = Neo4jGraph(driver, connection.schema_name)
+            self._backend = Neo4jGraph(driver, current_schema())
 
     @property
     def name(self) -> str:

@@ -15,10 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 import neo4j
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from core.locks import advisory_xact_lock, advisory_xact_locks, advisory_xact_try_lock
+from core.tenancy import current_schema
 
 from .models import LIVE_STATUSES, Fact, GraphOutbox
 
@@ -74,6 +75,7 @@ def projection_enabled() -> bool:
 
 
 def _row(fact: Fact) -> dict[str, Any]:
+    assert fact.object_entity is not None  # only entity-to-entity facts are projected
     return {
         "fact_id": fact.pk,
         "subject_id": fact.subject_id,
@@ -100,7 +102,9 @@ def project(driver: Any, tenant: str, facts: Iterable[Fact]) -> None:
         return
     live = [_row(f) for f in facts if f.status in LIVE_STATUSES]
     gone = [f.pk for f in facts if f.status not in LIVE_STATUSES]
-    touched = sorted({f.subject_id for f in facts} | {f.object_entity_id for f in facts})
+    touched = sorted(
+        {f.subject_id for f in facts} | {f.object_entity_id for f in facts if f.object_entity_id}
+    )
 
     @neo4j.unit_of_work(timeout=write_timeout())
     def work(tx: Any) -> None:
@@ -147,9 +151,7 @@ def outbox_drain(*, batch_size: int = DRAIN_BATCH) -> int:
     while True:
         with transaction.atomic():
             if not advisory_xact_try_lock(TENANT_LOCK, shared=True):
-                logger.info(
-                    "graph_rebuild is running for %s: outbox rows left pending", connection.schema_name
-                )
+                logger.info("graph_rebuild is running for %s: outbox rows left pending", current_schema())
                 return total
             rows = list(
                 GraphOutbox.objects.select_for_update(skip_locked=True)
@@ -164,7 +166,7 @@ def outbox_drain(*, batch_size: int = DRAIN_BATCH) -> int:
                 facts = Fact.objects.filter(pk__in=fact_ids).select_related(
                     "subject", "object_entity", "predicate"
                 )
-                project(driver, connection.schema_name, facts)
+                project(driver, current_schema(), facts)
             GraphOutbox.objects.filter(pk__in=[r.pk for r in rows]).update(processed_at=timezone.now())
             total += len(rows)
 
@@ -192,7 +194,7 @@ def graph_rebuild(*, batch_size: int = 5000) -> int:
     driver = get_driver()
     if driver is None:
         raise RuntimeError("NEO4J_URI is not set: there is no graph to rebuild")
-    tenant = connection.schema_name
+    tenant = current_schema()
     with transaction.atomic():
         advisory_xact_lock(TENANT_LOCK)
         with neo4j_guard():

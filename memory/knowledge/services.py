@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Literal
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Func, Q, Value
 from django.utils import timezone
 
@@ -20,6 +20,8 @@ from agents.models import Agent
 from agents.services import system_agent_get
 from core.errors import Conflict, DomainError, InvalidInput, NotFound
 from core.locks import advisory_xact_lock
+from core.tasks import queue_on_commit
+from core.tenancy import current_tenant
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 
@@ -41,7 +43,6 @@ from .models import (
     entity_key,
 )
 from .projection import projection_enabled
-from .tasks import project_facts
 
 MAX_NAME_CHARS = 300
 MAX_LITERAL_CHARS = 2000
@@ -130,7 +131,7 @@ def predicate_ensure(*, name: str) -> Predicate:
             "Predicates are snake_case: a lowercase letter, then letters, digits or '_' (at most 64).",
             field="predicate",
         )
-    default = getattr(connection.tenant, "default_predicate_cardinality", Cardinality.ONE)
+    default = getattr(current_tenant(), "default_predicate_cardinality", Cardinality.ONE)
     predicate, _ = Predicate.objects.get_or_create(name=name, defaults={"cardinality": default})
     return predicate
 
@@ -168,9 +169,10 @@ def predicate_save(
                 "description": [None, description],
             }
         else:
-            predicate = Predicate.objects.select_for_update().filter(pk=predicate_id).first()
-            if predicate is None:
+            found = Predicate.objects.select_for_update().filter(pk=predicate_id).first()
+            if found is None:
                 raise NotFound(f"No predicate {predicate_id}.", field="id")
+            predicate = found
             changes = {
                 field: [getattr(predicate, field), value]
                 for field, value in (("cardinality", cardinality), ("description", description))
@@ -236,7 +238,7 @@ def _queue_projection(facts: list[Fact]) -> None:
     # asserts (POST /api/v1/facts) published 500 identical tasks at commit, a few ms each
     # (benchmarks/knowledge_graph.py). Best effort: with the broker down the write still succeeds
     # and the outbox sweeper projects it later.
-    project_facts.queue_on_commit(once_per_transaction=True)
+    queue_on_commit("memory.knowledge.tasks.project_facts", once_per_transaction=True)
 
 
 def projection_state() -> Literal["pending", "none"]:

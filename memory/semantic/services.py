@@ -252,11 +252,11 @@ def _as_vector(value: Any) -> np.ndarray:
 def _mmr(hits: list[_Scored], vectors: dict[Any, np.ndarray], k: int, lam: float) -> list[_Scored]:
     """Maximal marginal relevance (Carbonell & Goldstein 1998): greedily pick
     ``argmax lam * score - (1 - lam) * max cos(candidate, already picked)``."""
-    chosen: list[SearchHit] = []
+    chosen: list[_Scored] = []
     pool = list(hits)
     while pool and len(chosen) < k:
 
-        def gain(hit: SearchHit) -> float:
+        def gain(hit: _Scored) -> float:
             if not chosen:
                 return hit.score
             redundancy = max(float(vectors[hit.id] @ vectors[c.id]) for c in chosen)

@@ -178,7 +178,7 @@ def blackboard_read(
     """All fields of the execution's blackboard (or those written by ``agent_name``), sorted by field."""
     check_id(execution_id, field="execution_id")
     with redis_errors():
-        raw = get_redis().hgetall(tenant_key("bb", execution_id))
+        raw: dict[bytes, bytes] = get_redis().hgetall(tenant_key("bb", execution_id))  # type: ignore[assignment]
     prefix = f"{agent_name}:".encode() if agent_name is not None else b""
     entries = sorted(
         (BlackboardEntry.from_json(v) for k, v in raw.items() if k.startswith(prefix)), key=lambda e: e.field
@@ -217,9 +217,12 @@ def scratchpad_write(
         if client.exists(tenant_key("bb-closed", execution_id)):
             raise Conflict(f"Execution {execution_id} is closed.", field="execution_id")
         pipe = client.pipeline(transaction=True)
-        pipe.hset(pad, key, encoded).expire(pad, policy.scratchpad_ttl_seconds)
-        pipe.sadd(index, agent.pk).expire(index, ttl)
-        pipe.set(owner, agent.pk, nx=True).expire(owner, ttl)
+        pipe.hset(pad, key, encoded)
+        pipe.expire(pad, policy.scratchpad_ttl_seconds)
+        pipe.sadd(index, agent.pk)
+        pipe.expire(index, ttl)
+        pipe.set(owner, agent.pk, nx=True)
+        pipe.expire(owner, ttl)
         pipe.execute()
 
 
@@ -227,7 +230,7 @@ def scratchpad_read(*, agent: Agent, execution_id: str) -> dict[str, Any]:
     """The agent's own scratchpad for the execution (empty if none or expired)."""
     check_id(execution_id, field="execution_id")
     with redis_errors():
-        raw = get_redis().hgetall(tenant_key("sp", execution_id, agent.pk))
+        raw: dict[bytes, bytes] = get_redis().hgetall(tenant_key("sp", execution_id, agent.pk))  # type: ignore[assignment]
     record_lookup(agent=agent.name, layer="scratchpad", hit=bool(raw))
     return {k.decode(): json.loads(v) for k, v in sorted(raw.items())}
 
@@ -257,9 +260,9 @@ def window_append(
     key = tenant_key("win", session_id)
     with redis_errors():
         pipe = get_redis().pipeline(transaction=True)
-        pipe.rpush(key, encoded).ltrim(key, -policy.window_max_turns, -1).expire(
-            key, policy.window_ttl_seconds
-        )
+        pipe.rpush(key, encoded)
+        pipe.ltrim(key, -policy.window_max_turns, -1)
+        pipe.expire(key, policy.window_ttl_seconds)
         pipe.llen(key)
         return int(pipe.execute()[-1])
 
@@ -297,7 +300,10 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
     client = get_redis()
     owner_key = tenant_key("bb-owner", execution_id)
     with redis_errors():
-        owner, owner_ttl = client.pipeline(transaction=False).get(owner_key).ttl(owner_key).execute()
+        pipe = client.pipeline(transaction=False)
+        pipe.get(owner_key)
+        pipe.ttl(owner_key)
+        owner, owner_ttl = pipe.execute()
         if owner is None:
             raise NotFound(
                 f"Execution {execution_id} does not exist: nothing was ever written to it, or it expired.",
@@ -319,7 +325,8 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
         if not closed:
             raise Conflict(f"Execution {execution_id} is already closed.", field="execution_id")
         index = tenant_key("sp-idx", execution_id)
-        pads = [tenant_key("sp", execution_id, member.decode()) for member in client.smembers(index)]
+        members: set[bytes] = client.smembers(index)  # type: ignore[assignment]
+        pads = [tenant_key("sp", execution_id, member.decode()) for member in members]
         client.delete(index, *pads)
         entries = [
             BlackboardEntry.from_json(v) for v in client.hgetall(tenant_key("bb", execution_id)).values()
