@@ -10,7 +10,7 @@ from pathlib import Path
 
 import grimp
 
-from .conftest import BASE_DIR
+from tests.factories import BASE_DIR
 
 PACKAGES = ("config", "core", "api", "tenants", "agents", "memory", "devstack", "benchmarks")
 

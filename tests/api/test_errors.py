@@ -1,0 +1,70 @@
+"""Every API error is JSON: unknown paths and methods, oversized bodies, CSRF, unexpected errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from tests.factories import Caller
+
+
+def raw_post(caller: Caller, path: str, body: bytes, method: str = "post"):  # type: ignore[no-untyped-def]
+    return getattr(caller.client, method)(path, data=body, content_type="application/json")
+
+
+def test_oversized_bodies_are_a_json_413_before_reading(alice: Caller, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = raw_post(alice, "/api/v1/memories", json.dumps({"content": "x" * 2000}).encode())
+    assert response.status_code == 413 and "body" in response.json()["errors"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/nonexistent",
+        "/api/v1/memories/not-a-uuid",
+        "/api/v1/facts/-1/retract",
+        "/api/v1/entities//facts",
+    ],
+)
+def test_unknown_api_paths_are_json_404(alice: Caller, path: str) -> None:
+    response = alice.client.get(path)
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_stream_refuses_other_methods_with_json(alice: Caller) -> None:
+    response = alice.client.post("/api/v1/executions/e1/stream")
+    assert response.status_code == 405 and response.json()["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_writes_to_an_unknown_api_path_are_the_json_404(alice: Caller, method: str) -> None:
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)  # as a browser-less client is treated in production
+    response = getattr(client, method)(
+        "/api/v1/no-such-thing",
+        data="{}",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice.key}",
+    )
+    assert response.status_code == 404
+    assert response.json() == {"detail": "No such endpoint or resource.", "code": "not_found"}
+
+
+def test_an_unexpected_error_in_the_api_is_json_without_a_traceback(alice: Caller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from api.rest import agents as views
+
+    def broken(self, request):  # type: ignore[no-untyped-def]
+        raise RuntimeError(f"a bug that must not leak, key {alice.key}")
+
+    monkeypatch.setattr(views.WhoAmIView, "get", broken)
+    client = Client(raise_request_exception=False)
+    response = client.get("/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {alice.key}")
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Internal server error; it has been logged.", "code": "server_error"}
+    assert alice.key not in response.content.decode()

@@ -1,0 +1,280 @@
+"""Factories and helpers the tests share: paths, callers (an agent with a key and a client), events,
+memories, facts, contradictions, admin users, checkpoints, servers started for a test, and the
+graph projection's expected and actual states."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+from django_tenants.utils import tenant_context
+from rest_framework.test import APIClient
+
+from agents.models import Agent, Scope
+from agents.services import agent_create, api_key_create
+from memory.episodic.models import Event, EventKind
+from memory.episodic.services import EventData, events_append
+from memory.knowledge import services
+from memory.knowledge.models import (
+    LIVE_STATUSES,
+    Contradiction,
+    Fact,
+)
+from memory.knowledge.services import FactData, FactObject
+from tenants.models import Tenant
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
+
+
+LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
+
+
+MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
+
+
+# Semantic memory needs the embedding model; there is no model hub to fetch it from here.
+requires_model = pytest.mark.skipif(
+    not MODEL_DIR.exists() and not os.environ.get("ENGRAM_EMBEDDING_MODEL_PATH"),
+    reason=f"embedding model not found at {MODEL_DIR} (the shared/ folder beside the repo) "
+    "and ENGRAM_EMBEDDING_MODEL_PATH is unset",
+)
+
+
+@dataclass
+class Caller:
+    """An agent in a tenant with an API client that carries its key."""
+
+    tenant: Tenant
+    agent: Agent
+    key: str
+    client: APIClient
+
+    def post(self, path: str, data: object, **headers: str):  # type: ignore[no-untyped-def]
+        return self.client.post(path, data, format="json", headers=headers)
+
+    def get(self, path: str, params: dict | None = None):  # type: ignore[no-untyped-def]
+        return self.client.get(path, params or {})
+
+
+def make_caller(tenant: Tenant, name: str, scopes: tuple[str, ...] = (Scope.READ, Scope.WRITE)) -> Caller:
+    """Create agent ``name`` with a key in ``tenant`` and return a client authenticated as it."""
+    with tenant_context(tenant):
+        agent = Agent.objects.filter(name=name).first() or agent_create(name=name)
+        _, key = api_key_create(agent=agent, scopes=scopes)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return Caller(tenant, agent, key, client)
+
+
+def test_database_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process (Celery worker, web server) using this run's test database
+    on the suite's PostgreSQL server, and the suite's Redis and Neo4j."""
+    url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test", **extra}
+
+
+@contextmanager
+def asgi_server(**extra_env: str) -> Iterator[int]:
+    """A real uvicorn process on the test database for the ``with`` block; yields its port."""
+    from devstack import free_port
+    from devstack.web import uvicorn_command, wait_for_http
+
+    port = free_port()
+    server = subprocess.Popen(uvicorn_command(port), cwd=BASE_DIR, env=test_database_env(**extra_env))
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/api/v1/me", server)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(15)
+
+
+def postgres_projection() -> tuple[set[tuple[int, int, int, str, str]], set[int]]:
+    """What the projection must hold (current tenant): live entity-to-entity facts as
+    (fact, subject, object, predicate, status), and the entities they touch."""
+    facts = {
+        (f.pk, f.subject_id, f.object_entity_id, f.predicate.name, f.status)
+        for f in Fact.objects.filter(status__in=LIVE_STATUSES, object_entity__isnull=False).select_related(
+            "predicate"
+        )
+    }
+    return facts, {e for _, s, o, _, _ in facts for e in (s, o)}
+
+
+def neo4j_projection(driver, tenant: str) -> tuple[set[tuple[int, int, int, str, str]], set[int]]:  # type: ignore[no-untyped-def]
+    """What the projection holds for ``tenant``, in the shape of :func:`postgres_projection`."""
+    records, _, _ = driver.execute_query(
+        "MATCH (s:Entity {tenant: $t})-[r:FACT {tenant: $t}]->(o:Entity {tenant: $t}) "
+        "RETURN r.fact_id AS f, s.id AS s, o.id AS o, r.predicate AS p, r.status AS st",
+        t=tenant,
+    )
+    facts = {(r["f"], r["s"], r["o"], r["p"], r["st"]) for r in records}
+    nodes, _, _ = driver.execute_query("MATCH (n:Entity {tenant: $t}) RETURN n.id AS id", t=tenant)
+    return facts, {r["id"] for r in nodes}
+
+
+UNICODE_SAMPLES = [
+    "Ünïcødé accents: São Paulo, Zürich, Ærøskøbing",
+    "emoji 🧠🤖👩🏽‍💻 and flags 🇵🇹",
+    "CJK 記憶は大切です 기억 记忆",
+    "right-to-left: שלום עולם مرحبا بالعالم",
+    "  leading and trailing spaces, tabs\tand\nnewlines  ",
+]
+
+
+def event(content: str = "hello", **extra: object) -> dict[str, object]:
+    return {
+        "session_id": "s1",
+        "kind": "message",
+        "role": "user",
+        "content": content,
+        "occurred_at": "2026-03-01T10:00:00Z",
+        **extra,
+    }
+
+
+FACTS = [
+    ("Alice works at Acme Corp as a data engineer in Lisbon.", ["people", "work"]),
+    ("The deployment pipeline runs every night at 2am UTC.", ["ops"]),
+    ("Bob prefers tea over coffee in the morning.", ["people", "preferences"]),
+    ("The quarterly report is due on the fifteenth of March.", ["deadlines"]),
+]
+
+
+def remember(caller: Caller, content: str, **extra: object):  # type: ignore[no-untyped-def]
+    return caller.post("/api/v1/memories", {"content": content, **extra})
+
+
+def search(caller: Caller, query: str, **extra: object) -> list[dict]:
+    response = caller.post("/api/v1/memories/search", {"query": query, **extra})
+    assert response.status_code == 200, response.content
+    return response.json()["results"]
+
+
+def contents(results: list[dict]) -> list[str]:
+    return [r["memory"]["content"] for r in results]
+
+
+def fact(subject: str, predicate: str, obj: dict, **extra: object) -> dict:
+    return {"subject": subject, "predicate": predicate, "object": obj, **extra}
+
+
+def assert_fact(caller: Caller, body: dict | list):  # type: ignore[no-untyped-def]
+    response = caller.post("/api/v1/facts", body)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+PASSWORD = "pw-123456789"
+
+
+QUEUE = "/admin/memory/contradiction/queue/"
+
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def resolve_url(contradiction_id: int) -> str:
+    return f"/admin/memory/contradiction/{contradiction_id}/resolve/"
+
+
+def staff_user(tenant: Tenant, username: str, *, group: str | None = None, superuser: bool = False) -> User:
+    """A staff user of ``tenant`` (its own schema's auth tables), optionally in one of the review groups."""
+    with tenant_context(tenant):
+        if superuser:
+            return User.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
+        user = User.objects.create_user(username, f"{username}@example.com", PASSWORD, is_staff=True)
+        if group:
+            user.groups.add(Group.objects.get(name=group))
+        return user
+
+
+def admin_client(tenant: Tenant, username: str, **kind: object) -> Client:
+    """A test client logged in to ``tenant``'s admin (on ``<schema>.localhost``) as a new user."""
+    staff_user(tenant, username, **kind)  # type: ignore[arg-type]
+    client = Client(HTTP_HOST=f"{tenant.schema_name}.localhost")
+    response = client.post("/admin/login/", {"username": username, "password": PASSWORD})
+    assert response.status_code == 302, "login failed"
+    return client
+
+
+def say(agent: Agent, session_id: str, text: str) -> Event:
+    """An event in the episodic log that a fact can cite as its source."""
+    return events_append(
+        agent=agent,
+        events=[
+            EventData(session_id=session_id, kind=EventKind.MESSAGE, content=text, occurred_at=timezone.now())
+        ],
+    )[0]
+
+
+@dataclass
+class Dispute:
+    """An open contradiction between ``existing`` (active) and ``new`` (disputed)."""
+
+    contradiction: Contradiction
+    existing: Fact
+    new: Fact
+
+
+def conflict_make(
+    first: Agent,
+    second: Agent,
+    *,
+    subject: str = "Alice",
+    predicate: str = "works_at",
+    old: str = "Acme",
+    new: str = "Globex",
+) -> Dispute:
+    """``first`` asserts (subject, predicate, old) citing an event, then ``second`` asserts
+    (subject, predicate, new) citing another: one open contradiction. Call inside the tenant."""
+    said_old = say(first, "s-onboarding", f"{subject} told me they joined {old} in March.")
+    said_new = say(second, "s-review", f"{subject}'s new badge says {new}.")
+    existing = services.fact_assert(
+        agent=first,
+        data=FactData(
+            subject=subject,
+            predicate=predicate,
+            object=FactObject(entity=old),
+            confidence=0.7,
+            session_id="s-onboarding",
+            source_event_id=said_old.pk,
+        ),
+    ).fact
+    result = services.fact_assert(
+        agent=second,
+        data=FactData(
+            subject=subject,
+            predicate=predicate,
+            object=FactObject(entity=new),
+            confidence=0.9,
+            session_id="s-review",
+            source_event_id=said_new.pk,
+        ),
+    )
+    assert result.contradiction is not None
+    return Dispute(result.contradiction, existing, result.fact)
+
+
+def open_count(html: str) -> int:
+    match = re.search(r'id="open-count">(\d+)<', html)
+    assert match, "no open count in the page"
+    return int(match.group(1))
+
+
+def rows(html: str) -> list[int]:
+    """Ids of the queue rows present in ``html`` (not out-of-band deletions)."""
+    return [int(i) for i in re.findall(r'<article class="cq-item" id="contradiction-(\d+)"', html)]

@@ -1,0 +1,86 @@
+"""Semantic memory's visibility rule is written once: the ORM queryset and the SQL of the
+one-statement search select the same rows for every filter (issue 8)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django_tenants.utils import tenant_context
+
+from memory.semantic import selectors
+from memory.semantic.models import SemanticMemory
+from memory.semantic.selectors import MemoryFilters
+from tests.factories import Caller
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+MODEL = "visibility-test-8d"
+
+CASES = [
+    MemoryFilters(),
+    MemoryFilters(agent_name="alice"),
+    MemoryFilters(agent_name="bob"),
+    MemoryFilters(agent_name="nobody"),
+    MemoryFilters(scope="shared"),
+    MemoryFilters(scope="private"),
+    MemoryFilters(memory_type="preference"),
+    MemoryFilters(session_id="s2"),
+    MemoryFilters(tags_any=["red", "blue"]),
+    MemoryFilters(tags_all=["red", "blue"]),
+    MemoryFilters(min_confidence=0.6),
+    MemoryFilters(created_at={"gte": NOW - timedelta(days=3)}),
+    MemoryFilters(created_at={"gt": NOW - timedelta(days=5), "lte": NOW - timedelta(days=1)}),
+    MemoryFilters(importance={"lt": 0.5}),
+    MemoryFilters(importance={"gte": 0.2, "lte": 0.8}, scope="shared", tags_any=["red"]),
+    MemoryFilters(agent_name="bob", scope="shared", memory_type="fact", session_id="s1", tags_all=["blue"]),
+]
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, index: int) -> None:
+    # 8-dimension vectors of a model no HNSW index covers: rows written here and rolled back must
+    # not leave dead entries in the index other tests search (the rule does not look at vectors)
+    specs = [
+        (alice, "private", "fact", "s1", ["red"], 0.9, 0.1, 0, None),
+        (alice, "shared", "preference", "s2", ["red", "blue"], 0.5, 0.5, 2, None),
+        (bob, "private", "fact", "s1", ["blue"], 0.95, 0.9, 1, None),  # never visible to alice
+        (bob, "shared", "fact", "s1", ["blue", "red"], 0.7, 0.3, 4, None),
+        (bob, "shared", "preference", "s3", [], 0.4, 0.7, 6, None),
+        (alice, "shared", "fact", None, ["green"], 1.0, 0.2, 3, None),
+        (alice, "shared", "fact", "s1", ["red"], 1.0, 0.5, 0, NOW),  # forgotten
+    ]
+    with tenant_context(alice.tenant):
+        rows = [
+            SemanticMemory(
+                agent=who.agent,
+                scope=scope,
+                memory_type=kind,
+                session_id=session,
+                tags=tags,
+                content=f"memory {n}",
+                content_hash=f"{n:064d}",
+                confidence=confidence,
+                importance=importance,
+                embedding=[float(n + 1)] * 8,
+                embedding_model=MODEL,
+                embedding_dimensions=8,
+                created_at=NOW - timedelta(days=age),
+                forgotten_at=forgotten,
+            )
+            for n, (who, scope, kind, session, tags, confidence, importance, age, forgotten) in enumerate(
+                specs
+            )
+        ]
+        SemanticMemory.objects.bulk_create(rows)
+        filters = CASES[index]
+        orm = set(selectors.memories_visible_to(alice.agent, filters).values_list("pk", flat=True))
+        where, params = selectors.visible_filter_sql(alice.agent, filters, model=MODEL, dimensions=8)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT m.id FROM memory_semanticmemory m WHERE {where}", params)
+            raw = {row[0] for row in cursor.fetchall()}
+        assert orm == raw
+        assert rows[-1].pk not in orm  # forgotten
+        assert rows[2].pk not in orm  # bob's private memory
+        if index == 0:
+            assert len(orm) == 5  # the whole set, so the other cases really select subsets
