@@ -24,6 +24,7 @@ from tests.factories import (
     BASE_DIR,
     Caller,
     make_caller,
+    shared_missing,
     test_database_env,
 )
 
@@ -143,3 +144,15 @@ def graph_tenant(scratch_tenant: Tenant, neo4j_driver) -> Iterator[Tenant]:  # t
         neo4j_driver.execute_query(
             "MATCH (n:Entity {tenant: $t}) DETACH DELETE n", t=scratch_tenant.schema_name
         )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``needs_shared``: skipped with their reason when the shared data is absent,
+    failed under CI, where it must be there."""
+    for mark in item.iter_markers("needs_shared"):
+        reason = shared_missing(mark.kwargs["path"], mark.kwargs["what"], mark.kwargs.get("env"))
+        if reason is None:
+            continue
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI must run every test", pytrace=False)
+        pytest.skip(reason)

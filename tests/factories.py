@@ -46,11 +46,22 @@ MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
 
 
 # Semantic memory needs the embedding model; there is no model hub to fetch it from here.
-requires_model = pytest.mark.skipif(
-    not MODEL_DIR.exists() and not os.environ.get("ENGRAM_EMBEDDING_MODEL_PATH"),
-    reason=f"embedding model not found at {MODEL_DIR} (the shared/ folder beside the repo) "
-    "and ENGRAM_EMBEDDING_MODEL_PATH is unset",
-)
+def needs_shared(path: Path, what: str, *, env: str | None = None) -> pytest.MarkDecorator:
+    """Mark a test that needs ``path`` from the read-only ``shared/`` folder beside the repository
+    (or the folder named by ``env``): without it the test is skipped with a clear reason, except
+    under CI (``CI=true``), where it fails (see ``pytest_runtest_setup`` in conftest)."""
+    return pytest.mark.needs_shared(path=path, what=what, env=env)
+
+
+def shared_missing(path: Path, what: str, env: str | None) -> str | None:
+    """Why a ``needs_shared`` test cannot run, or None when what it needs is there."""
+    if path.exists() or (env and os.environ.get(env)):
+        return None
+    unset = f" and {env} is unset" if env else ""
+    return f"{what} not found at {path} (the shared/ folder beside the repository){unset}"
+
+
+requires_model = needs_shared(MODEL_DIR, "the MiniLM ONNX embedding model", env="ENGRAM_EMBEDDING_MODEL_PATH")
 
 
 @dataclass

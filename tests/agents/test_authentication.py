@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Agent, ApiKey, Scope
 from agents.services import api_key_revoke
-from tests.factories import Caller, make_caller
+from tests.factories import Caller, make_caller, requires_model
 
 
 def client_with(header: str | None) -> APIClient:
@@ -67,6 +67,7 @@ def test_a_key_only_opens_its_own_tenant(alice: Caller, mallory: Caller) -> None
     assert response.status_code == 401
 
 
+@requires_model  # a search is answered, so the embedder must be there
 def test_missing_scope_is_403(tenant_a) -> None:  # type: ignore[no-untyped-def]
     reader = make_caller(tenant_a, "reader", scopes=(Scope.READ,))
     writer = make_caller(tenant_a, "writer", scopes=(Scope.WRITE,))

@@ -12,7 +12,7 @@ from django_tenants.utils import tenant_context
 from benchmarks.locomo import clean_evidence, hit_at_k, normalise_dia_id, recall_at_k, reciprocal_rank
 from memory.episodic.models import Event
 from memory.semantic.models import SemanticMemory
-from tests.factories import LOCOMO_PATH, requires_model
+from tests.factories import LOCOMO_PATH, needs_shared, requires_model
 
 KNOWN = {"D1:1", "D1:2", "D8:6", "D9:17", "D11:26", "D30:5"}
 
@@ -51,7 +51,7 @@ def test_metrics() -> None:
 
 
 @requires_model
-@pytest.mark.skipif(not LOCOMO_PATH.exists(), reason=f"LoCoMo data not found at {LOCOMO_PATH}")
+@needs_shared(LOCOMO_PATH, "the LoCoMo dev file")
 def test_one_conversation_ingested_and_evaluated(scratch_tenant, tmp_path) -> None:  # type: ignore[no-untyped-def]
     conversations = json.loads(LOCOMO_PATH.read_text())
     subset = tmp_path / "one.json"  # a temporary file for this run only, never kept in the project

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import EmbeddingMismatch
 from memory.embeddings import FastEmbedEmbedder, Model2VecEmbedder, OpenAIEmbedder, check_vector
-from tests.factories import MODEL_DIR, SHARED_DIR, requires_model
+from tests.factories import MODEL_DIR, SHARED_DIR, needs_shared, requires_model
 
 STATIC_DIR = SHARED_DIR / "models" / "minilm-static-256"
 
@@ -24,7 +24,7 @@ def test_fastembed_minilm_gives_unit_384d_vectors() -> None:
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
-@pytest.mark.skipif(not STATIC_DIR.exists(), reason=f"model2vec model not found at {STATIC_DIR}")
+@needs_shared(STATIC_DIR, "the model2vec minilm-static-256 model")
 def test_model2vec_static_model_gives_unit_256d_vectors() -> None:
     embedder = Model2VecEmbedder("minilm-static-256", str(STATIC_DIR))
     vectors = embedder.embed(["Where does Alice work?", "Alice works at Acme.", "Tomatoes are red."])
