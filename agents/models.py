@@ -38,8 +38,12 @@ class Agent(models.Model):
 
 
 class Scope(models.TextChoices):
+    """What a key may do: ``read`` (GET and search), ``write`` (store and change its own memory),
+    ``curate`` (also forget other agents' shared memories and retract other agents' facts)."""
+
     READ = "read", "read"
     WRITE = "write", "write"
+    CURATE = "curate", "curate"
 
 
 class ApiKey(models.Model):

@@ -1,6 +1,10 @@
-"""The API's error bodies, built by ``error_body`` alone, and its one exception handler: every error
-is ``{"detail", "code", "errors"?: {"<field>": [messages]}}`` plus any extra members a domain error
-carries (``current_version``, ``backend``)."""
+"""The API's error bodies, built by ``error_body`` alone, and its one exception handler.
+
+Every error is ``{"detail": str, "code": str, "errors": {"<path>": [str, ...]}}`` (``errors`` empty
+when no field is to blame) plus any extra members a domain error carries (``current_version``,
+``backend``). A path names a field the way it is written in the request: ``state``,
+``filters.created_at.gte``, ``events[1].occurred_at``, ``tags[3]``.
+"""
 
 from __future__ import annotations
 
@@ -25,13 +29,40 @@ def error_body(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of every API error: ``detail`` (a sentence), ``code`` (machine-readable),
-    ``errors`` (``errors`` as given, else ``{field: [detail]}`` when ``field`` is known) and ``extra``."""
+    ``errors`` (``errors`` as given, flattened to paths; else ``{field: [detail]}`` when ``field`` is
+    known; else empty) and ``extra``."""
     body: dict[str, Any] = {"detail": detail, "code": code, **(extra or {})}
     if errors is not None:
-        body["errors"] = errors
-    elif field:
-        body["errors"] = {field: [detail]}
+        body["errors"] = flatten_errors(errors)
+    else:
+        body["errors"] = {field: [detail]} if field else {}
     return body
+
+
+def flatten_errors(errors: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested errors (``{"filters": {"created_at": {"gte": [...]}}}``, lists of per-item dicts)
+    as ``{"filters.created_at.gte": [...]}`` / ``{"events[1].kind": [...]}``: one path syntax."""
+    flat: dict[str, list[str]] = {}
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            if key == "non_field_errors":  # DRF's name for the object itself
+                path = prefix or "body"
+            elif isinstance(key, int):
+                path = f"{prefix}[{key}]"
+            else:
+                path = f"{prefix}.{key}" if prefix else str(key)
+            for name, messages in flatten_errors(value, path).items():
+                flat.setdefault(name, []).extend(messages)
+    elif isinstance(errors, list) and errors and all(isinstance(item, str) for item in errors):
+        flat[prefix or "body"] = [str(item) for item in errors]
+    elif isinstance(errors, list):
+        for index, item in enumerate(errors):
+            if item in ({}, [], None):
+                continue  # DRF's placeholder for a valid item of a list
+            flat.update(flatten_errors(item, f"{prefix}[{index}]"))
+    else:
+        flat[prefix or "body"] = [str(errors)]
+    return flat
 
 
 def error_response(detail: str, code: str, *, status: int, field: str | None = None) -> JsonResponse:
@@ -45,12 +76,26 @@ def domain_error_body(exc: DomainError) -> dict[str, Any]:
     return error_body(exc.message, exc.code, field=exc.field, extra=exc.extra)
 
 
+def batch_errors(errors: Any, *, name: str, single: bool) -> dict[str, Any]:
+    """A ``many=True`` serializer's errors (a list of per-item dicts) as paths: ``<name>[i].<field>``
+    for a batch, the plain field names when the body was one object."""
+    items = errors.items() if isinstance(errors, dict) else enumerate(errors)
+    flat: dict[str, Any] = {}
+    for index, item in items:
+        if not isinstance(item, dict):
+            flat[name if single else f"{name}[{index}]"] = item
+            continue
+        for field_name, messages in item.items():
+            flat[field_name if single else f"{name}[{index}].{field_name}"] = messages
+    return flat
+
+
 def _as_field_errors(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
         return detail
     if isinstance(detail, list):
-        return {"non_field_errors": detail}
-    return {"non_field_errors": [detail]}
+        return {"body": detail}
+    return {"body": [detail]}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -65,7 +110,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = "The request body is larger than this server accepts."
         return Response(error_body(message, "too_large", field="body"), status=413)
     if isinstance(exc, DjangoValidationError):
-        detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        detail = exc.message_dict if hasattr(exc, "error_dict") else {"body": exc.messages}
         return Response(error_body("Invalid input.", "invalid", errors=detail), status=400)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

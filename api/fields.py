@@ -56,6 +56,18 @@ class StrictIntegerField(serializers.IntegerField):
         return super().to_internal_value(data)
 
 
+class StrictQueryInteger(serializers.IntegerField):
+    """An integer query parameter: decimal digits only (``"3"``, ``"-1"``), never ``"3.0"`` or ``" 3"``."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not (
+            isinstance(data, int)
+            or (isinstance(data, str) and data.lstrip("-").isdigit() and len(data) <= 18)
+        ):
+            raise serializers.ValidationError("Expected an integer.")
+        return super().to_internal_value(int(data))
+
+
 class StrictBooleanField(serializers.BooleanField):
     """A JSON boolean only."""
 
@@ -139,3 +151,20 @@ class JSONObjectField(JSONValueField):
         if len(json.dumps(value, ensure_ascii=False).encode()) > self.max_bytes:
             raise serializers.ValidationError(f"At most {self.max_bytes} bytes.")
         return value
+
+
+def null_if_blank(value: str | None) -> str | None:
+    """``None`` for a missing or empty string: absent optional values are ``null`` in every
+    response, never ``""`` (README, Conventions)."""
+    return value or None
+
+
+class NullIfBlankCharField(serializers.CharField):
+    """An output string that renders ``""`` as ``null`` (for model fields stored as blank strings)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: Any) -> str | None:  # type: ignore[override]  # null by design
+        return None if value in (None, "") else str(value)

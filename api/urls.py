@@ -1,7 +1,7 @@
 """``/api/v1/``: the agent-facing API (tenant from the API key, not the host name)."""
 
 from django.urls import path, re_path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from api.rest.agents import WhoAmIView
 from api.rest.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
@@ -31,9 +31,9 @@ urlpatterns = [
     path("events", EventsView.as_view(), name="events"),
     path("memories", MemoriesView.as_view(), name="memories"),
     path("memories/search", MemorySearchView.as_view(), name="memory-search"),
-    path("memories/<uuid:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
+    path("memories/<str:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
     path("facts", FactsView.as_view(), name="facts"),
-    path("facts/<int:fact_id>/retract", FactRetractView.as_view(), name="fact-retract"),
+    path("facts/<str:fact_id>/retract", FactRetractView.as_view(), name="fact-retract"),
     path("entities/<path:name>/facts", EntityFactsView.as_view(), name="entity-facts"),
     path("graph/path", GraphPathView.as_view(), name="graph-path"),
     path("contradictions", ContradictionsView.as_view(), name="contradictions"),
@@ -64,12 +64,22 @@ urlpatterns = [
         name="checkpoint-latest",
     ),
     path(
-        "sessions/<str:session_id>/checkpoints/<int:step_index>",
+        "sessions/<str:session_id>/checkpoints/<str:step_index>",
         CheckpointDetailView.as_view(),
         name="checkpoint-detail",
     ),
     path(
         "schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"
+    ),
+    path(
+        "docs",
+        SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
+        name="docs",
+    ),
+    path(
+        "redoc",
+        SpectacularRedocView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
+        name="redoc",
     ),
     # last: anything else under /api/v1/ is a JSON 404, not an HTML page
     re_path(r"^.*$", api_not_found, name="api-not-found"),

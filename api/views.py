@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from agents.models import Agent, ApiKey
-from api.exceptions import error_response
+from api.exceptions import error_response, flatten_errors
 from tenants.models import Tenant
 
 
@@ -48,11 +48,26 @@ class ApiView(APIView):
         if errors:
             raise serializers.ValidationError(errors)
 
+    def query(
+        self, params_class: type[serializers.Serializer], raw: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The request's query parameters validated by ``params_class`` (``raw``: the values to
+        validate, when some are lists). Errors are keyed by parameter name (``kind``), whatever the
+        parameter's inner structure."""
+        params = params_class(data=self.request.query_params.dict() if raw is None else raw)
+        if not params.is_valid():
+            errors = {
+                name: [m for messages in flatten_errors(detail, name).values() for m in messages]
+                for name, detail in params.errors.items()
+            }
+            raise serializers.ValidationError(errors)
+        return dict(params.validated_data)
+
 
 @csrf_exempt  # an API path: a POST to it is answered 404 like a GET, never a CSRF page
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """JSON 404 for any ``/api/v1/`` path that matches no endpoint (or whose id has the wrong form)."""
-    return error_response("No such endpoint or resource.", "not_found", status=404)
+    return error_response("No such endpoint or resource.", "not_found", status=404, field="path")
 
 
 def _is_api(request: HttpRequest) -> bool:

@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from api.exceptions import error_body
 from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
 from api.idempotency import idempotent
+from api.pagination import CursorPage, PageParams, page_of
 from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from core.redis import check_id
@@ -49,10 +51,63 @@ class CheckpointInputSerializer(StrictSerializer):
         return value
 
 
-class CheckpointListParams(StrictSerializer):
+class CheckpointListParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
-    after_step = serializers.IntegerField(required=False, min_value=-1, max_value=MAX_STEP_INDEX)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+
+
+class CheckpointsPage(CursorPage):
+    """In step order."""
+
+    ordering = ("step_index",)
+
+
+@extend_schema_serializer(component_name="CheckpointSummary")
+class CheckpointSummarySerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    session_id = serializers.CharField()
+    step_index = serializers.IntegerField()
+    idempotency_key = serializers.CharField()
+    schema_version = serializers.IntegerField()
+    agent = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+@extend_schema_serializer(component_name="Checkpoint")
+class CheckpointDocumentSerializer(CheckpointSummarySerializer):
+    state = serializers.DictField(help_text="the agent's working state")
+    plan = serializers.ListField(help_text="the active plan: a list of steps")
+
+
+@extend_schema_serializer(component_name="CheckpointSaved")
+class CheckpointSavedSerializer(CheckpointDocumentSerializer):
+    replayed = serializers.BooleanField(
+        help_text="true: this idempotency key was already used with this body"
+    )
+
+
+SOURCE_PARAMETER = OpenApiParameter(
+    SOURCE_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    response=True,
+    enum=["redis", "postgres"],
+    description="which store answered",
+)
+DEGRADED_PARAMETER = OpenApiParameter(
+    DEGRADED_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    response=True,
+    enum=["redis-unavailable"],
+    description="Redis could not be reached: PostgreSQL alone answered or stored",
+)
+TAGS = ["checkpoints"]
+CHECKPOINT_EXAMPLE = {
+    "step_index": 3,
+    "idempotency_key": "run-42-step-3",
+    "state": {"messages": 7, "next": "summarise"},
+    "plan": [{"tool": "search", "done": True}, {"tool": "summarise", "done": False}],
+}
 
 
 def _mark_degraded(response: R, degraded: bool) -> R:
@@ -64,12 +119,22 @@ def _mark_degraded(response: R, degraded: bool) -> R:
 class CheckpointsView(ApiView):
     """POST saves a checkpoint (201; 200 with ``replayed: true`` for a replay); GET lists the caller's.
 
-    Both act on the caller's own stream in the session. The listing is in step order, without state and plan (``limit`` ≤ 500, then ``after_step`` from
-    ``next_after_step``); one checkpoint in full is at ``.../checkpoints/{step_index}``.
+    Both act on the caller's own stream in the session. The listing is a page in step order, without
+    state and plan; one checkpoint in full is at ``.../checkpoints/{step_index}``.
     """
 
     get_query_params = frozenset(CheckpointListParams().fields)
+    error_statuses = {"post": (409, 413)}
 
+    @extend_schema(
+        operation_id="checkpoints_save",
+        summary="Save a checkpoint",
+        request=CheckpointInputSerializer,
+        responses={201: CheckpointSavedSerializer, 200: CheckpointSavedSerializer},
+        parameters=[DEGRADED_PARAMETER],
+        examples=[OpenApiExample("After step 3", value=CHECKPOINT_EXAMPLE, request_only=True)],
+        tags=TAGS,
+    )
     @idempotent
     def post(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
@@ -89,32 +154,33 @@ class CheckpointsView(ApiView):
             response["Idempotent-Replayed"] = "true"
         return _mark_degraded(response, result.degraded)
 
+    @extend_schema(
+        operation_id="checkpoints_list",
+        summary="List your checkpoints in a session",
+        parameters=[CheckpointListParams],
+        responses={200: page_of(CheckpointSummarySerializer, "CheckpointSummary")},
+        tags=TAGS,
+    )
     def get(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
-        params = CheckpointListParams(data=request.query_params.dict())
-        params.is_valid(raise_exception=True)
-        after, limit = params.validated_data.get("after_step", -1), params.validated_data["limit"]
-        rows = list(
-            selectors.checkpoint_list(agent=request.user, session_id=session_id, after_step=after)[
-                : limit + 1
-            ]
+        self.query(CheckpointListParams)
+        paginator = CheckpointsPage()
+        page = paginator.paginate_queryset(
+            selectors.checkpoint_list(agent=request.user, session_id=session_id), request, view=self
         )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        items = [row.summary() for row in rows]
-        return Response(
-            {
-                "session_id": session_id,
-                "count": len(items),
-                "checkpoints": items,
-                "next_after_step": rows[-1].step_index if more else None,
-            }
-        )
+        return paginator.get_paginated_response([row.summary() for row in page or []])
 
 
 class CheckpointLatestView(ApiView):
     """GET the caller's latest checkpoint: Redis first, PostgreSQL on a miss or with Redis down; 404 if none."""
 
+    @extend_schema(
+        operation_id="checkpoints_latest",
+        summary="Restore your latest checkpoint",
+        responses={200: CheckpointDocumentSerializer},
+        parameters=[SOURCE_PARAMETER, DEGRADED_PARAMETER],
+        tags=TAGS,
+    )
     def get(self, request: AgentRequest, session_id: str) -> HttpResponse:
         restored = services.checkpoint_latest(
             agent=request.user, session_id=session_id, policy=request.tenant.working_memory_policy
@@ -134,10 +200,19 @@ class CheckpointLatestView(ApiView):
 class CheckpointDetailView(ApiView):
     """GET one of the caller's checkpoints in the session by step index, from PostgreSQL."""
 
-    def get(self, request: AgentRequest, session_id: str, step_index: int) -> Response:
+    @extend_schema(
+        operation_id="checkpoints_get",
+        summary="One of your checkpoints",
+        responses={200: CheckpointDocumentSerializer},
+        tags=TAGS,
+    )
+    def get(self, request: AgentRequest, session_id: str, step_index: str) -> Response:
         check_id(session_id, field="session_id")
-        checkpoint = selectors.checkpoint_get(
-            agent=request.user, session_id=session_id, step_index=step_index
+        step = int(step_index) if step_index.isdigit() and len(step_index) <= 12 else None
+        checkpoint = (
+            None
+            if step is None
+            else selectors.checkpoint_get(agent=request.user, session_id=session_id, step_index=step)
         )
         if checkpoint is None:
             raise NotFound(

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import binascii
-from base64 import b64decode
 from typing import Any
-from urllib import parse
 
 from django.conf import settings
-from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
-from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.response import Response
 
+from api.exceptions import batch_errors
 from api.fields import AwareDateTimeField, CleanCharField, JSONObjectField, StrictSerializer
 from api.idempotency import idempotent
+from api.pagination import CursorPage, PageParams, page_of
+from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
 from memory.episodic import selectors, services
 from memory.episodic.models import EventKind, EventRole
@@ -56,11 +54,11 @@ class EventOutputSerializer(serializers.Serializer):
     hash = serializers.CharField()
 
 
-class EventListParams(StrictSerializer):
+class EventListParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
     session_id = CleanCharField(required=False, max_length=200)
     execution_id = CleanCharField(required=False, max_length=200)
-    agent = CleanCharField(required=False, max_length=100)
+    agent = CleanCharField(required=False, max_length=100, help_text="the name of the agent that wrote it")
     kind = serializers.ListField(
         child=serializers.ChoiceField(choices=EventKind.choices),
         required=False,
@@ -68,57 +66,29 @@ class EventListParams(StrictSerializer):
     )
     since = AwareDateTimeField(required=False, help_text="occurred_at >= since")
     until = AwareDateTimeField(required=False, help_text="occurred_at < until")
-    q = CleanCharField(required=False, max_length=1000)
-    cursor = serializers.CharField(required=False)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500)
+    q = CleanCharField(required=False, max_length=1000, help_text="full text (web search syntax)")
 
 
-class ChronologicalCursor(CursorPagination):
-    """DRF's cursor pagination, oldest first; a bad cursor is a 400 naming ``cursor``."""
+class EventsPage(CursorPage):
+    """Oldest first."""
 
     ordering = ("occurred_at", "seq")
-    page_size = 100
-    page_size_query_param = "limit"
-    max_page_size = 500
-
-    def decode_cursor(self, request: Any) -> Cursor | None:
-        """DRF's decoding, made strict: its lenient base64 turned ``%%%`` into an empty cursor, which
-        read as "page 1". Only what ``encode_cursor`` makes is accepted: strict base64 of a non-empty
-        query string holding at most ``o`` (offset), ``r`` (reverse) and ``p`` (position), once each."""
-        encoded = request.query_params.get(self.cursor_query_param)
-        if encoded is None:
-            return None
-        try:
-            querystring = b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
-            tokens = parse.parse_qs(querystring, keep_blank_values=True, strict_parsing=True)
-        except (UnicodeError, binascii.Error, ValueError):
-            raise NotFound(self.invalid_cursor_message) from None
-        if not tokens or set(tokens) - {"o", "r", "p"} or any(len(v) != 1 for v in tokens.values()):
-            raise NotFound(self.invalid_cursor_message)
-        if tokens.get("r", ["1"])[0] != "1" or not tokens.get("o", ["1"])[0].isdigit():
-            raise NotFound(self.invalid_cursor_message)
-        return super().decode_cursor(request)
-
-    def paginate_queryset(self, queryset: Any, request: Any, view: Any = None) -> Any:
-        try:
-            return super().paginate_queryset(queryset, request, view)
-        except (NotFound, DjangoValidationError, ValueError, TypeError):
-            raise serializers.ValidationError(
-                {"cursor": ["Invalid cursor: use the next/previous links as given."]}
-            ) from None
 
 
-def _flatten_batch_errors(errors: Any, *, single: bool) -> dict[str, Any]:
-    """``{0: {"kind": [...]}}`` (or a list of dicts) → ``{"events[0].kind": [...]}``; plain names for one event."""
-    items = errors.items() if isinstance(errors, dict) else enumerate(errors)
-    flat: dict[str, Any] = {}
-    for index, item in items:
-        if not isinstance(item, dict):
-            flat["events" if single else f"events[{index}]"] = item
-            continue
-        for name, messages in item.items():
-            flat[name if single else f"events[{index}].{name}"] = messages
-    return flat
+@extend_schema_serializer(component_name="EventBatch")
+class EventBatchOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = EventOutputSerializer(many=True)
+
+
+EVENT_EXAMPLE = {
+    "session_id": "s1",
+    "kind": "tool_call",
+    "role": "assistant",
+    "content": "Looking up the weather in Lisbon",
+    "payload": {"tool": "weather", "args": {"city": "Lisbon"}},
+    "occurred_at": "2026-11-30T09:00:00Z",
+}
 
 
 class EventsView(ApiView):
@@ -126,7 +96,19 @@ class EventsView(ApiView):
 
     get_query_params = frozenset(EventListParams().fields)
     repeatable_query_params = frozenset({"kind"})
+    error_statuses = {"post": (409, 413)}
 
+    @extend_schema(
+        operation_id="events_append",
+        summary="Append events",
+        description="One event (an object) or a batch (an array of 1 to 1,000, all or nothing), each "
+        "linked into the tenant's hash chain. The payload is kept as RFC 8785 canonical JSON and "
+        "returned as stored.",
+        request=one_or_many(EventInputSerializer, "EventInput"),
+        responses={201: one_or_many(EventOutputSerializer, "EventCreated", batch=EventBatchOutputSerializer)},
+        examples=[OpenApiExample("A tool call", value=EVENT_EXAMPLE, request_only=True)],
+        tags=["episodic"],
+    )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
         data = request.data
@@ -139,21 +121,26 @@ class EventsView(ApiView):
             raise serializers.ValidationError({"events": [f"Send between 1 and {limit} events."]})
         serializer = EventInputSerializer(data=items, many=True)
         if not serializer.is_valid():
-            raise serializers.ValidationError(_flatten_batch_errors(serializer.errors, single=single))
+            raise serializers.ValidationError(batch_errors(serializer.errors, name="events", single=single))
         events = services.events_append(
             agent=request.user, events=[services.EventData(**attrs) for attrs in serializer.validated_data]
         )
         out = EventOutputSerializer(events, many=True).data
-        body = out[0] if single else {"count": len(out), "events": out}
+        body = out[0] if single else {"count": len(out), "results": out}
         return Response(body, status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        operation_id="events_list",
+        summary="List events",
+        parameters=[EventListParams],
+        responses={200: page_of(EventOutputSerializer, "Event")},
+        tags=["episodic"],
+    )
     def get(self, request: AgentRequest) -> Response:
         raw: dict[str, Any] = request.query_params.dict()
         if "kind" in raw:
             raw["kind"] = [k for value in request.query_params.getlist("kind") for k in value.split(",") if k]
-        params = EventListParams(data=raw)
-        params.is_valid(raise_exception=True)
-        p = params.validated_data
+        p = self.query(EventListParams, raw)
         kinds = sorted(set(p.get("kind", ())))
         qs = selectors.event_list(
             session_id=p.get("session_id"),
@@ -164,6 +151,6 @@ class EventsView(ApiView):
             occurred_to=p.get("until"),
             q=p.get("q"),
         )
-        paginator = ChronologicalCursor()
+        paginator = EventsPage()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(EventOutputSerializer(page, many=True).data)

@@ -12,6 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,12 +26,16 @@ from rest_framework.response import Response
 from api.fields import (
     AwareDateTimeField,
     CleanCharField,
+    NullIfBlankCharField,
     StrictFloatField,
     StrictIntegerField,
+    StrictQueryInteger,
     StrictSerializer,
 )
 from api.idempotency import idempotent
+from api.pagination import CursorPage, PageParams, page_of
 from api.rest.checkpoints import DEGRADED_HEADER
+from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
 from core.errors import InvalidInput
 from memory.knowledge import graph, selectors, services
@@ -34,8 +45,27 @@ MAX_FACT_BATCH = 500
 OBJECT_KINDS = ("entity", *LiteralType.values)
 
 
+@extend_schema_serializer(component_name="FactObject")
+class FactObjectDocSerializer(serializers.Serializer):
+    """A fact's object: an entity ``{"entity": "Acme", "type"?: "company"}`` (a response adds the
+    entity's ``id``, which may be sent back) or exactly one literal: ``{"string": "..."}``,
+    ``{"number": 41}``, ``{"date": "2026-01-31"}``, ``{"boolean": true}``."""
+
+    entity = serializers.CharField(required=False, max_length=300)
+    type = serializers.CharField(required=False, allow_null=True, max_length=64)
+    id = serializers.IntegerField(
+        required=False, help_text="as a response gives it: must be the named entity's"
+    )
+    string = serializers.CharField(required=False)
+    number = serializers.FloatField(required=False)
+    date = serializers.DateField(required=False)
+    boolean = serializers.BooleanField(required=False)
+
+
+@extend_schema_field(FactObjectDocSerializer)
 class FactObjectField(serializers.Field):
-    """``{"entity": "Acme", "type"?: "company"}`` or one literal: ``{"string"|"number"|"date"|"boolean": v}``."""
+    """``{"entity": "Acme", "type"?: "company", "id"?: 7}`` or one literal:
+    ``{"string"|"number"|"date"|"boolean": v}``."""
 
     def to_internal_value(self, data: Any) -> services.FactObject:
         if not isinstance(data, dict):
@@ -43,17 +73,19 @@ class FactObjectField(serializers.Field):
                 'Expected an object such as {"entity": "Acme"} or {"number": 3}.'
             )
         kinds = [k for k in data if k in OBJECT_KINDS]
-        unknown = [k for k in data if k not in (*OBJECT_KINDS, "type")]
-        if unknown or len(kinds) != 1 or ("type" in data and kinds != ["entity"]):
+        unknown = [k for k in data if k not in (*OBJECT_KINDS, "type", "id")]
+        if unknown or len(kinds) != 1 or (("type" in data or "id" in data) and kinds != ["entity"]):
             raise serializers.ValidationError(
-                f"Give exactly one of {', '.join(OBJECT_KINDS)} (and 'type' only with 'entity')."
+                f"Give exactly one of {', '.join(OBJECT_KINDS)} (and 'type' or 'id' only with 'entity')."
             )
         kind = kinds[0]
         if kind == "entity":
-            name, entity_type = data["entity"], data.get("type", "")
+            name, entity_type, entity_id = data["entity"], data.get("type") or "", data.get("id")
             if not isinstance(name, str) or not isinstance(entity_type, str):
                 raise serializers.ValidationError("'entity' and 'type' are strings.")
-            return services.FactObject(entity=name, entity_type=entity_type)
+            if entity_id is not None and (isinstance(entity_id, bool) or not isinstance(entity_id, int)):
+                raise serializers.ValidationError("'id' is an integer.")
+            return services.FactObject(entity=name, entity_type=entity_type, entity_id=entity_id)
         return services.FactObject(literal_type=kind, value=data[kind])
 
     def to_representation(self, value: Any) -> Any:  # pragma: no cover - input only
@@ -62,68 +94,92 @@ class FactObjectField(serializers.Field):
 
 class FactInputSerializer(StrictSerializer):
     subject = CleanCharField(max_length=300)
-    subject_type = CleanCharField(max_length=64, required=False, default="")
+    subject_type = CleanCharField(max_length=64, required=False, default="", allow_null=True)
     predicate = CleanCharField(max_length=64)
     object = FactObjectField()
     confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
     valid_from = AwareDateTimeField(required=False)
-    session_id = CleanCharField(max_length=200, required=False, default="")
-    source_event_id = StrictIntegerField(required=False, min_value=1)
+    session_id = CleanCharField(max_length=200, required=False, default="", allow_null=True)
+    source_event_id = StrictIntegerField(required=False, min_value=1, allow_null=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # null and absent are the same for optional values (README, Conventions)
+        for name in ("subject_type", "session_id"):
+            attrs[name] = attrs.get(name) or ""
+        return attrs
 
 
 class EntityOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
     name = serializers.CharField()
-    type = serializers.CharField(source="entity_type")
+    type = NullIfBlankCharField(source="entity_type", help_text="null if untyped")
+
+
+@extend_schema_serializer(component_name="FactObjectOut")
+class FactObjectOutputSerializer(serializers.Serializer):
+    """A fact's object in the form it is sent: ``{"entity": "Acme", "type": null, "id": 7}`` (with
+    the entity's id) or exactly one literal: ``{"number": 41}``, ``{"string": "..."}``,
+    ``{"date": "2026-01-31"}``, ``{"boolean": true}``."""
+
+    entity = serializers.CharField(required=False)
+    type = serializers.CharField(required=False, allow_null=True)
+    id = serializers.IntegerField(required=False)
+    string = serializers.CharField(required=False)
+    number = serializers.FloatField(required=False)
+    date = serializers.DateField(required=False)
+    boolean = serializers.BooleanField(required=False)
+
+    def to_representation(self, fact: Fact) -> dict[str, Any]:
+        if fact.object_entity is not None:
+            entity = fact.object_entity
+            return {"entity": entity.name, "type": entity.entity_type or None, "id": entity.pk}
+        return {fact.literal_type: fact.literal_value}
 
 
 class FactOutputSerializer(serializers.Serializer):
-    """A fact as JSON; ``disputed`` flags a fact that contradicts an active one (under review);
-    ``assertions`` (the number of provenance rows) is null where it was not counted."""
+    """A fact as JSON, its subject and object in the form they are sent (``subject`` a name with
+    ``subject_type``; ``object`` as ``FactObjectOut``); ``disputed`` flags a fact that contradicts an
+    active one (under review); ``assertions`` counts how often it was asserted."""
 
     id = serializers.IntegerField(source="pk")
-    subject = EntityOutputSerializer()
+    subject = serializers.CharField(source="subject.name")
+    subject_type = NullIfBlankCharField(source="subject.entity_type")
+    subject_id = serializers.IntegerField()
     predicate = serializers.CharField(source="predicate.name")
-    object = serializers.SerializerMethodField()
+    object = FactObjectOutputSerializer(source="*")
     confidence = serializers.FloatField()
-    status = serializers.CharField()
+    status = serializers.ChoiceField(choices=FactStatus.choices)
     disputed = serializers.SerializerMethodField()
     valid_from = serializers.DateTimeField()
     valid_to = serializers.DateTimeField(allow_null=True)
     recorded_at = serializers.DateTimeField()
     agent = serializers.CharField(source="agent.name")
-    session_id = serializers.CharField()
+    session_id = NullIfBlankCharField()
     source_event_id = serializers.IntegerField(allow_null=True)
-    assertions = serializers.SerializerMethodField()
-
-    def get_object(self, fact: Fact) -> dict[str, Any]:
-        if fact.object_entity_id is not None:
-            return {"entity": EntityOutputSerializer(fact.object_entity).data}
-        return {"type": fact.literal_type, "value": fact.literal_value}
+    assertions = serializers.IntegerField(help_text="how many times it was asserted (provenance rows)")
 
     def get_disputed(self, fact: Fact) -> bool:
         return fact.status == FactStatus.DISPUTED
 
-    def get_assertions(self, fact: Fact) -> int | None:
-        return getattr(fact, "assertions", None)
-
 
 class ContradictionOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
-    status = serializers.CharField()
-    resolution = serializers.SerializerMethodField()
-    reviewer = serializers.SerializerMethodField()
-    note = serializers.CharField()
+    status = serializers.ChoiceField(choices=ContradictionStatus.choices)
+    resolution = NullIfBlankCharField()
+    reviewer = NullIfBlankCharField(help_text="the person who decided; null while open")
+    note = NullIfBlankCharField()
     created_at = serializers.DateTimeField()
     resolved_at = serializers.DateTimeField(allow_null=True)
     existing_fact = FactOutputSerializer()
     new_fact = FactOutputSerializer()
 
-    def get_resolution(self, contradiction: Contradiction) -> str | None:
-        return contradiction.resolution or None
-
-    def get_reviewer(self, contradiction: Contradiction) -> str | None:
-        return contradiction.reviewer or None
+    def to_representation(self, contradiction: Contradiction) -> dict[str, Any]:
+        # the facts' assertion counts, annotated on the contradiction by selectors.contradiction_list
+        for name in ("existing", "new"):
+            count = getattr(contradiction, f"{name}_assertions", None)
+            if count is not None:
+                getattr(contradiction, f"{name}_fact").assertions = count
+        return super().to_representation(contradiction)
 
 
 class AssertOutputSerializer(serializers.Serializer):
@@ -167,10 +223,41 @@ class PathOutputSerializer(serializers.Serializer):
     facts = FactOutputSerializer(many=True)
 
 
+@extend_schema_serializer(component_name="FactAsserted")
+class FactAssertedSerializer(AssertOutputSerializer):
+    projection = serializers.ChoiceField(
+        choices=["pending", "none"], help_text="pending: queued for the Neo4j projection; none: no Neo4j"
+    )
+
+
+@extend_schema_serializer(component_name="FactBatch")
+class FactBatchOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    projection = serializers.ChoiceField(choices=["pending", "none"])
+    results = AssertOutputSerializer(many=True)
+
+
+FACT_EXAMPLE = {"subject": "Alice", "predicate": "lives_in", "object": {"entity": "Lisbon", "type": "city"}}
+
+
 class FactsView(ApiView):
     """POST one fact (object) or a batch (array, at most 500, all or nothing); ``projection`` (once
-    for a batch) says whether the Neo4j projection of the change is ``pending`` or ``none``."""
+    for a batch) says whether the Neo4j projection of the change is ``pending`` or ``none``. 201 when
+    a fact was created (a new or a disputed one), 200 when every fact was already known (reinforced)."""
 
+    error_statuses = (409, 413)
+
+    @extend_schema(
+        operation_id="facts_assert",
+        summary="Assert facts",
+        request=one_or_many(FactInputSerializer, "FactInput"),
+        responses={
+            201: one_or_many(FactAssertedSerializer, "FactWritten", batch=FactBatchOutputSerializer),
+            200: one_or_many(FactAssertedSerializer, "FactReinforced", batch=FactBatchOutputSerializer),
+        },
+        examples=[OpenApiExample("Where Alice lives", value=FACT_EXAMPLE, request_only=True)],
+        tags=["knowledge"],
+    )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
         single = isinstance(request.data, dict)
@@ -191,20 +278,21 @@ class FactsView(ApiView):
         results = [replace(r, fact=stored.get(r.fact.pk, r.fact)) for r in results]
         body = AssertOutputSerializer(results, many=True).data
         projection = services.projection_state()
+        created = any(r.outcome != "reinforced" for r in results)
         return Response(
             {**body[0], "projection": projection}
             if single
             else {"count": len(body), "projection": projection, "results": body},
-            status=status.HTTP_201_CREATED,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
         )
 
 
 class EntityFactsParams(StrictSerializer):
     unknown_key_message = "Unknown query parameter."
-    as_of = AwareDateTimeField(required=False)
-    depth = serializers.IntegerField(required=False, min_value=1, max_value=graph.MAX_DEPTH, default=1)
+    as_of = AwareDateTimeField(required=False, help_text="what was held valid then (valid time)")
+    depth = StrictQueryInteger(required=False, min_value=1, max_value=graph.MAX_DEPTH, default=1)
     agent = CleanCharField(required=False, max_length=100)
-    sessions = serializers.IntegerField(
+    sessions = StrictQueryInteger(
         required=False, min_value=1, max_value=1000, help_text="only facts asserted in the last N sessions"
     )
 
@@ -228,15 +316,32 @@ class GraphReadView(ApiView):
         return response
 
 
+GRAPH_HEADERS = [
+    OpenApiParameter(
+        DEGRADED_HEADER,
+        str,
+        OpenApiParameter.HEADER,
+        response=True,
+        description="graph-projection-stale or neo4j-unavailable when PostgreSQL answered for a configured Neo4j",
+        enum=["graph-projection-stale", "neo4j-unavailable"],
+    )
+]
+
+
 class EntityFactsView(GraphReadView):
     """Facts about an entity (subject or object); ``depth`` 2-3 adds its graph neighbourhood."""
 
     get_query_params = frozenset(EntityFactsParams().fields)
 
+    @extend_schema(
+        operation_id="entity_facts",
+        summary="What is known about an entity",
+        parameters=[EntityFactsParams, *GRAPH_HEADERS],
+        responses={200: EntityRecallSerializer},
+        tags=["knowledge"],
+    )
     def get(self, request: AgentRequest, name: str) -> Response:
-        params = EntityFactsParams(data=request.query_params.dict())
-        params.is_valid(raise_exception=True)
-        p = params.validated_data
+        p = self.query(EntityFactsParams)
         if "\x00" in name or len(name) > services.MAX_NAME_CHARS:
             raise InvalidInput(
                 f"An entity name has at most {services.MAX_NAME_CHARS} characters, no NUL.", field="name"
@@ -257,9 +362,7 @@ class PathParams(StrictSerializer):
     # a field named like Field.source: the serializer metaclass moves declared fields off the class
     source = CleanCharField(max_length=300, help_text="entity name")  # type: ignore[assignment]
     target = CleanCharField(max_length=300, help_text="entity name")
-    max_depth = serializers.IntegerField(
-        required=False, min_value=1, max_value=graph.MAX_PATH_DEPTH, default=6
-    )
+    max_depth = StrictQueryInteger(required=False, min_value=1, max_value=graph.MAX_PATH_DEPTH, default=6)
 
 
 class GraphPathView(GraphReadView):
@@ -267,19 +370,30 @@ class GraphPathView(GraphReadView):
 
     get_query_params = frozenset(PathParams().fields)
 
+    @extend_schema(
+        operation_id="graph_path",
+        summary="A shortest path between two entities",
+        parameters=[PathParams, *GRAPH_HEADERS],
+        responses={200: PathOutputSerializer},
+        tags=["knowledge"],
+    )
     def get(self, request: AgentRequest) -> Response:
-        params = PathParams(data=request.query_params.dict())
-        params.is_valid(raise_exception=True)
-        p = params.validated_data
+        p = self.query(PathParams)
         found = selectors.graph_path(
             source=p["source"], target=p["target"], max_depth=p["max_depth"], reader=self.graph_reader()
         )
         return Response(PathOutputSerializer(found).data)
 
 
-class ContradictionParams(StrictSerializer):
+class ContradictionParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
     status = serializers.ChoiceField(choices=ContradictionStatus.choices, required=False)
+
+
+class ContradictionsPage(CursorPage):
+    """Oldest first: the review order."""
+
+    ordering = ("created_at", "id")
 
 
 class ContradictionsView(ApiView):
@@ -287,30 +401,54 @@ class ContradictionsView(ApiView):
 
     get_query_params = frozenset(ContradictionParams().fields)
 
+    @extend_schema(
+        operation_id="contradictions_list",
+        summary="List contradictions",
+        parameters=[ContradictionParams],
+        responses={200: page_of(ContradictionOutputSerializer, "Contradiction")},
+        tags=["knowledge"],
+    )
     def get(self, request: AgentRequest) -> Response:
-        params = ContradictionParams(data=request.query_params.dict())
-        params.is_valid(raise_exception=True)
-        items = selectors.contradiction_list(status=params.validated_data.get("status"))
-        return Response(
-            {"count": len(items), "results": ContradictionOutputSerializer(items, many=True).data}
-        )
+        p = self.query(ContradictionParams)
+        items = selectors.contradiction_list(status=p.get("status"))
+        paginator = ContradictionsPage()
+        page = paginator.paginate_queryset(items, request, view=self)
+        return paginator.get_paginated_response(ContradictionOutputSerializer(page, many=True).data)
 
 
 class RetractInput(StrictSerializer):
     reason = CleanCharField(required=False, max_length=2000, default="")
 
 
-class FactRetractView(ApiView):
-    """``POST /api/v1/facts/{id}/retract``: withdraw a live fact (logged as a decision)."""
+@extend_schema_serializer(component_name="FactRetracted")
+class FactRetractedSerializer(FactOutputSerializer):
+    projection = serializers.ChoiceField(choices=["pending", "none"])
 
+
+class FactRetractView(ApiView):
+    """``POST /api/v1/facts/{id}/retract``: withdraw a live fact (logged as a decision): its author
+    may, or a key with the ``curate`` scope."""
+
+    error_statuses = (409,)
+
+    @extend_schema(
+        operation_id="facts_retract",
+        summary="Retract a fact",
+        request=RetractInput,
+        responses={200: FactRetractedSerializer},
+        tags=["knowledge"],
+    )
     @idempotent
-    def post(self, request: AgentRequest, fact_id: int) -> Response:
+    def post(self, request: AgentRequest, fact_id: str) -> Response:
         if not isinstance(request.data, dict):
             raise InvalidInput("Expected a JSON object.", field="body")
         serializer = RetractInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         fact = services.fact_retract(
-            agent=request.user, fact_id=fact_id, reason=serializer.validated_data["reason"]
+            agent=request.user,
+            fact_id=fact_id,
+            reason=serializer.validated_data["reason"],
+            may_curate=request.auth.has_scope("curate"),
         )
         fact = selectors.facts_by_id([fact.pk])[fact.pk]
         return Response({**FactOutputSerializer(fact).data, "projection": services.projection_state()})

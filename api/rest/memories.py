@@ -1,11 +1,11 @@
-"""``/api/v1/memories``: store, recall and forget semantic memories."""
+"""``/api/v1/memories``: store, list, recall and forget semantic memories."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -18,6 +18,7 @@ from api.fields import (
     StrictSerializer,
 )
 from api.idempotency import idempotent
+from api.pagination import CursorPage, PageParams, page_of
 from api.views import AgentRequest, ApiView
 from memory.semantic import selectors, services
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
@@ -27,6 +28,14 @@ MAX_CONTENT_CHARS = settings.ENGRAM["MAX_CONTENT_CHARS"]
 
 def unit_float(**kwargs: Any) -> StrictFloatField:
     return StrictFloatField(min_value=0.0, max_value=1.0, **kwargs)
+
+
+@extend_schema_serializer(component_name="VisibleTo")
+class VisibleToSerializer(StrictSerializer):
+    """Who else may recall a ``hierarchical`` memory: agents by name, and agent roles."""
+
+    agents = serializers.ListField(child=CleanCharField(max_length=100), max_length=100, default=list)
+    roles = serializers.ListField(child=CleanCharField(max_length=100), max_length=100, default=list)
 
 
 class MemoryInputSerializer(StrictSerializer):
@@ -45,6 +54,9 @@ class MemoryInputSerializer(StrictSerializer):
         help_text="optional precomputed vector from the configured model",
     )
     embedding_model = CleanCharField(max_length=200, required=False)
+    visible_to = VisibleToSerializer(
+        required=False, help_text="hierarchical scope only: the agents and roles that may recall it too"
+    )
 
     def validate_content(self, value: str) -> str:
         if not value.strip():
@@ -53,10 +65,14 @@ class MemoryInputSerializer(StrictSerializer):
 
 
 class MemoryOutputSerializer(serializers.Serializer):
+    """A memory; ``visible_to`` lists the agents (by name) and roles a hierarchical memory names
+    (empty lists otherwise). Pass ``context={"agent_names": {id: name}}`` for lists of memories."""
+
     id = serializers.UUIDField()
     content = serializers.CharField(trim_whitespace=False)
-    memory_type = serializers.CharField()
-    scope = serializers.CharField()
+    memory_type = serializers.ChoiceField(choices=MemoryType.choices)
+    scope = serializers.ChoiceField(choices=MemoryScope.choices)
+    visible_to = serializers.SerializerMethodField()
     agent = serializers.CharField(source="agent.name")
     session_id = serializers.CharField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
@@ -68,14 +84,37 @@ class MemoryOutputSerializer(serializers.Serializer):
     last_accessed_at = serializers.DateTimeField()
     access_count = serializers.IntegerField()
 
+    @extend_schema_field(VisibleToSerializer)
+    def get_visible_to(self, memory: SemanticMemory) -> dict[str, list[str]]:
+        names = self.context.get("agent_names")
+        if names is None and memory.visible_to_agents:
+            names = selectors.agent_names(memory.visible_to_agents)
+        return {
+            "agents": [(names or {}).get(i, f"#{i}") for i in memory.visible_to_agents],
+            "roles": list(memory.visible_to_roles),
+        }
 
-class RangeSerializer(StrictSerializer):
+
+def memories_out(memories: list[SemanticMemory]) -> list[dict[str, Any]]:
+    """Several memories as JSON, with the names of the agents they name looked up once."""
+    names = selectors.agent_names(i for m in memories for i in m.visible_to_agents)
+    return list(MemoryOutputSerializer(memories, many=True, context={"agent_names": names}).data)
+
+
+class DateRangeSerializer(StrictSerializer):
     unknown_key_message = "Unknown operator; use gt, gte, lt or lte."
+    gt = AwareDateTimeField(required=False)
+    gte = AwareDateTimeField(required=False)
+    lt = AwareDateTimeField(required=False)
+    lte = AwareDateTimeField(required=False)
 
-    def __init__(self, field_factory: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        for op in selectors.RANGE_OPERATORS:
-            self.fields[op] = field_factory(required=False)
+
+class UnitRangeSerializer(StrictSerializer):
+    unknown_key_message = "Unknown operator; use gt, gte, lt or lte."
+    gt = unit_float(required=False)
+    gte = unit_float(required=False)
+    lt = unit_float(required=False)
+    lte = unit_float(required=False)
 
 
 class FiltersSerializer(StrictSerializer):
@@ -87,8 +126,8 @@ class FiltersSerializer(StrictSerializer):
     tags_any = serializers.ListField(child=CleanCharField(max_length=64), required=False, max_length=50)
     tags_all = serializers.ListField(child=CleanCharField(max_length=64), required=False, max_length=50)
     min_confidence = unit_float(required=False)
-    created_at = RangeSerializer(AwareDateTimeField, required=False)
-    importance = RangeSerializer(unit_float, required=False)
+    created_at = DateRangeSerializer(required=False)
+    importance = UnitRangeSerializer(required=False)
 
 
 class MMRSerializer(StrictSerializer):
@@ -117,16 +156,101 @@ def _memory_body(memory: SemanticMemory, **extra: Any) -> dict[str, Any]:
     return {**MemoryOutputSerializer(memory).data, **extra}
 
 
-class MemoriesView(ApiView):
-    """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one."""
+@extend_schema_serializer(component_name="MemoryWritten")
+class MemoryWrittenSerializer(MemoryOutputSerializer):
+    deduplicated = serializers.BooleanField(help_text="true: an existing memory was reinforced instead")
+    duplicate_of = serializers.ChoiceField(choices=["exact", "near"], required=False)
+    similarity = serializers.FloatField(required=False)
 
+
+class ScoreComponentsSerializer(serializers.Serializer):
+    relevance = serializers.FloatField()
+    similarity = serializers.FloatField()
+    text_relevance = serializers.FloatField()
+    recency = serializers.FloatField()
+    importance = serializers.FloatField()
+
+
+class SearchHitSerializer(serializers.Serializer):
+    memory = MemoryOutputSerializer()
+    score = serializers.FloatField(help_text="in [0, 1]: the weighted mean of the components")
+    components = ScoreComponentsSerializer()
+
+
+class SearchOutputSerializer(serializers.Serializer):
+    query = serializers.CharField()
+    k = serializers.IntegerField()
+    count = serializers.IntegerField()
+    results = SearchHitSerializer(many=True)
+
+
+class ForgetOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    forgotten_at = serializers.DateTimeField()
+    event_id = serializers.IntegerField(help_text="the decision event that records the forget")
+    event_seq = serializers.IntegerField()
+
+
+class MemoryListParams(StrictSerializer, PageParams):
+    unknown_key_message = "Unknown query parameter."
+    agent = CleanCharField(required=False, max_length=100, help_text="the name of the agent that wrote it")
+    scope = serializers.ChoiceField(choices=MemoryScope.choices, required=False)
+    memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
+    session_id = CleanCharField(required=False, max_length=200)
+    tag = serializers.ListField(
+        child=CleanCharField(max_length=64),
+        required=False,
+        max_length=50,
+        help_text="repeat: every tag given",
+    )
+    min_confidence = unit_float(required=False)
+    since = AwareDateTimeField(required=False, help_text="created_at >= since")
+    until = AwareDateTimeField(required=False, help_text="created_at < until")
+
+
+class MemoriesPage(CursorPage):
+    """Newest first."""
+
+    ordering = ("-created_at", "-id")
+
+
+MEMORY_EXAMPLE = {
+    "content": "Alice lives in Lisbon",
+    "scope": "shared",
+    "tags": ["people"],
+    "importance": 0.7,
+}
+
+
+class MemoriesView(ApiView):
+    """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one; GET a page
+    of the memories the caller may see."""
+
+    get_query_params = frozenset(MemoryListParams().fields)
+    repeatable_query_params = frozenset({"tag"})
+    error_statuses = {"post": (409, 503)}
+
+    @extend_schema(
+        operation_id="memories_create",
+        summary="Store a memory",
+        request=MemoryInputSerializer,
+        responses={201: MemoryWrittenSerializer, 200: MemoryWrittenSerializer},
+        examples=[OpenApiExample("A shared fact", value=MEMORY_EXAMPLE, request_only=True)],
+        tags=["semantic"],
+    )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
         serializer = MemoryInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        visible_to = data.pop("visible_to", {})
         result = services.memory_create(
             agent=request.user,
-            data=services.MemoryData(**serializer.validated_data),
+            data=services.MemoryData(
+                **data,
+                visible_to_agents=visible_to.get("agents", ()),
+                visible_to_roles=visible_to.get("roles", ()),
+            ),
             policy=request.tenant.retrieval_policy,
         )
         extra: dict[str, Any] = {"deduplicated": result.deduplicated}
@@ -137,12 +261,56 @@ class MemoriesView(ApiView):
             status=status.HTTP_200_OK if result.deduplicated else status.HTTP_201_CREATED,
         )
 
+    @extend_schema(
+        operation_id="memories_list",
+        summary="List memories",
+        parameters=[MemoryListParams],
+        responses={200: page_of(MemoryOutputSerializer, "Memory")},
+        tags=["semantic"],
+    )
+    def get(self, request: AgentRequest) -> Response:
+        raw: dict[str, Any] = request.query_params.dict()
+        if "tag" in raw:
+            raw["tag"] = request.query_params.getlist("tag")
+        p = self.query(MemoryListParams, raw)
+        created: dict[str, Any] = {}
+        if "since" in p:
+            created["gte"] = p["since"]
+        if "until" in p:
+            created["lt"] = p["until"]
+        qs = selectors.memory_list(
+            agent=request.user,
+            filters=selectors.MemoryFilters(
+                agent_name=p.get("agent"),
+                scope=p.get("scope"),
+                memory_type=p.get("memory_type"),
+                session_id=p.get("session_id"),
+                tags_all=p.get("tag", ()),
+                min_confidence=p.get("min_confidence"),
+                created_at=created,
+            ),
+        )
+        paginator = MemoriesPage()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(memories_out(list(page or [])))
+
 
 class MemorySearchView(ApiView):
     """Hybrid recall; a read, so it needs only the ``read`` scope."""
 
     required_scope = "read"
+    error_statuses = (409, 503)
 
+    @extend_schema(
+        operation_id="memories_search",
+        summary="Recall memories",
+        request=SearchInputSerializer,
+        responses={200: SearchOutputSerializer},
+        examples=[
+            OpenApiExample("A question", value={"query": "Where does Alice live?", "k": 5}, request_only=True)
+        ],
+        tags=["semantic"],
+    )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
         serializer = SearchInputSerializer(data=request.data)
@@ -169,9 +337,10 @@ class MemorySearchView(ApiView):
             weights=dict(data.get("weights", {})),
             mmr_lambda=data["mmr"]["lambda"] if "mmr" in data else None,
         )
+        memories = memories_out([hit.memory for hit in hits])
         results = [
             {
-                "memory": MemoryOutputSerializer(hit.memory).data,
+                "memory": memory,
                 "score": round(hit.score, 6),
                 "components": {
                     "relevance": round(hit.relevance, 6),
@@ -181,25 +350,41 @@ class MemorySearchView(ApiView):
                     "importance": round(hit.importance, 6),
                 },
             }
-            for hit in hits
+            for hit, memory in zip(hits, memories, strict=True)
         ]
+        # rendered piecewise above (the memories' audience names looked up once): SearchOutputSerializer
+        # is the schema of this body
         return Response({"query": data["query"], "k": data["k"], "count": len(results), "results": results})
 
 
 class MemoryDetailView(ApiView):
-    """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision)."""
+    """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision): the
+    memory's author may, or a key with the ``curate`` scope."""
 
-    def get(self, request: AgentRequest, memory_id: uuid.UUID) -> Response:
+    @extend_schema(
+        operation_id="memories_get",
+        summary="One memory",
+        responses={200: MemoryOutputSerializer},
+        tags=["semantic"],
+    )
+    def get(self, request: AgentRequest, memory_id: str) -> Response:
         memory = selectors.memory_get(agent=request.user, memory_id=memory_id)
         return Response(_memory_body(memory))
 
-    def delete(self, request: AgentRequest, memory_id: uuid.UUID) -> Response:
-        memory, event = services.memory_forget(agent=request.user, memory_id=memory_id)
-        return Response(
-            {
-                "id": str(memory.pk),
-                "forgotten_at": memory.forgotten_at,
-                "event_id": event.pk,
-                "event_seq": event.seq,
-            }
+    @extend_schema(
+        operation_id="memories_forget",
+        summary="Forget a memory",
+        responses={200: ForgetOutputSerializer},
+        tags=["semantic"],
+    )
+    def delete(self, request: AgentRequest, memory_id: str) -> Response:
+        memory, event = services.memory_forget(
+            agent=request.user, memory_id=memory_id, may_curate=request.auth.has_scope("curate")
         )
+        body = {
+            "id": memory.pk,
+            "forgotten_at": memory.forgotten_at,
+            "event_id": event.pk,
+            "event_seq": event.seq,
+        }
+        return Response(ForgetOutputSerializer(body).data)

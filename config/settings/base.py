@@ -44,6 +44,7 @@ SHARED_APPS = [
     "django_htmx",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our static files
     "benchmarks",  # the LoCoMo ingest/eval commands; no models
 ]
 TENANT_APPS = [
@@ -201,10 +202,50 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "api.schema.EngramAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Engram API", "VERSION": "1.0.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Engram API",
+    "DESCRIPTION": "Memory for multi-agent AI systems: the episodic log, semantic memory, knowledge, "
+    "working memory and checkpoints. Every request carries a per-agent API key "
+    "(`Authorization: Bearer egm.<tenant>.<key id>.<secret>`); conventions (envelopes, status codes, "
+    "errors) are in the README.",
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,  # input and output shapes of one serializer are different schemas
+    "ENUM_NAME_OVERRIDES": {
+        "FactStatusEnum": "memory.knowledge.models.FactStatus",
+        "ContradictionStatusEnum": "memory.knowledge.models.ContradictionStatus",
+        "MemoryScopeEnum": "memory.semantic.models.MemoryScope",
+        "MemoryTypeEnum": "memory.semantic.models.MemoryType",
+        "EventKindEnum": "memory.episodic.models.EventKind",
+        "EventRoleEnum": "memory.episodic.models.EventRole",
+    },
+    "SWAGGER_UI_DIST": "SIDECAR",  # no CDN: the UI's files come from drf-spectacular-sidecar
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_stream_operation",
+    ],
+    "TAGS": [
+        {"name": "agents", "description": "The caller and its key."},
+        {"name": "episodic", "description": "The append-only, hash-chained log of what happened."},
+        {"name": "semantic", "description": "Memories with embeddings, and hybrid recall."},
+        {
+            "name": "knowledge",
+            "description": "Facts with provenance and valid time, the graph, contradictions.",
+        },
+        {
+            "name": "working memory",
+            "description": "Blackboards, scratchpads and conversation windows (Redis).",
+        },
+        {"name": "checkpoints", "description": "Agent state per session step (state hydration)."},
+    ],
+}
 
 # 1 MiB of request body is plenty for a batch of 1,000 events of normal size; content fields have
 # their own limits.

@@ -19,7 +19,7 @@ def _stream(*, agent: Agent, session_id: str) -> QuerySet[Checkpoint]:
 
 
 def checkpoint_list(*, agent: Agent, session_id: str, after_step: int = -1) -> QuerySet[Checkpoint]:
-    """``agent``'s checkpoints in the session with a step after ``after_step``, oldest first.
+    """``agent``'s checkpoints in the session with a step after ``after_step``, in step order.
 
     ``state`` and ``plan`` are deferred (up to 1 MiB each): use ``Checkpoint.summary()`` on the rows,
     or ``checkpoint_get`` for one checkpoint in full.

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from core.errors import NotFound
 
@@ -91,7 +92,21 @@ def contradiction_list(*, status: str | None = None) -> QuerySet[Contradiction]:
     )
     if status is not None:
         qs = qs.filter(status=status)
-    return qs.order_by("created_at", "id")
+    return qs.annotate(
+        existing_assertions=_assertions_of("existing_fact"), new_assertions=_assertions_of("new_fact")
+    ).order_by("created_at", "id")
+
+
+def _assertions_of(fact_field: str) -> Coalesce:
+    """The number of provenance rows of the contradiction's ``fact_field`` (a correlated count)."""
+    counts = (
+        FactProvenance.objects.filter(fact=OuterRef(fact_field))
+        .order_by()
+        .values("fact")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counts), 0)
 
 
 def outbox_pending() -> bool:

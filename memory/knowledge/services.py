@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
-from core.errors import Conflict, DomainError, InvalidInput, NotFound
+from core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
 from core.locks import advisory_xact_lock
 from core.tasks import queue_on_commit
 from core.tenancy import current_tenant
@@ -56,6 +56,7 @@ class FactObject:
     entity_type: str = ""
     literal_type: str = ""
     value: Any = None
+    entity_id: int | None = None  # as a response gave it back: must be the named entity's id
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,11 @@ def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
             if obj.literal_type:
                 raise InvalidInput("Give either an entity or a literal as the object.", field="object")
             object_entity = entity_ensure(name=obj.entity, entity_type=obj.entity_type, field="object")
+            if obj.entity_id is not None and obj.entity_id != object_entity.pk:
+                raise InvalidInput(
+                    f"Entity {obj.entity!r} has id {object_entity.pk}, not {obj.entity_id}.",
+                    field="object.id",
+                )
             literal_value, object_key = None, f"e:{object_entity.pk}"
         else:
             object_entity = None
@@ -358,13 +364,25 @@ def facts_assert(*, agent: Agent, facts: Sequence[FactData], batch: bool) -> lis
     return results
 
 
-def fact_retract(*, agent: Agent, fact_id: int, reason: str = "") -> Fact:
+def fact_retract(*, agent: Agent, fact_id: int | str, reason: str = "", may_curate: bool = False) -> Fact:
     """An agent withdraws a fact: status ``retracted``, open contradictions on it dismissed, a
-    ``decision`` event logged. Raises ``NotFound`` for an unknown id, ``Conflict`` if not live."""
+    ``decision`` event logged. Only the fact's author (the agent that first asserted it) may, or a
+    key with the ``curate`` scope (``may_curate``). Raises ``NotFound`` for an unknown or malformed
+    id, ``PermissionDenied`` for another agent's fact, ``Conflict`` if not live."""
+    if isinstance(fact_id, str):
+        if not fact_id.isdigit() or len(fact_id) > 18:
+            raise NotFound(f"No fact {fact_id}.", field="id")
+        fact_id = int(fact_id)
     with transaction.atomic():
         fact = Fact.objects.select_for_update().filter(pk=fact_id).first()
         if fact is None:
             raise NotFound(f"No fact {fact_id}.", field="id")
+        if fact.agent_id != agent.pk and not may_curate:
+            raise PermissionDenied(
+                f"Fact {fact_id} was asserted by another agent: only its author, or a key with the "
+                "'curate' scope, may retract it.",
+                field="id",
+            )
         if fact.status not in LIVE_STATUSES:
             raise Conflict(f"Fact {fact_id} is already {fact.status}.", field="id")
         fact.status = FactStatus.RETRACTED

@@ -31,6 +31,7 @@ class MemoryType(models.TextChoices):
 class MemoryScope(models.TextChoices):
     PRIVATE = "private", "private (its agent only)"
     SHARED = "shared", "shared (every agent of the tenant)"
+    HIERARCHICAL = "hierarchical", "hierarchical (its agent and the agents or roles it names)"
 
 
 class SemanticMemory(models.Model):
@@ -41,10 +42,13 @@ class SemanticMemory(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="memories")
-    scope = models.CharField(max_length=10, choices=MemoryScope.choices, default=MemoryScope.PRIVATE)
+    scope = models.CharField(max_length=12, choices=MemoryScope.choices, default=MemoryScope.PRIVATE)
     memory_type = models.CharField(max_length=16, choices=MemoryType.choices, default=MemoryType.FACT)
     session_id = models.CharField(max_length=200, null=True, blank=True)
     tags = ArrayField(models.CharField(max_length=64), default=list, blank=True)
+    # hierarchical scope: who else may recall it, by agent id and by agent role (empty otherwise)
+    visible_to_agents = ArrayField(models.BigIntegerField(), default=list, blank=True)
+    visible_to_roles = ArrayField(models.CharField(max_length=100), default=list, blank=True)
     content = models.TextField()
     content_hash = models.CharField(max_length=64, editable=False)
     metadata = models.JSONField(default=dict, blank=True)
@@ -80,6 +84,11 @@ class SemanticMemory(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(confidence__gte=0) & Q(confidence__lte=1), name="semantic_confidence_unit"
+            ),
+            # only a hierarchical memory names who else may see it
+            models.CheckConstraint(
+                condition=Q(scope="hierarchical") | (Q(visible_to_agents=[]) & Q(visible_to_roles=[])),
+                name="semantic_visible_to_hierarchical",
             ),
         ]
         indexes = [

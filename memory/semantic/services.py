@@ -20,7 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.models import Agent
-from core.errors import InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound, PermissionDenied
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
@@ -45,7 +45,9 @@ def content_hash(text: str) -> str:
 
 @dataclass(frozen=True)
 class MemoryData:
-    """A memory to store. ``importance`` and ``confidence`` are in [0, 1]."""
+    """A memory to store. ``importance`` and ``confidence`` are in [0, 1]. A ``hierarchical`` memory
+    names who else may recall it: agents by name (``visible_to_agents``) and agent roles
+    (``visible_to_roles``), at least one of them; other scopes name nobody."""
 
     content: str
     memory_type: str = MemoryType.FACT
@@ -57,6 +59,8 @@ class MemoryData:
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding: Sequence[float] | None = None
     embedding_model: str | None = None
+    visible_to_agents: Sequence[str] = ()
+    visible_to_roles: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,15 @@ class WriteResult:
 
 
 def _reinforce(
-    memory: SemanticMemory, *, confidence: float, importance: float, tags: Sequence[str]
+    memory: SemanticMemory,
+    *,
+    confidence: float,
+    importance: float,
+    tags: Sequence[str],
+    audience: tuple[list[int], list[str]] = ([], []),
 ) -> SemanticMemory:
-    """One more sighting of ``memory``: access count +1, clock restarted, confidence/importance = max."""
+    """One more sighting of ``memory``: access count +1, clock restarted, confidence/importance = max,
+    new tags and (hierarchical) new agents and roles added."""
     MemoryAccess.objects.filter(pk=memory.pk).update(
         access_count=F("access_count") + 1, last_accessed_at=timezone.now()
     )
@@ -87,7 +97,35 @@ def _reinforce(
     new_tags = [t for t in tags if t not in memory.tags]
     if new_tags:
         SemanticMemory.objects.filter(pk=memory.pk).update(tags=memory.tags + new_tags)
+    agent_ids, roles = audience
+    new_ids = [i for i in agent_ids if i not in memory.visible_to_agents]
+    new_roles = [r for r in roles if r not in memory.visible_to_roles]
+    if new_ids or new_roles:
+        SemanticMemory.objects.filter(pk=memory.pk).update(
+            visible_to_agents=memory.visible_to_agents + new_ids,
+            visible_to_roles=memory.visible_to_roles + new_roles,
+        )
     return SemanticMemory.objects.select_related("agent", "access").get(pk=memory.pk)
+
+
+def _audience(data: MemoryData) -> tuple[list[int], list[str]]:
+    """The agent ids and roles a hierarchical memory names. Raises ``InvalidInput`` (field
+    ``visible_to``, or ``visible_to.agents`` for names that are no agent of the tenant)."""
+    names = list(dict.fromkeys(data.visible_to_agents))
+    roles = list(dict.fromkeys(r for r in data.visible_to_roles if r))
+    if data.scope != MemoryScope.HIERARCHICAL:
+        if names or roles:
+            raise InvalidInput("Only a hierarchical memory names agents or roles.", field="visible_to")
+        return [], []
+    if not names and not roles:
+        raise InvalidInput(
+            "A hierarchical memory names at least one agent or role that may recall it.", field="visible_to"
+        )
+    found = dict(Agent.objects.filter(name__in=names).values_list("name", "pk"))
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise InvalidInput(f"No agent named {', '.join(map(repr, unknown))}.", field="visible_to.agents")
+    return [found[n] for n in names], roles
 
 
 def _validate(data: MemoryData) -> None:
@@ -118,13 +156,20 @@ def memory_create(
     supplied vector of another model or dimension.
     """
     _validate(data)
+    audience = _audience(data)
     embedder = embedder or get_embedder()
     digest = content_hash(data.content)
     same_owner = SemanticMemory.objects.filter(agent=agent, scope=data.scope, forgotten_at__isnull=True)
     existing = same_owner.filter(content_hash=digest).first()
     if existing is not None:
         return WriteResult(
-            _reinforce(existing, confidence=data.confidence, importance=data.importance, tags=data.tags),
+            _reinforce(
+                existing,
+                confidence=data.confidence,
+                importance=data.importance,
+                tags=data.tags,
+                audience=audience,
+            ),
             "exact",
             1.0,
         )
@@ -144,7 +189,13 @@ def memory_create(
     )
     if nearest is not None and 1.0 - nearest.distance >= policy.near_duplicate_threshold:
         return WriteResult(
-            _reinforce(nearest, confidence=data.confidence, importance=data.importance, tags=data.tags),
+            _reinforce(
+                nearest,
+                confidence=data.confidence,
+                importance=data.importance,
+                tags=data.tags,
+                audience=audience,
+            ),
             "near",
             1.0 - nearest.distance,
         )
@@ -156,6 +207,8 @@ def memory_create(
         memory_type=data.memory_type,
         session_id=data.session_id,
         tags=list(dict.fromkeys(data.tags)),
+        visible_to_agents=audience[0],
+        visible_to_roles=audience[1],
         content=data.content,
         content_hash=digest,
         metadata=data.metadata,
@@ -175,25 +228,44 @@ def memory_create(
         if winner is None:
             raise
         return WriteResult(
-            _reinforce(winner, confidence=data.confidence, importance=data.importance, tags=data.tags),
+            _reinforce(
+                winner,
+                confidence=data.confidence,
+                importance=data.importance,
+                tags=data.tags,
+                audience=audience,
+            ),
             "exact",
             1.0,
         )
     return WriteResult(memory, "created")
 
 
-def memory_forget(*, agent: Agent, memory_id: uuid.UUID) -> tuple[SemanticMemory, Event]:
+def memory_forget(
+    *, agent: Agent, memory_id: uuid.UUID | str, may_curate: bool = False
+) -> tuple[SemanticMemory, Event]:
     """Hide a memory from recall (the row stays for audit) and log a ``decision`` event.
 
-    ``agent`` may forget its own memories and shared ones. Raises ``NotFound`` when the memory does
-    not exist, is already forgotten or is another agent's private memory.
+    ``agent`` may forget the memories it wrote; with ``may_curate`` (a key with the ``curate``
+    scope) also the other memories it can see. Raises ``NotFound`` when the memory does not exist,
+    is already forgotten or is not visible to ``agent``, and ``PermissionDenied`` for another
+    agent's memory without ``may_curate``.
     """
     with transaction.atomic():
         memory = (
-            selectors.memories_visible_to(agent).select_for_update(of=("self",)).filter(pk=memory_id).first()
+            selectors.memories_visible_to(agent)
+            .select_for_update(of=("self",))
+            .filter(pk=selectors.memory_uuid(memory_id))
+            .first()
         )
         if memory is None:
             raise NotFound("No such memory.", field="id")
+        if memory.agent_id != agent.pk and not may_curate:
+            raise PermissionDenied(
+                f"Memory {memory.pk} was written by another agent: only its author, or a key with the "
+                "'curate' scope, may forget it.",
+                field="id",
+            )
         memory.forgotten_at = timezone.now()
         memory.forgotten_by = agent
         memory.save(update_fields=["forgotten_at", "forgotten_by"])

@@ -200,8 +200,9 @@ def blackboard_get(*, reader: Agent, execution_id: str, agent_name: str, name: s
 
 def scratchpad_write(
     *, agent: Agent, execution_id: str, key: str, value: Any, policy: WorkingMemoryPolicy
-) -> None:
-    """Set ``key`` in the agent's private scratchpad for the execution (TTL refreshed).
+) -> bool:
+    """Set ``key`` in the agent's private scratchpad for the execution (TTL refreshed); returns
+    whether the key is new (it did not exist before).
 
     The first successful write to an execution (here or ``blackboard_write``) makes ``agent`` its
     owner, in the same MULTI. Raises ``Conflict`` when the execution is closed, ``PayloadTooLarge``
@@ -223,7 +224,8 @@ def scratchpad_write(
         pipe.expire(index, ttl)
         pipe.set(owner, agent.pk, nx=True)
         pipe.expire(owner, ttl)
-        pipe.execute()
+        added = pipe.execute()[0]
+    return bool(added)
 
 
 def scratchpad_read(*, agent: Agent, execution_id: str) -> dict[str, Any]:
@@ -235,11 +237,36 @@ def scratchpad_read(*, agent: Agent, execution_id: str) -> dict[str, Any]:
     return {k.decode(): json.loads(v) for k, v in sorted(raw.items())}
 
 
+def scratchpad_get(*, agent: Agent, execution_id: str, key: str) -> Any:
+    """One key of the agent's own scratchpad. Raises ``NotFound`` (field ``key``) if it is not set."""
+    check_id(execution_id, field="execution_id")
+    check_id(key, field="key")
+    with redis_errors():
+        raw = get_redis().hget(tenant_key("sp", execution_id, agent.pk), key)
+    record_lookup(agent=agent.name, layer="scratchpad", hit=raw is not None)
+    if raw is None:
+        raise NotFound(f"No key {key} in your scratchpad of execution {execution_id}.", field="key")
+    return json.loads(raw)
+
+
 def scratchpad_delete(*, agent: Agent, execution_id: str, key: str) -> bool:
     """Remove one key from the agent's scratchpad; returns whether it existed."""
     check_id(execution_id, field="execution_id")
+    check_id(key, field="key")
     with redis_errors():
         return bool(get_redis().hdel(tenant_key("sp", execution_id, agent.pk), key))
+
+
+def scratchpad_clear(*, agent: Agent, execution_id: str) -> int:
+    """Delete the agent's whole scratchpad for the execution; returns how many keys it held."""
+    check_id(execution_id, field="execution_id")
+    pad = tenant_key("sp", execution_id, agent.pk)
+    with redis_errors():
+        pipe = get_redis().pipeline(transaction=True)
+        pipe.hlen(pad)
+        pipe.delete(pad)
+        count, _ = pipe.execute()
+    return int(count)
 
 
 def window_append(

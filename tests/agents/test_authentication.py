@@ -24,7 +24,7 @@ def test_me_names_agent_tenant_and_scopes(alice: Caller) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "agent": "alice",
-        "role": "",
+        "role": None,  # absent optional values are null, never ""
         "tenant": "alpha",
         "key_id": alice.key.split(".")[2],
         "scopes": ["read", "write"],

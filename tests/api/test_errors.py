@@ -21,18 +21,19 @@ def test_oversized_bodies_are_a_json_413_before_reading(alice: Caller, settings)
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("method", "path", "field"),
     [
-        "/api/v1/nonexistent",
-        "/api/v1/memories/not-a-uuid",
-        "/api/v1/facts/-1/retract",
-        "/api/v1/entities//facts",
+        ("get", "/api/v1/nonexistent", "path"),
+        ("get", "/api/v1/memories/not-a-uuid", "id"),
+        ("post", "/api/v1/facts/-1/retract", "id"),
+        ("get", "/api/v1/entities//facts", "path"),
     ],
 )
-def test_unknown_api_paths_are_json_404(alice: Caller, path: str) -> None:
-    response = alice.client.get(path)
+def test_unknown_api_paths_are_json_404(alice: Caller, method: str, path: str, field: str) -> None:
+    response = getattr(alice.client, method)(path, {}, format="json")
     assert response.status_code == 404
     assert response.json()["code"] == "not_found"
+    assert field in response.json()["errors"]
 
 
 def test_stream_refuses_other_methods_with_json(alice: Caller) -> None:
@@ -52,7 +53,11 @@ def test_writes_to_an_unknown_api_path_are_the_json_404(alice: Caller, method: s
         HTTP_AUTHORIZATION=f"Bearer {alice.key}",
     )
     assert response.status_code == 404
-    assert response.json() == {"detail": "No such endpoint or resource.", "code": "not_found"}
+    assert response.json() == {
+        "detail": "No such endpoint or resource.",
+        "code": "not_found",
+        "errors": {"path": ["No such endpoint or resource."]},
+    }
 
 
 def test_an_unexpected_error_in_the_api_is_json_without_a_traceback(alice: Caller, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -66,5 +71,9 @@ def test_an_unexpected_error_in_the_api_is_json_without_a_traceback(alice: Calle
     response = client.get("/api/v1/me", HTTP_AUTHORIZATION=f"Bearer {alice.key}")
     assert response.status_code == 500
     assert response["Content-Type"] == "application/json"
-    assert response.json() == {"detail": "Internal server error; it has been logged.", "code": "server_error"}
+    assert response.json() == {
+        "detail": "Internal server error; it has been logged.",
+        "code": "server_error",
+        "errors": {},
+    }
     assert alice.key not in response.content.decode()

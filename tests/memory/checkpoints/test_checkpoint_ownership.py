@@ -82,7 +82,7 @@ def ckpt_redis_key(caller: Caller, session_id: str) -> str:
 def steps(caller: Caller, session_id: str) -> list[tuple[int, str]]:
     listing = caller.get(ckpt_url(session_id))
     assert listing.status_code == 200, listing.content
-    return [(c["step_index"], c["agent"]) for c in listing.json()["checkpoints"]]
+    return [(c["step_index"], c["agent"]) for c in listing.json()["results"]]
 
 
 def test_a_teammate_can_neither_read_nor_change_what_the_first_agent_restores(

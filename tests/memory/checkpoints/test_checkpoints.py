@@ -154,12 +154,12 @@ def test_latest_is_the_highest_step_and_listing_is_in_step_order(alice: Caller, 
     # (another agent in the session has a stream of its own: tests/test_session_ownership.py)
     assert latest(alice, session).json()["step_index"] == 10
     listing = alice.get(url(session)).json()
-    assert [c["step_index"] for c in listing["checkpoints"]] == [0, 3, 10]
-    assert "state" not in listing["checkpoints"][0] and listing["next_after_step"] is None
+    assert [c["step_index"] for c in listing["results"]] == [0, 3, 10]
+    assert "state" not in listing["results"][0] and listing["next"] is None
     page = alice.get(url(session), {"limit": 2}).json()
-    assert [c["step_index"] for c in page["checkpoints"]] == [0, 3] and page["next_after_step"] == 3
-    rest = alice.get(url(session), {"limit": 2, "after_step": 3}).json()
-    assert [c["step_index"] for c in rest["checkpoints"]] == [10]
+    assert [c["step_index"] for c in page["results"]] == [0, 3] and page["next"] is not None
+    rest = alice.client.get(page["next"]).json()
+    assert [c["step_index"] for c in rest["results"]] == [10] and rest["next"] is None
     one = alice.get(url(session, "/3"))
     assert one.status_code == 200 and one.json()["state"]["step"] == 3
     assert alice.get(url(session, "/4")).status_code == 404
@@ -277,7 +277,7 @@ def test_oversized_state_is_413(alice: Caller, session: str) -> None:
 def test_the_same_session_id_in_two_tenants_never_meets(alice: Caller, mallory: Caller, session: str) -> None:
     save(alice, session, body(3))
     assert latest(mallory, session).status_code == 404
-    assert mallory.get(url(session)).json()["checkpoints"] == []
+    assert mallory.get(url(session)).json()["results"] == []
     assert mallory.get(url(session, "/3")).status_code == 404
     # mallory's own step 1 is no conflict with alice's step 3: nothing is shared
     assert save(mallory, session, body(1, state={"owner": "mallory"})).status_code == 201
@@ -370,7 +370,7 @@ def test_restore_with_redis_stopped_mid_test_uses_postgres_and_rewarms_after(
     assert again.headers["Engram-Source"] == "redis" and again.json() == back.json()
     # nothing saved in PostgreSQL was lost
     listing = alice.get(url(session)).json()
-    assert [c["step_index"] for c in listing["checkpoints"]] == [1, 2]
+    assert [c["step_index"] for c in listing["results"]] == [1, 2]
 
 
 def test_a_copy_left_behind_by_an_outage_is_not_served(alice: Caller, session: str, settings) -> None:  # type: ignore[no-untyped-def]

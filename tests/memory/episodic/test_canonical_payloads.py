@@ -51,7 +51,7 @@ def post_events(caller: Caller, payloads: list[dict[str, Any]]) -> list[dict[str
     ]
     response = caller.post("/api/v1/events", events)
     assert response.status_code == 201, response.content
-    return response.json()["events"]
+    return response.json()["results"]
 
 
 def test_edge_numbers_keep_the_chain_intact(alice: Caller) -> None:

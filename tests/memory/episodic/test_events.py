@@ -23,9 +23,9 @@ def test_single_and_batch_append_form_a_chain(alice: Caller) -> None:
     assert batch.status_code == 201
     body = batch.json()
     assert body["count"] == 5
-    assert [e["seq"] for e in body["events"]] == [2, 3, 4, 5, 6]
-    assert body["events"][0]["prev_hash"] == one.json()["hash"]
-    for previous, current in zip(body["events"], body["events"][1:], strict=False):
+    assert [e["seq"] for e in body["results"]] == [2, 3, 4, 5, 6]
+    assert body["results"][0]["prev_hash"] == one.json()["hash"]
+    for previous, current in zip(body["results"], body["results"][1:], strict=False):
         assert current["prev_hash"] == previous["hash"]
     with tenant_context(alice.tenant):
         assert chain_verify().ok and chain_verify().checked == 6

@@ -82,11 +82,11 @@ def events_of(caller: Caller, execution_id: str) -> list[Event]:
 def test_only_the_agent_that_started_an_execution_may_close_it(
     alice: Caller, bob: Caller, execution: str
 ) -> None:
-    assert put(alice, ex_url(execution, "blackboard/answer"), "42").status_code == 200
-    assert put(alice, ex_url(execution, "scratchpad/hunch"), "the butler").status_code == 200
+    assert put(alice, ex_url(execution, "blackboard/answer"), "42").status_code == 201
+    assert put(alice, ex_url(execution, "scratchpad/hunch"), "the butler").status_code == 201
     # a teammate takes part: writes the blackboard and a scratchpad of its own
-    assert put(bob, ex_url(execution, "blackboard/check"), "ok").status_code == 200
-    assert put(bob, ex_url(execution, "scratchpad/tmp"), "y").status_code == 200
+    assert put(bob, ex_url(execution, "blackboard/check"), "ok").status_code == 201
+    assert put(bob, ex_url(execution, "scratchpad/tmp"), "y").status_code == 201
 
     refused = close(bob, execution, session_id="sess-x")
     assert refused.status_code == 403, refused.content
@@ -101,7 +101,7 @@ def test_only_the_agent_that_started_an_execution_may_close_it(
     assert events_of(alice, execution) == []
     assert put(bob, ex_url(execution, "blackboard/check"), "still ok").status_code == 200
     # the blackboard stays readable by the tenant's agents
-    fields = bob.get(ex_url(execution, "blackboard")).json()["fields"]
+    fields = bob.get(ex_url(execution, "blackboard")).json()["results"]
     assert [f["field"] for f in fields] == ["alice:answer", "bob:check"]
 
     closed = close(alice, execution, session_id="sess-x")
@@ -117,8 +117,8 @@ def test_only_the_agent_that_started_an_execution_may_close_it(
 def test_the_first_writer_owns_the_execution_whatever_it_writes_first(
     alice: Caller, bob: Caller, execution: str
 ) -> None:
-    assert put(bob, ex_url(execution, "scratchpad/notes"), "first").status_code == 200
-    assert put(alice, ex_url(execution, "blackboard/plan"), ["a", "b"]).status_code == 200
+    assert put(bob, ex_url(execution, "scratchpad/notes"), "first").status_code == 201
+    assert put(alice, ex_url(execution, "blackboard/plan"), ["a", "b"]).status_code == 201
     redis = get_redis()
     assert redis.get(owner_key(bob, execution)) == str(bob.agent.pk).encode()  # never overwritten
     # the owner key outlives every other key of the execution (it is refreshed with them)
@@ -150,7 +150,7 @@ def test_closing_an_execution_nobody_wrote_is_404_and_logs_nothing(alice: Caller
     assert response.json()["code"] == "not_found" and list(response.json()["errors"]) == ["execution_id"]
     assert events_of(alice, execution) == []
     # the refused close left no mark: the execution can still start, and its first writer owns it
-    assert put(alice, ex_url(execution, "blackboard/plan"), 1).status_code == 200
+    assert put(alice, ex_url(execution, "blackboard/plan"), 1).status_code == 201
     assert close(alice, execution).status_code == 200
 
 

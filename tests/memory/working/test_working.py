@@ -36,18 +36,18 @@ def put(caller: Caller, path: str, body: object):  # type: ignore[no-untyped-def
 
 def test_blackboard_fields_carry_agent_and_version(alice: Caller, bob: Caller, execution: str) -> None:
     first = put(alice, f"{bb(alice, execution)}/plan", {"value": {"steps": ["search", "summarise"]}})
-    assert first.status_code == 200, first.content
+    assert first.status_code == 201, first.content
     assert first.json()["field"] == "alice:plan" and first.json()["version"] == 1
     assert put(alice, f"{bb(alice, execution)}/plan", {"value": {"steps": ["search"]}}).json()["version"] == 2
     put(bob, f"{bb(bob, execution)}/findings", {"value": ["Lisbon", 3.5, None, True]})
 
-    everything = bob.get(bb(bob, execution)).json()["fields"]
+    everything = bob.get(bb(bob, execution)).json()["results"]
     assert [(f["field"], f["agent"], f["version"]) for f in everything] == [
         ("alice:plan", "alice", 2),
         ("bob:findings", "bob", 1),
     ]
     assert everything[1]["value"] == ["Lisbon", 3.5, None, True]
-    only_bob = alice.get(bb(alice, execution), {"agent": "bob"}).json()["fields"]
+    only_bob = alice.get(bb(alice, execution), {"agent": "bob"}).json()["results"]
     assert [f["field"] for f in only_bob] == ["bob:findings"]
     one = bob.get(f"{bb(bob, execution)}/alice/plan")
     assert one.status_code == 200 and one.json()["value"] == {"steps": ["search"]}
@@ -111,7 +111,7 @@ def test_ttls_are_set_and_refreshed(alice: Caller, execution: str) -> None:
 
 def test_scratchpads_are_private(alice: Caller, bob: Caller, execution: str) -> None:
     pad = f"/api/v1/executions/{execution}/scratchpad"
-    assert put(alice, f"{pad}/hypothesis", {"value": {"h": "the butler"}}).status_code == 200
+    assert put(alice, f"{pad}/hypothesis", {"value": {"h": "the butler"}}).status_code == 201
     assert alice.get(pad).json()["values"] == {"hypothesis": {"h": "the butler"}}
     assert bob.get(pad).json()["values"] == {}
     assert bob.client.delete(f"{pad}/hypothesis").status_code == 404
@@ -125,20 +125,20 @@ def test_window_is_bounded_and_returns_the_last_turns(alice: Caller) -> None:
         response = alice.post(f"/api/v1/sessions/{session}/window", {"role": "user", "content": f"turn {i}"})
         assert response.status_code == 201
     assert response.json()["length"] == 50
-    turns = alice.get(f"/api/v1/sessions/{session}/window", {"last": 3}).json()["turns"]
+    turns = alice.get(f"/api/v1/sessions/{session}/window", {"last": 3}).json()["results"]
     assert [t["content"] for t in turns] == ["turn 57", "turn 58", "turn 59"]
     assert turns[0]["agent"] == "alice" and turns[0]["role"] == "user"
-    assert len(alice.get(f"/api/v1/sessions/{session}/window", {"last": 1000}).json()["turns"]) == 50
+    assert len(alice.get(f"/api/v1/sessions/{session}/window", {"last": 1000}).json()["results"]) == 50
 
 
 def test_every_key_type_is_tenant_isolated(alice: Caller, mallory: Caller, execution: str) -> None:
     put(alice, f"{bb(alice, execution)}/secret", {"value": "alpha only"})
     put(alice, f"/api/v1/executions/{execution}/scratchpad/k", {"value": "alpha only"})
     alice.post(f"/api/v1/sessions/{execution}/window", {"role": "user", "content": "alpha only"})
-    assert mallory.get(bb(mallory, execution)).json()["fields"] == []
+    assert mallory.get(bb(mallory, execution)).json()["results"] == []
     assert mallory.get(f"{bb(mallory, execution)}/alice/secret").status_code == 404
     assert mallory.get(f"/api/v1/executions/{execution}/scratchpad").json()["values"] == {}
-    assert mallory.get(f"/api/v1/sessions/{execution}/window").json()["turns"] == []
+    assert mallory.get(f"/api/v1/sessions/{execution}/window").json()["results"] == []
     # the same ids in tenant beta make keys of their own
     put(mallory, f"{bb(mallory, execution)}/secret", {"value": "beta"})
     assert alice.get(f"{bb(alice, execution)}/alice/secret").json()["value"] == "alpha only"
@@ -157,7 +157,7 @@ def test_close_deletes_scratchpads_keeps_blackboard_and_logs_a_decision(
     assert closed.status_code == 200, closed.content
     assert alice.get(f"/api/v1/executions/{execution}/scratchpad").json()["values"] == {}
     assert bob.get(f"/api/v1/executions/{execution}/scratchpad").json()["values"] == {}
-    assert [f["field"] for f in bob.get(bb(bob, execution)).json()["fields"]] == ["alice:answer"]
+    assert [f["field"] for f in bob.get(bb(bob, execution)).json()["results"]] == ["alice:answer"]
     with tenant_context(alice.tenant):
         event = Event.objects.get(pk=closed.json()["event_id"])
     assert (
@@ -178,7 +178,7 @@ def test_oversize_values_are_413_pointing_to_semantic_memory(alice: Caller, exec
     assert response.status_code == 413
     assert "/api/v1/memories" in response.json()["detail"]
     assert put(alice, f"/api/v1/executions/{execution}/scratchpad/blob", {"value": big}).status_code == 413
-    assert put(alice, f"{bb(alice, execution)}/small", {"value": "x" * 1000}).status_code == 200
+    assert put(alice, f"{bb(alice, execution)}/small", {"value": "x" * 1000}).status_code == 201
 
 
 @pytest.mark.parametrize(
@@ -258,7 +258,7 @@ def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, sse_s
         json={"value": {"guilty": False}},
         headers={"Authorization": f"Bearer {writer.key}"},
     )
-    assert response.status_code == 200, response.text
+    assert response.status_code == 201, response.text  # the field is created
     event = received.get(timeout=15)
     assert event["event"] == "blackboard" and event["id"] == "writer:verdict@1"
     assert json.loads(event["data"])["value"] == {"guilty": False}

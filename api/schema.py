@@ -1,0 +1,135 @@
+"""The OpenAPI 3.1 document of ``/api/v1/`` (drf-spectacular): what every operation may answer.
+
+``EngramAutoSchema`` adds to every operation the error responses it can really give, all with the
+one error body (``ErrorSerializer``): 400 (bad input: every view refuses unknown query parameters),
+401 (no or a bad key) and 403 (a missing scope) everywhere; 404 where the path names something;
+and what a view declares in ``error_statuses`` (409 conflicts, 413 sizes, 503 dependencies; a tuple,
+or a dict of tuples per HTTP method).
+``ApiKeyScheme`` documents the Bearer key. Servers, descriptions and tags are set in settings
+(``SPECTACULAR_SETTINGS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_serializer
+from rest_framework import serializers
+
+ERROR_DESCRIPTIONS = {
+    400: "Bad input: `errors` names each field by its path (`events[1].occurred_at`).",
+    401: "No API key, or a malformed, unknown or revoked one.",
+    403: "The key lacks the scope this operation needs, or the caller may not act on this object.",
+    404: "No such resource (or one the caller may not see).",
+    409: "Conflict with the stored state (a stale version, a used idempotency key, a closed execution).",
+    413: "A value or the body is larger than allowed.",
+    503: "A dependency (Redis, the embedding model) is unavailable; retry later.",
+}
+
+
+@extend_schema_serializer(component_name="Error")
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error response. Some errors add members: ``current_version`` (a stale
+    blackboard version), ``backend`` (no graph path)."""
+
+    detail = serializers.CharField(help_text="what went wrong, as a sentence")
+    code = serializers.CharField(help_text="machine-readable: invalid, parse_error, not_found, conflict, ...")
+    # a field named like Serializer.errors: the serializer metaclass moves declared fields off the class
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="messages per field path; empty when no field is to blame",
+    )
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    """``Authorization: Bearer egm.<tenant>.<key id>.<secret>`` (agents.authentication)."""
+
+    target_class = "agents.authentication.ApiKeyAuthentication"
+    name = "ApiKey"
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "egm.<tenant>.<key id>.<secret>",
+            "description": "A per-agent API key, shown once when it is created.",
+        }
+
+
+class EngramAutoSchema(AutoSchema):
+    """drf-spectacular's schema with every operation's real error responses (module docstring)."""
+
+    def _error_statuses(self) -> list[int]:
+        statuses = [400]
+        if self.get_auth():  # the schema and docs themselves need no key
+            statuses += [401, 403]
+        if self.path_regex and "{" in self.path:
+            statuses.append(404)
+        declared = getattr(self.view, "error_statuses", ())
+        if isinstance(declared, dict):  # per method: {"put": (409, 413), "get": ()}
+            declared = declared.get(self.method.lower(), ())
+        statuses += list(declared)
+        return sorted(set(statuses))
+
+    def _get_response_bodies(self, direction: Literal["request", "response"] = "response") -> dict[str, Any]:
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        for status in self._error_statuses():
+            if str(status) not in responses:
+                response = self._get_response_for_code(ErrorSerializer, str(status), direction=direction)
+                response["description"] = ERROR_DESCRIPTIONS[status]
+                responses[str(status)] = response
+        return responses
+
+
+def one_or_many(
+    item: type[serializers.Serializer], name: str, *, batch: type[serializers.Serializer] | None = None
+) -> PolymorphicProxySerializer:
+    """``oneOf``: one ``item`` object, or the batch form (an array of ``item``, or ``batch``: the
+    batch envelope ``{"count", "results"}`` a batch write answers)."""
+    return PolymorphicProxySerializer(
+        component_name=f"{name}OneOrBatch",
+        serializers=[item(), batch() if batch is not None else item(many=True)],
+        resource_type_field_name=None,
+        many=False,
+    )
+
+
+def add_stream_operation(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """A postprocessing hook: the Server-Sent Events stream, an async Django view that
+    drf-spectacular cannot see, as ``GET /api/v1/executions/{execution_id}/stream``."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    result.setdefault("paths", {})["/api/v1/executions/{execution_id}/stream"] = {
+        "get": {
+            "operationId": "execution_stream",
+            "summary": "Follow the blackboard (Server-Sent Events)",
+            "description": "Every blackboard write of the execution as an event `blackboard` whose `data` is "
+            "the field's JSON document (as `GET .../blackboard/{agent}/{field}` answers it) and whose `id` is "
+            "`<field>@<version>`; a comment line every 15 s keeps proxies from closing the connection. The "
+            "stream ends when the client disconnects.",
+            "tags": ["working memory"],
+            "parameters": [
+                {
+                    "name": "execution_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"},
+                }
+            ],
+            "security": [{"ApiKey": []}],
+            "responses": {
+                "200": {
+                    "description": "An endless `text/event-stream`.",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                },
+                **{
+                    str(code): {"description": ERROR_DESCRIPTIONS[code], "content": error}
+                    for code in (400, 401, 403, 404, 503)
+                },
+            },
+        }
+    }
+    return result
