@@ -9,6 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from core.errors import InvalidInput
+
 from .models import Agent, ApiKey, Scope
 from .services import api_key_create, api_key_revoke
 
@@ -55,17 +57,22 @@ class AgentAdmin(admin.ModelAdmin):
         opts = ApiKey._meta
         return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('add', opts)}")
 
+    def _mint(self, request: HttpRequest, queryset: QuerySet[Agent], scopes: list[str], name: str) -> None:
+        for agent in queryset:
+            try:
+                _, raw = api_key_create(agent=agent, scopes=scopes, name=name)
+            except InvalidInput as exc:  # a deactivated agent: no key, and say so
+                self.message_user(request, exc.message, messages.ERROR)
+                continue
+            _announce_key(request, agent, raw)
+
     @admin.action(description="Create a read + write API key", permissions=["mint_key"])
     def mint_read_write_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        for agent in queryset:
-            _, raw = api_key_create(agent=agent, scopes=[Scope.READ, Scope.WRITE], name="admin")
-            _announce_key(request, agent, raw)
+        self._mint(request, queryset, [Scope.READ, Scope.WRITE], "admin")
 
     @admin.action(description="Create a read-only API key", permissions=["mint_key"])
     def mint_read_only_key(self, request: HttpRequest, queryset: QuerySet[Agent]) -> None:
-        for agent in queryset:
-            _, raw = api_key_create(agent=agent, scopes=[Scope.READ], name="admin (read-only)")
-            _announce_key(request, agent, raw)
+        self._mint(request, queryset, [Scope.READ], "admin (read-only)")
 
 
 class ApiKeyForm(forms.ModelForm):
@@ -73,12 +80,19 @@ class ApiKeyForm(forms.ModelForm):
         choices=Scope.choices,
         widget=forms.CheckboxSelectMultiple,
         initial=[Scope.READ],
-        help_text="read: GET endpoints and search; write: everything that stores or changes memory.",
+        help_text="read: GET endpoints and search; write: everything that stores or changes its own "
+        "memory; curate: also forget other agents' memories and retract other agents' facts.",
     )
 
     class Meta:
         model = ApiKey
         fields = ["agent", "name", "scopes"]
+
+    def clean_agent(self) -> Agent:
+        agent: Agent = self.cleaned_data["agent"]
+        if agent is not None and not agent.is_active:
+            raise forms.ValidationError(f"{agent.name} is deactivated: it cannot be given a key.")
+        return agent
 
 
 @admin.register(ApiKey)

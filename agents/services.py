@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from core.tenancy import current_schema
 
 from .models import Agent, ApiKey, IdempotencyRecord, Scope
@@ -31,7 +32,14 @@ def api_key_create(
 
     The raw key has the form ``egm.<schema>.<key_id>.<secret>``: the schema tells the authentication
     which tenant to look in, ``key_id`` finds the row, ``secret`` (43 url-safe characters) proves it.
+    Raises ``InvalidInput`` (field ``agent``) for a deactivated agent (the system agent among them):
+    its keys would be refused anyway.
     """
+    if not agent.is_active:
+        raise InvalidInput(
+            f"Agent {agent.name} is deactivated: it cannot be given a key (reactivate it first).",
+            field="agent",
+        )
     scope_list = sorted(set(scopes))
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)

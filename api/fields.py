@@ -117,10 +117,12 @@ def tenant_json_max_depth() -> int:
 class JSONValueField(serializers.JSONField):
     """Any JSON value nested at most the tenant's ``json_max_depth`` levels, without NUL characters;
     with ``numbers=True`` also without integers a double cannot keep (values Engram hashes: see
-    ``core.canonical_json``). Errors name the JSON path inside the field (``payload.a[1].b``)."""
+    ``core.canonical_json``). Errors name the JSON path inside the field (``payload.a[1].b``).
+    ``kind`` (``"object"``, ``"array"``) is the JSON type the OpenAPI document gives it."""
 
-    def __init__(self, *, numbers: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, numbers: bool = False, kind: str | None = None, **kwargs: Any) -> None:
         self.numbers = numbers
+        self.kind = kind
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
@@ -142,6 +144,7 @@ class JSONObjectField(JSONValueField):
 
     def __init__(self, *, max_bytes: int = 256 * 1024, **kwargs: Any) -> None:
         self.max_bytes = max_bytes
+        kwargs.setdefault("kind", "object")
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:

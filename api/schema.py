@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_serializer
 from rest_framework import serializers
@@ -58,8 +58,30 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
+ID_PATTERN = "^[A-Za-z0-9._-]{1,200}$"
+# what the path parameters really accept (the views check them; the URL patterns take any segment)
+PATH_PARAMETERS: dict[str, dict[str, Any]] = {
+    "execution_id": {"type": "string", "pattern": ID_PATTERN},
+    "session_id": {"type": "string", "pattern": ID_PATTERN},
+    "key": {"type": "string", "pattern": ID_PATTERN},
+    "field": {"type": "string", "pattern": ID_PATTERN},
+    "agent": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
+    "memory_id": {"type": "string", "format": "uuid"},
+    "fact_id": {"type": "integer", "minimum": 1},
+    "step_index": {"type": "integer", "minimum": 0},
+    "name": {"type": "string", "minLength": 1, "maxLength": 300},
+}
+
+
 class EngramAutoSchema(AutoSchema):
     """drf-spectacular's schema with every operation's real error responses (module docstring)."""
+
+    def _resolve_path_parameters(self, variables: list[str]) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super()._resolve_path_parameters(variables)
+        for parameter in parameters:
+            if parameter["name"] in PATH_PARAMETERS:
+                parameter["schema"] = dict(PATH_PARAMETERS[parameter["name"]])
+        return parameters
 
     def _error_statuses(self) -> list[int]:
         statuses = [400]
@@ -133,3 +155,85 @@ def add_stream_operation(
         }
     }
     return result
+
+
+# Links for schemathesis' stateful phase (and for readers): where an operation's path parameter
+# comes from in another operation's response.
+LINKS: dict[str, dict[str, dict[str, Any]]] = {
+    "memories_create": {
+        "Get the memory": {"operationId": "memories_get", "parameters": {"memory_id": "$response.body#/id"}},
+        "Forget the memory": {
+            "operationId": "memories_forget",
+            "parameters": {"memory_id": "$response.body#/id"},
+        },
+    },
+    "facts_assert": {
+        "Retract the fact": {
+            "operationId": "facts_retract",
+            "parameters": {"fact_id": "$response.body#/fact/id"},
+        },
+        "What is known about its subject": {
+            "operationId": "entity_facts",
+            "parameters": {"name": "$response.body#/fact/subject"},
+        },
+    },
+    "checkpoints_save": {
+        "Get the checkpoint": {
+            "operationId": "checkpoints_get",
+            "parameters": {
+                "session_id": "$request.path.session_id",
+                "step_index": "$response.body#/step_index",
+            },
+        },
+        "Restore the latest": {
+            "operationId": "checkpoints_latest",
+            "parameters": {"session_id": "$request.path.session_id"},
+        },
+    },
+    "blackboard_write": {
+        "Read the field": {
+            "operationId": "blackboard_field",
+            "parameters": {
+                "execution_id": "$request.path.execution_id",
+                "agent": "$response.body#/agent",
+                "field": "$request.path.field",
+            },
+        },
+    },
+    "scratchpad_write": {
+        "Read the key": {
+            "operationId": "scratchpad_get",
+            "parameters": {"execution_id": "$request.path.execution_id", "key": "$request.path.key"},
+        },
+        "Delete the key": {
+            "operationId": "scratchpad_delete",
+            "parameters": {"execution_id": "$request.path.execution_id", "key": "$request.path.key"},
+        },
+    },
+}
+
+
+def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """A postprocessing hook: ``LINKS`` on the 2xx responses of the operations they start from."""
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            links = LINKS.get(operation.get("operationId", ""))
+            if not links:
+                continue
+            for status, response in operation["responses"].items():
+                if status.startswith("2"):
+                    response["links"] = {name.replace(" ", ""): link for name, link in links.items()}
+    return result
+
+
+class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
+    """``api.fields.JSONValueField`` in the document: its ``kind`` (object, array) or any JSON value."""
+
+    target_class = "api.fields.JSONValueField"
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        kind = getattr(self.target, "kind", None)
+        if kind == "array":
+            return {"type": "array", "items": {}}  # of any JSON values
+        return {"type": kind} if kind else {}

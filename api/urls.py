@@ -1,6 +1,6 @@
 """``/api/v1/``: the agent-facing API (tenant from the API key, not the host name)."""
 
-from django.urls import path, re_path
+from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from api.rest.agents import WhoAmIView
@@ -26,6 +26,22 @@ from api.rest.working import (
 )
 from api.views import api_not_found
 
+
+class AnyText:
+    """A path segment of any characters, newlines and slashes included (an entity name is any text:
+    Django's ``path`` converter stops at a newline)."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(AnyText, "text")
+
 urlpatterns = [
     path("me", WhoAmIView.as_view(), name="me"),
     path("events", EventsView.as_view(), name="events"),
@@ -34,7 +50,7 @@ urlpatterns = [
     path("memories/<str:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
     path("facts", FactsView.as_view(), name="facts"),
     path("facts/<str:fact_id>/retract", FactRetractView.as_view(), name="fact-retract"),
-    path("entities/<path:name>/facts", EntityFactsView.as_view(), name="entity-facts"),
+    path("entities/<text:name>/facts", EntityFactsView.as_view(), name="entity-facts"),
     path("graph/path", GraphPathView.as_view(), name="graph-path"),
     path("contradictions", ContradictionsView.as_view(), name="contradictions"),
     path("executions/<str:execution_id>/blackboard", BlackboardView.as_view(), name="blackboard"),
@@ -82,5 +98,5 @@ urlpatterns = [
         name="redoc",
     ),
     # last: anything else under /api/v1/ is a JSON 404, not an HTML page
-    re_path(r"^.*$", api_not_found, name="api-not-found"),
+    re_path(r"^[\s\S]*$", api_not_found, name="api-not-found"),
 ]

@@ -74,6 +74,13 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler404``: the API's JSON 404 for API paths no pattern matched, Django's page elsewhere."""
+    if _is_api(request):
+        return error_response("No such endpoint or resource.", "not_found", status=404, field="path")
+    return defaults.page_not_found(request, exception or Exception("not found"))
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: a JSON body for API paths (no traceback, whatever ``DEBUG`` says of pages),
     Django's plain page elsewhere. The error itself is logged by Django's request handler."""

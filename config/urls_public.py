@@ -11,4 +11,5 @@ urlpatterns = [
     path("metrics", prometheus_metrics, name="metrics"),
 ]
 
+handler404 = "api.views.page_not_found"
 handler500 = "api.views.server_error"

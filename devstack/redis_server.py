@@ -24,11 +24,18 @@ def redis_server_binary() -> str:
 
 
 class EmbeddedRedis:
-    """A ``redis-server`` child process on 127.0.0.1 without persistence."""
+    """A ``redis-server`` child process on 127.0.0.1.
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    With ``persist`` (``./engram up``'s Redis) it keeps an append-only file in ``data_dir``, synced
+    every second (``appendfsync everysec``: a crash loses at most the last second of writes), so
+    working memory outlives a restart within its TTLs (24 h for blackboards). Without it (tests, which
+    start a server per run) nothing is written to disk.
+    """
+
+    def __init__(self, data_dir: Path, port: int, *, persist: bool = False) -> None:
         self.data_dir = data_dir
         self.port = port
+        self.persist = persist
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
@@ -54,7 +61,9 @@ class EmbeddedRedis:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.persist else "no",
+                "--appendfsync",
+                "everysec",
                 "--dir",
                 str(self.data_dir),
                 "--loglevel",

@@ -47,7 +47,10 @@ def services(
         if os.environ.get("REDIS_URL"):
             env["REDIS_URL"] = os.environ["REDIS_URL"]
         else:
-            rd = EmbeddedRedis(VAR_DIR / profile / "redis", redis_port or free_port())
+            # the development server keeps working memory across restarts; test servers are throwaway
+            rd = EmbeddedRedis(
+                VAR_DIR / profile / "redis", redis_port or free_port(), persist=profile == "dev"
+            )
             env["REDIS_URL"] = rd.start()
             started.append(rd)
         if os.environ.get("NEO4J_URI"):

@@ -36,8 +36,8 @@ NO_CHECKPOINT = "You have no checkpoint in this session (checkpoints are per age
 class CheckpointInputSerializer(StrictSerializer):
     step_index = StrictIntegerField(min_value=0, max_value=MAX_STEP_INDEX)
     idempotency_key = CleanCharField(max_length=services.MAX_KEY_LENGTH, trim_whitespace=False)
-    state = JSONValueField(help_text="a JSON object, at most 1 MiB as UTF-8 JSON")
-    plan = JSONValueField(required=False, default=list, help_text="a JSON list of steps")
+    state = JSONValueField(help_text="a JSON object, at most 1 MiB as UTF-8 JSON", kind="object")
+    plan = JSONValueField(required=False, default=list, help_text="a JSON list of steps", kind="array")
     schema_version = StrictIntegerField(min_value=1, max_value=MAX_SCHEMA_VERSION, default=1)
 
     def validate_state(self, value: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
@@ -39,7 +40,14 @@ from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
 from core.errors import InvalidInput
 from memory.knowledge import graph, selectors, services
-from memory.knowledge.models import Contradiction, ContradictionStatus, Fact, FactStatus, LiteralType
+from memory.knowledge.models import (
+    PREDICATE_PATTERN,
+    Contradiction,
+    ContradictionStatus,
+    Fact,
+    FactStatus,
+    LiteralType,
+)
 
 MAX_FACT_BATCH = 500
 OBJECT_KINDS = ("entity", *LiteralType.values)
@@ -95,7 +103,9 @@ class FactObjectField(serializers.Field):
 class FactInputSerializer(StrictSerializer):
     subject = CleanCharField(max_length=300)
     subject_type = CleanCharField(max_length=64, required=False, default="", allow_null=True)
-    predicate = CleanCharField(max_length=64)
+    predicate = CleanCharField(
+        max_length=64, validators=[RegexValidator(PREDICATE_PATTERN, "Predicates are snake_case.")]
+    )
     object = FactObjectField()
     confidence = StrictFloatField(min_value=0.0, max_value=1.0, default=1.0)
     valid_from = AwareDateTimeField(required=False)
@@ -207,13 +217,9 @@ class GraphSliceSerializer(serializers.Serializer):
 class EntityRecallSerializer(serializers.Serializer):
     entity = EntityOutputSerializer()
     facts = FactOutputSerializer(many=True)
-    graph = GraphSliceSerializer()
-
-    def to_representation(self, recall: selectors.EntityRecall) -> dict[str, Any]:
-        body = super().to_representation(recall)
-        if recall.graph is None:
-            del body["graph"]  # only asked for with depth > 1
-        return body
+    graph = GraphSliceSerializer(
+        allow_null=True, help_text="the neighbourhood for depth 2-3; null at depth 1"
+    )
 
 
 class PathOutputSerializer(serializers.Serializer):
@@ -369,6 +375,7 @@ class GraphPathView(GraphReadView):
     """``GET /api/v1/graph/path?source=A&target=B``: a shortest chain of facts between two entities."""
 
     get_query_params = frozenset(PathParams().fields)
+    error_statuses = (404,)  # an unknown entity, or no path within max_depth
 
     @extend_schema(
         operation_id="graph_path",

@@ -230,6 +230,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_stream_operation",
+        "api.schema.add_links",
     ],
     "TAGS": [
         {"name": "agents", "description": "The caller and its key."},

@@ -77,3 +77,20 @@ def test_an_unexpected_error_in_the_api_is_json_without_a_traceback(alice: Calle
         "errors": {},
     }
     assert alice.key not in response.content.decode()
+
+
+@pytest.mark.parametrize("name", ["line\nbreak", "tab\tand\r\nreturn", "a/b/c", "\x1a\x85"])
+def test_any_entity_name_is_answered_in_json(alice: Caller, name: str) -> None:
+    from urllib.parse import quote
+
+    response = alice.client.get(f"/api/v1/entities/{quote(name, safe='')}/facts")
+    assert response.status_code in (400, 404) and response["Content-Type"] == "application/json"
+    assert response.json()["code"] in ("not_found", "invalid")
+
+
+def test_no_api_path_gets_an_html_404(alice: Caller) -> None:
+    from django.test import Client
+
+    for path in ("/api/v1/%0a", "/api/v1/events/%0a/x", "/api/v2/events", "/api/"):
+        response = Client().get(path, HTTP_AUTHORIZATION=f"Bearer {alice.key}")
+        assert response.status_code == 404 and response["Content-Type"] == "application/json", path

@@ -5,6 +5,7 @@ from django_tenants.utils import get_tenant_model, tenant_context
 
 from agents.models import Agent, Scope
 from agents.services import agent_create, api_key_create
+from core.errors import InvalidInput
 
 
 class Command(BaseCommand):
@@ -27,5 +28,8 @@ class Command(BaseCommand):
             raise CommandError(f"no tenant {tenant!r}")
         with tenant_context(obj):
             agent_obj = Agent.objects.filter(name=agent).first() or agent_create(name=agent, role=role)
-            _, raw = api_key_create(agent=agent_obj, scopes=wanted, name="cli")
+            try:
+                _, raw = api_key_create(agent=agent_obj, scopes=wanted, name="cli")
+            except InvalidInput as exc:
+                raise CommandError(exc.message) from None
         self.stdout.write(raw)

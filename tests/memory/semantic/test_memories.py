@@ -11,6 +11,7 @@ from django.db import connection
 from django.utils import timezone
 from django_tenants.utils import tenant_context
 
+from agents.models import Scope
 from memory.episodic.models import Event, EventKind
 from memory.semantic.models import MemoryAccess, SemanticMemory
 from tests.factories import (
@@ -334,3 +335,46 @@ def test_search_weights_cannot_all_be_zero_and_hits_show_their_new_access(alice:
     alice.post("/api/v1/memories", {"content": "The cafeteria closes at 3pm."})
     first = alice.post("/api/v1/memories/search", {"query": "cafeteria"}).json()["results"][0]["memory"]
     assert first["access_count"] == 1
+
+
+def test_only_its_author_or_a_curator_forgets_a_shared_memory(alice: Caller, bob: Caller) -> None:
+    shared = remember(alice, "The office closes at six on Fridays.", scope="shared").json()
+    refused = bob.client.delete(f"/api/v1/memories/{shared['id']}")
+    assert refused.status_code == 403 and "id" in refused.json()["errors"]
+    assert bob.get(f"/api/v1/memories/{shared['id']}").status_code == 200  # still there
+    curator = make_caller(alice.tenant, "curator", scopes=(Scope.READ, Scope.WRITE, Scope.CURATE))
+    forgotten = curator.client.delete(f"/api/v1/memories/{shared['id']}")
+    assert forgotten.status_code == 200 and forgotten.json()["id"] == shared["id"]
+    with tenant_context(alice.tenant):
+        event = Event.objects.get(pk=forgotten.json()["event_id"])
+        assert event.agent.name == "curator" and event.payload["owner"] == "alice"
+
+
+def test_memories_are_listed_newest_first_with_filters_and_pages(
+    alice: Caller, bob: Caller, mallory: Caller
+) -> None:
+    notes = [
+        "The staging database was upgraded on Monday.",
+        "Invoices are sent on the first of each month.",
+        "The cafeteria serves vegetarian food on Thursdays.",
+        "Release 4.2 fixed the login timeout bug.",
+        "Marta is the on-call engineer this week.",
+    ]
+    for i, note in enumerate(notes):
+        assert remember(alice, note, scope="shared", tags=["ci", f"n{i}"], session_id="s1").status_code == 201
+    remember(alice, "alice's own secret", scope="private", tags=["ci"])
+    remember(bob, "bob's own secret", scope="private", tags=["ci"])
+    listed = alice.get("/api/v1/memories", {"limit": 4}).json()
+    assert [m["content"] for m in listed["results"]] == ["alice's own secret", notes[4], notes[3], notes[2]]
+    rest = alice.client.get(listed["next"]).json()
+    assert [m["content"] for m in rest["results"]] == [notes[1], notes[0]]
+    assert rest["next"] is None
+    tagged = alice.get("/api/v1/memories", {"tag": ["ci", "n3"]}).json()["results"]
+    assert [m["content"] for m in tagged] == [notes[3]]
+    assert [m["content"] for m in bob.get("/api/v1/memories", {"scope": "private"}).json()["results"]] == [
+        "bob's own secret"
+    ]
+    assert len(alice.get("/api/v1/memories", {"session_id": "s1", "agent": "alice"}).json()["results"]) == 5
+    assert mallory.get("/api/v1/memories").json()["results"] == []
+    bad = alice.get("/api/v1/memories", {"since": "yesterday"})
+    assert bad.status_code == 400 and "since" in bad.json()["errors"]

@@ -34,6 +34,8 @@ CASES = [
     MemoryFilters(importance={"lt": 0.5}),
     MemoryFilters(importance={"gte": 0.2, "lte": 0.8}, scope="shared", tags_any=["red"]),
     MemoryFilters(agent_name="bob", scope="shared", memory_type="fact", session_id="s1", tags_all=["blue"]),
+    MemoryFilters(scope="hierarchical"),
+    MemoryFilters(scope="hierarchical", tags_any=["red"], agent_name="bob"),
 ]
 
 
@@ -72,7 +74,32 @@ def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, ind
                 specs
             )
         ]
-        SemanticMemory.objects.bulk_create(rows)
+        # hierarchical: bob's memories naming alice, naming her role, and naming only someone else
+        hierarchical = [
+            SemanticMemory(
+                agent=bob.agent,
+                scope="hierarchical",
+                memory_type="fact",
+                session_id="s1",
+                tags=["red"],
+                content=f"hierarchical {n}",
+                content_hash=f"{100 + n:064d}",
+                confidence=0.8,
+                importance=0.4,
+                embedding=[float(n + 20)] * 8,
+                embedding_model=MODEL,
+                embedding_dimensions=8,
+                created_at=NOW - timedelta(days=1),
+                visible_to_agents=agents,
+                visible_to_roles=roles,
+            )
+            for n, (agents, roles) in enumerate(
+                [([alice.agent.pk], []), ([], ["critic"]), ([bob.agent.pk + 999], ["janitor"])]
+            )
+        ]
+        alice.agent.role = "critic"
+        alice.agent.save(update_fields=["role"])
+        SemanticMemory.objects.bulk_create(rows + hierarchical)
         filters = CASES[index]
         orm = set(selectors.memories_visible_to(alice.agent, filters).values_list("pk", flat=True))
         where, params = selectors.visible_filter_sql(alice.agent, filters, model=MODEL, dimensions=8)
@@ -82,5 +109,7 @@ def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, ind
         assert orm == raw
         assert rows[-1].pk not in orm  # forgotten
         assert rows[2].pk not in orm  # bob's private memory
+        assert hierarchical[2].pk not in orm  # names neither alice nor her role
         if index == 0:
-            assert len(orm) == 5  # the whole set, so the other cases really select subsets
+            assert len(orm) == 7  # the whole set, so the other cases really select subsets
+            assert {hierarchical[0].pk, hierarchical[1].pk} <= orm

@@ -267,3 +267,24 @@ def test_sse_client_receives_a_write_made_by_another_agent(scratch_tenant, sse_s
     # a key of another tenant cannot follow this tenant's execution
     stranger = httpx.get(f"{sse_server}/api/v1/executions/{execution}/stream", timeout=5)
     assert stranger.status_code == 401
+
+
+def test_one_scratchpad_key_can_be_read_and_the_whole_pad_cleared(alice: Caller, bob: Caller) -> None:
+    execution = f"pad-{uuid.uuid4().hex[:8]}"
+    pad = f"/api/v1/executions/{execution}/scratchpad"
+    assert put(alice, f"{pad}/hypothesis", {"value": {"h": "the butler"}}).status_code == 201
+    assert put(alice, f"{pad}/count", {"value": 3}).status_code == 201
+    one = alice.get(f"{pad}/hypothesis")
+    assert one.status_code == 200 and one.json() == {
+        "execution_id": execution,
+        "key": "hypothesis",
+        "value": {"h": "the butler"},
+    }
+    assert bob.get(f"{pad}/hypothesis").status_code == 404  # private: bob's pad has no such key
+    assert alice.get(f"{pad}/missing").status_code == 404
+    assert bob.client.delete(pad).json() == {"execution_id": execution, "deleted": 0}  # bob's own, empty
+    assert alice.get(pad).json()["values"] == {"hypothesis": {"h": "the butler"}, "count": 3}
+    cleared = alice.client.delete(pad)
+    assert cleared.status_code == 200 and cleared.json() == {"execution_id": execution, "deleted": 2}
+    assert alice.get(pad).json()["values"] == {}
+    assert alice.get(f"{pad}/count").status_code == 404
