@@ -7,8 +7,7 @@
   column added later is covered without touching the trigger. TRUNCATE is refused on both tables.
 - One HNSW index (cosine) per supported dimension on ``memory_skill.embedding::vector(d)``, partial
   on that dimension (the mixed-dimension pattern of migration 0002).
-- The permissions of the tenant groups: operators edit, publish, retire and roll back skills and
-  add tools; compliance officers look at everything (see 0005 for why permissions are created
+- The permissions of the tenant groups: operators edit, publish, retire and roll back skills; compliance officers look at everything (see 0005 for why permissions are created
   here first).
 """
 
@@ -86,7 +85,6 @@ VIEW = [
 GROUPS = {
     "operator": [
         *VIEW,
-        "memory.add_tool",
         "memory.add_skill",
         "memory.change_skill",
         "memory.add_skillversion",

@@ -25,8 +25,17 @@ class StepChange:
     fields: tuple[str, ...] = ()
 
     def pretty(self, side: Literal["old", "new"]) -> str:
+        """The step in ``side`` as indented JSON ("" where it is absent)."""
         step = self.old if side == "old" else self.new
         return "" if step is None else json.dumps(step, indent=2, ensure_ascii=False, sort_keys=False)
+
+    @property
+    def pretty_old(self) -> str:
+        return self.pretty("old")
+
+    @property
+    def pretty_new(self) -> str:
+        return self.pretty("new")
 
 
 @dataclass(frozen=True)
