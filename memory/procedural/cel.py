@@ -123,7 +123,8 @@ def from_schema(schema: Any) -> CelType:
         if not properties and isinstance(extra, dict):
             return map_of(from_schema(extra))
         props = properties if isinstance(properties, dict) else {}
-        return object_of({k: from_schema(v) for k, v in props.items()}, closed=extra is False)
+        closed = extra is False or (bool(props) and not isinstance(extra, dict))
+        return object_of({k: from_schema(v) for k, v in props.items()}, closed=closed)
     return DYN
 
 
