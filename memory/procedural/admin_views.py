@@ -140,6 +140,11 @@ class StepForm:
     def number(self) -> int:
         return self.index + 1
 
+    @property
+    def rows(self) -> int:
+        """Lines for the params box: all of them, between 3 and 16."""
+        return min(max(self.params.count("\n") + 1, 3), 16)
+
 
 @dataclass
 class EditorState:
@@ -352,7 +357,7 @@ def version_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: in
     _parse(state)
     if op == "validate" and request.htmx:
         _compile(state, version)
-        context = _context(model_admin, request, version, state, dirty=True)
+        context = _context(model_admin, request, version, state, dirty=_dirty(state, version))
         return TemplateResponse(request, "admin/memory/skill/_validation_oob.html", context)
     status, extra = 200, {}
     if op == "save":
@@ -378,10 +383,21 @@ def version_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: in
                 state.revision = saved.revision
                 extra = {"saved": True}
     else:
-        extra = {"dirty": True}
+        extra = {"dirty": _dirty(state, version)}
     _compile(state, version)
     template = "admin/memory/skill/_editor.html" if request.htmx else "admin/memory/skill/version.html"
     return TemplateResponse(request, template, _context(model_admin, request, version, state, **extra), status=status)
+
+
+def _dirty(state: EditorState, version: SkillVersion) -> bool:
+    """The form differs from the saved draft (what a publish would publish)."""
+    return (
+        bool(state.form_problems)
+        or state.revision != version.revision
+        or state.parsed_steps != version.steps
+        or state.parsed_input != version.input_schema
+        or state.change_note != version.change_note
+    )
 
 
 def _redirect(request: HtmxHttpRequest, url: str) -> HttpResponse:
