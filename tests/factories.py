@@ -303,7 +303,9 @@ PASSWORD_RESET_TOOLS = {
     "send_verification_code": (
         "E-mail a six-digit code to the address.",
         object_schema({"email": {"type": "string", "format": "email"}}, ["email"]),
-        object_schema({"challenge_id": {"type": "string"}, "expires_in": {"type": "integer"}}, ["challenge_id"]),
+        object_schema(
+            {"challenge_id": {"type": "string"}, "expires_in": {"type": "integer"}}, ["challenge_id"]
+        ),
     ),
     "verify_code": (
         "Check the code the user typed against the challenge.",
@@ -311,7 +313,9 @@ PASSWORD_RESET_TOOLS = {
             {"challenge_id": {"type": "string"}, "code": {"type": "string", "pattern": "^[0-9]{6}$"}},
             ["challenge_id", "code"],
         ),
-        object_schema({"verified": {"type": "boolean"}, "user_id": {"type": "string"}}, ["verified", "user_id"]),
+        object_schema(
+            {"verified": {"type": "boolean"}, "user_id": {"type": "string"}}, ["verified", "user_id"]
+        ),
     ),
     "reset_password": (
         "Invalidate the password and issue a one-time reset link.",
@@ -357,7 +361,10 @@ PASSWORD_RESET_STEPS = [
     {
         "id": "verify",
         "tool": "verify_code",
-        "params": {"challenge_id": {"$ref": "steps.send_code.output.challenge_id"}, "code": {"$ref": "input.code"}},
+        "params": {
+            "challenge_id": {"$ref": "steps.send_code.output.challenge_id"},
+            "code": {"$ref": "input.code"},
+        },
         "output_as": "identity",
     },
     {"id": "reset", "tool": "reset_password", "params": {"user_id": {"$ref": "identity.user_id"}}},
@@ -396,7 +403,12 @@ def tools_define(caller: Caller, tools: dict | None = None) -> None:
     for name, (description, input_schema, output_schema) in (tools or PASSWORD_RESET_TOOLS).items():
         response = caller.post(
             "/api/v1/tools",
-            {"name": name, "description": description, "input_schema": input_schema, "output_schema": output_schema},
+            {
+                "name": name,
+                "description": description,
+                "input_schema": input_schema,
+                "output_schema": output_schema,
+            },
         )
         assert response.status_code in (200, 201), response.content
 
@@ -417,5 +429,8 @@ def skill_publish(tenant: Tenant, name: str, number: int, *, username: str = "op
     with tenant_context(tenant):
         current = SkillVersion.objects.filter(skill__name=name, status=VersionStatus.PUBLISHED).first()
         procedural.version_publish(
-            username=username, name=name, number=number, expected_published=current.number if current else None
+            username=username,
+            name=name,
+            number=number,
+            expected_published=current.number if current else None,
         )

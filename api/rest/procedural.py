@@ -37,9 +37,15 @@ MAX_STEPS_BYTES = 256 * 1024
 
 class ToolInputSerializer(StrictSerializer):
     name = CleanCharField(max_length=64)
-    description = CleanCharField(max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
-    input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema")
-    output_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema")
+    description = CleanCharField(
+        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
+    )
+    input_schema = JSONObjectField(
+        max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema"
+    )
+    output_schema = JSONObjectField(
+        max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema"
+    )
 
 
 class ToolOutputSerializer(serializers.Serializer):
@@ -64,7 +70,9 @@ class ToolsView(ApiView):
     def post(self, request: AgentRequest) -> Response:
         serializer = ToolInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        version, created = services.tool_save(actor=services.Actor(agent=request.user), **serializer.validated_data)
+        version, created = services.tool_save(
+            actor=services.Actor(agent=request.user), **serializer.validated_data
+        )
         return Response(
             {**ToolOutputSerializer(version).data, "created": created},
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -152,13 +160,21 @@ class MatchParams(StrictSerializer):
 class SkillProposalSerializer(StrictSerializer):
     name = CleanCharField(max_length=64)
     title = CleanCharField(max_length=200)
-    description = CleanCharField(max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
-    intents = serializers.ListField(child=CleanCharField(max_length=300), max_length=services.MAX_INTENTS, default=list)
-    tags = serializers.ListField(child=CleanCharField(max_length=64), max_length=services.MAX_TAGS, default=list)
+    description = CleanCharField(
+        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
+    )
+    intents = serializers.ListField(
+        child=CleanCharField(max_length=300), max_length=services.MAX_INTENTS, default=list
+    )
+    tags = serializers.ListField(
+        child=CleanCharField(max_length=64), max_length=services.MAX_TAGS, default=list
+    )
     owner = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
     input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES)
     steps = JSONValueField(help_text="a list of steps (see the README's skill format)")
-    change_note = CleanCharField(max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
+    change_note = CleanCharField(
+        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
+    )
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
 
 
@@ -197,14 +213,21 @@ class SkillsView(ApiView):
             agent=request.user,
             name=d["name"],
             data=services.SkillData(
-                title=d["title"], description=d["description"], intents=d["intents"], tags=d["tags"], owner=d["owner"]
+                title=d["title"],
+                description=d["description"],
+                intents=d["intents"],
+                tags=d["tags"],
+                owner=d["owner"],
             ),
             input_schema=d["input_schema"],
             steps=d["steps"],
             change_note=d["change_note"],
             session_id=d["session_id"],
         )
-        return Response(_skill_body(selectors.skill_version_get(d["name"], version.number)), status=status.HTTP_201_CREATED)
+        return Response(
+            _skill_body(selectors.skill_version_get(d["name"], version.number)),
+            status=status.HTTP_201_CREATED,
+        )
 
 
 class SkillDetailView(ApiView):
@@ -217,7 +240,9 @@ class SkillDetailView(ApiView):
 class VersionProposalSerializer(StrictSerializer):
     steps = JSONValueField(help_text="a list of steps")
     input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES, required=False)
-    change_note = CleanCharField(max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
+    change_note = CleanCharField(
+        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
+    )
     based_on = StrictIntegerField(min_value=1, required=False)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
 
@@ -239,7 +264,9 @@ class SkillVersionsView(ApiView):
             based_on=d.get("based_on"),
             session_id=d["session_id"],
         )
-        return Response(_skill_body(selectors.skill_version_get(name, version.number)), status=status.HTTP_201_CREATED)
+        return Response(
+            _skill_body(selectors.skill_version_get(name, version.number)), status=status.HTTP_201_CREATED
+        )
 
 
 class SkillVersionDetailView(ApiView):
@@ -265,7 +292,9 @@ class SkillRunsView(ApiView):
     def post(self, request: AgentRequest, name: str) -> Response:
         serializer = RunInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        run = services.skill_run_report(agent=request.user, name=name, data=services.RunData(**serializer.validated_data))
+        run = services.skill_run_report(
+            agent=request.user, name=name, data=services.RunData(**serializer.validated_data)
+        )
         runs, successes = selectors.run_stats(run.version)
         return Response(
             {
@@ -282,4 +311,3 @@ class SkillRunsView(ApiView):
             },
             status=status.HTTP_201_CREATED,
         )
-

@@ -11,143 +11,285 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0002_agent_name_charset'),
-        ('memory', '0009_checkpoint_per_agent'),
+        ("agents", "0002_agent_name_charset"),
+        ("memory", "0009_checkpoint_per_agent"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SkillVersion',
+            name="SkillVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('published', 'Published'), ('retired', 'Retired')], default='draft', max_length=10)),
-                ('steps', models.JSONField(default=list)),
-                ('input_schema', models.JSONField(default=dict)),
-                ('change_note', models.TextField(blank=True)),
-                ('author', models.CharField(help_text='agent:<name> or user:<name>', max_length=200)),
-                ('source_session_id', models.CharField(blank=True, help_text='the run it was learned from', max_length=200)),
-                ('based_on', models.PositiveIntegerField(blank=True, help_text='the version it started from', null=True)),
-                ('revision', models.PositiveIntegerField(default=1)),
-                ('tool_versions', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
-                ('published_by', models.CharField(blank=True, max_length=200)),
-                ('status_changed_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('retired_at', models.DateTimeField(blank=True, null=True)),
-                ('proposed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='agents.agent')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("draft", "Draft"), ("published", "Published"), ("retired", "Retired")],
+                        default="draft",
+                        max_length=10,
+                    ),
+                ),
+                ("steps", models.JSONField(default=list)),
+                ("input_schema", models.JSONField(default=dict)),
+                ("change_note", models.TextField(blank=True)),
+                ("author", models.CharField(help_text="agent:<name> or user:<name>", max_length=200)),
+                (
+                    "source_session_id",
+                    models.CharField(blank=True, help_text="the run it was learned from", max_length=200),
+                ),
+                (
+                    "based_on",
+                    models.PositiveIntegerField(
+                        blank=True, help_text="the version it started from", null=True
+                    ),
+                ),
+                ("revision", models.PositiveIntegerField(default=1)),
+                ("tool_versions", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
+                ("published_by", models.CharField(blank=True, max_length=200)),
+                ("status_changed_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("retired_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "proposed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="agents.agent",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['skill__name', '-number'],
-                'permissions': [('publish_skillversion', 'Can publish, retire and roll back skill versions')],
+                "ordering": ["skill__name", "-number"],
+                "permissions": [("publish_skillversion", "Can publish, retire and roll back skill versions")],
             },
         ),
         migrations.CreateModel(
-            name='Tool',
+            name="Tool",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64, unique=True, validators=[django.core.validators.RegexValidator('^[a-z][a-z0-9_-]{0,63}$', "A lowercase letter, then lowercase letters, digits, '-' or '_'.")])),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=64,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z][a-z0-9_-]{0,63}$",
+                                "A lowercase letter, then lowercase letters, digits, '-' or '_'.",
+                            )
+                        ],
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Skill',
+            name="Skill",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64, unique=True, validators=[django.core.validators.RegexValidator('^[a-z][a-z0-9_-]{0,63}$', "A lowercase letter, then lowercase letters, digits, '-' or '_'.")])),
-                ('title', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('intents', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=300), blank=True, default=list, size=None)),
-                ('tags', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=64), blank=True, default=list, size=None)),
-                ('owner', models.CharField(blank=True, help_text='who answers for it (a team or a person)', max_length=200)),
-                ('intents_text', models.TextField(blank=True, editable=False)),
-                ('search', models.GeneratedField(db_persist=True, expression=django.contrib.postgres.search.CombinedSearchVector(django.contrib.postgres.search.SearchVector('title', 'intents_text', config='english', weight='A'), '||', django.contrib.postgres.search.SearchVector('description', config='english', weight='B'), django.contrib.postgres.search.SearchConfig('english')), output_field=django.contrib.postgres.search.SearchVectorField())),
-                ('embedding', pgvector.django.vector.VectorField(null=True)),
-                ('embedding_model', models.CharField(blank=True, max_length=200)),
-                ('embedding_dimensions', models.PositiveSmallIntegerField(null=True)),
-                ('created_by', models.CharField(help_text='agent:<name> or user:<name>', max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        max_length=64,
+                        unique=True,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                "^[a-z][a-z0-9_-]{0,63}$",
+                                "A lowercase letter, then lowercase letters, digits, '-' or '_'.",
+                            )
+                        ],
+                    ),
+                ),
+                ("title", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "intents",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=300), blank=True, default=list, size=None
+                    ),
+                ),
+                (
+                    "tags",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=64), blank=True, default=list, size=None
+                    ),
+                ),
+                (
+                    "owner",
+                    models.CharField(
+                        blank=True, help_text="who answers for it (a team or a person)", max_length=200
+                    ),
+                ),
+                ("intents_text", models.TextField(blank=True, editable=False)),
+                (
+                    "search",
+                    models.GeneratedField(
+                        db_persist=True,
+                        expression=django.contrib.postgres.search.CombinedSearchVector(
+                            django.contrib.postgres.search.SearchVector(
+                                "title", "intents_text", config="english", weight="A"
+                            ),
+                            "||",
+                            django.contrib.postgres.search.SearchVector(
+                                "description", config="english", weight="B"
+                            ),
+                            django.contrib.postgres.search.SearchConfig("english"),
+                        ),
+                        output_field=django.contrib.postgres.search.SearchVectorField(),
+                    ),
+                ),
+                ("embedding", pgvector.django.vector.VectorField(null=True)),
+                ("embedding_model", models.CharField(blank=True, max_length=200)),
+                ("embedding_dimensions", models.PositiveSmallIntegerField(null=True)),
+                ("created_by", models.CharField(help_text="agent:<name> or user:<name>", max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['name'],
-                'indexes': [django.contrib.postgres.indexes.GinIndex(fields=['search'], name='skill_search_gin'), django.contrib.postgres.indexes.GinIndex(fields=['tags'], name='skill_tags_gin')],
+                "ordering": ["name"],
+                "indexes": [
+                    django.contrib.postgres.indexes.GinIndex(fields=["search"], name="skill_search_gin"),
+                    django.contrib.postgres.indexes.GinIndex(fields=["tags"], name="skill_tags_gin"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SkillRunStats',
+            name="SkillRunStats",
             fields=[
-                ('version', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='stats', serialize=False, to='memory.skillversion')),
-                ('runs', models.PositiveIntegerField(default=0)),
-                ('successes', models.PositiveIntegerField(default=0)),
-                ('last_run_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "version",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="stats",
+                        serialize=False,
+                        to="memory.skillversion",
+                    ),
+                ),
+                ("runs", models.PositiveIntegerField(default=0)),
+                ("successes", models.PositiveIntegerField(default=0)),
+                ("last_run_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name': 'skill run statistics',
-                'verbose_name_plural': 'skill run statistics',
+                "verbose_name": "skill run statistics",
+                "verbose_name_plural": "skill run statistics",
             },
         ),
         migrations.AddField(
-            model_name='skillversion',
-            name='skill',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='memory.skill'),
+            model_name="skillversion",
+            name="skill",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="memory.skill"
+            ),
         ),
         migrations.CreateModel(
-            name='SkillRun',
+            name="SkillRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('success', models.BooleanField()),
-                ('failed_step', models.CharField(blank=True, max_length=64)),
-                ('duration_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('session_id', models.CharField(blank=True, max_length=200)),
-                ('error', models.TextField(blank=True)),
-                ('reported_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='agents.agent')),
-                ('version', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='memory.skillversion')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("success", models.BooleanField()),
+                ("failed_step", models.CharField(blank=True, max_length=64)),
+                ("duration_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("session_id", models.CharField(blank=True, max_length=200)),
+                ("error", models.TextField(blank=True)),
+                ("reported_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="agents.agent"
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="runs",
+                        to="memory.skillversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-reported_at'],
+                "ordering": ["-reported_at"],
             },
         ),
         migrations.CreateModel(
-            name='ToolVersion',
+            name="ToolVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField()),
-                ('description', models.TextField(blank=True)),
-                ('input_schema', models.JSONField()),
-                ('output_schema', models.JSONField()),
-                ('author', models.CharField(help_text='agent:<name> or user:<name>', max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('tool', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='memory.tool')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.PositiveIntegerField()),
+                ("description", models.TextField(blank=True)),
+                ("input_schema", models.JSONField()),
+                ("output_schema", models.JSONField()),
+                ("author", models.CharField(help_text="agent:<name> or user:<name>", max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "tool",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="memory.tool"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['tool__name', '-version'],
+                "ordering": ["tool__name", "-version"],
             },
         ),
         migrations.AddIndex(
-            model_name='skillversion',
-            index=models.Index(fields=['status', 'skill'], name='skillversion_status_idx'),
+            model_name="skillversion",
+            index=models.Index(fields=["status", "skill"], name="skillversion_status_idx"),
         ),
         migrations.AddConstraint(
-            model_name='skillversion',
-            constraint=models.UniqueConstraint(fields=('skill', 'number'), name='skillversion_skill_number_uniq'),
+            model_name="skillversion",
+            constraint=models.UniqueConstraint(
+                fields=("skill", "number"), name="skillversion_skill_number_uniq"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='skillversion',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'published')), fields=('skill',), name='skillversion_one_published'),
+            model_name="skillversion",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "published")),
+                fields=("skill",),
+                name="skillversion_one_published",
+            ),
         ),
         migrations.AddIndex(
-            model_name='skillrun',
-            index=models.Index(fields=['version', 'reported_at'], name='skillrun_version_idx'),
+            model_name="skillrun",
+            index=models.Index(fields=["version", "reported_at"], name="skillrun_version_idx"),
         ),
         migrations.AddConstraint(
-            model_name='toolversion',
-            constraint=models.UniqueConstraint(fields=('tool', 'version'), name='toolversion_tool_version_uniq'),
+            model_name="toolversion",
+            constraint=models.UniqueConstraint(
+                fields=("tool", "version"), name="toolversion_tool_version_uniq"
+            ),
         ),
     ]

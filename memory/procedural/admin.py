@@ -22,7 +22,14 @@ from memory.embeddings import get_embedder
 from . import admin_views, selectors, services
 from .models import Skill, SkillRun, SkillVersion, Tool, ToolVersion, VersionStatus
 
-TOOL_VERSION_FIELDS: tuple[str, ...] = ("version", "description", "input_schema", "output_schema", "author", "created_at")
+TOOL_VERSION_FIELDS: tuple[str, ...] = (
+    "version",
+    "description",
+    "input_schema",
+    "output_schema",
+    "author",
+    "created_at",
+)
 
 
 class ToolVersionInline(ReadOnlyAdminMixin, admin.StackedInline):
@@ -129,7 +136,7 @@ class SkillAdmin(admin.ModelAdmin):
     change_list_template = "admin/memory/skill/change_list.html"
     readonly_fields = ["versions_table", "created_by", "created_at", "updated_at"]
 
-    def get_fieldsets(self, request: HttpRequest, obj: Skill | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+    def get_fieldsets(self, request: HttpRequest, obj: Skill | None = None) -> Any:
         fieldsets: list[tuple[str | None, dict[str, Any]]] = [
             (None, {"fields": ["name", "title", "description", "intents_lines", "tags_text", "owner"]}),
         ]
@@ -155,7 +162,7 @@ class SkillAdmin(admin.ModelAdmin):
     @admin.display(description="published", ordering="published_number")
     def published(self, obj: Skill) -> str:
         number = getattr(obj, "published_number", None)
-        return f"v{number}" if number else "–"
+        return f"v{number}" if number else "-"
 
     @admin.display(description="success rate")
     def success_rate(self, obj: Skill) -> str:
@@ -168,9 +175,11 @@ class SkillAdmin(admin.ModelAdmin):
     def drafts(self, obj: Skill) -> SafeString | str:
         drafts, proposals = getattr(obj, "open_drafts", 0), getattr(obj, "open_proposals", 0)
         if not drafts:
-            return "–"
+            return "-"
         if proposals:
-            return format_html('{} <span class="sk-proposed">({} proposed by agents)</span>', drafts, proposals)
+            return format_html(
+                '{} <span class="sk-proposed">({} proposed by agents)</span>', drafts, proposals
+            )
         return str(drafts)
 
     @admin.display(description="versions")
@@ -276,7 +285,16 @@ VERSION_FIELDS: tuple[str, ...] = (
 class SkillVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Every version of every skill, to filter (status, proposed by agents); edits happen in the editor."""
 
-    list_display = ["skill", "number", "status", "author", "proposed_by", "created_at", "published_at", "editor_link"]
+    list_display = [
+        "skill",
+        "number",
+        "status",
+        "author",
+        "proposed_by",
+        "created_at",
+        "published_at",
+        "editor_link",
+    ]
     list_filter = ["status", ("proposed_by", admin.EmptyFieldListFilter), "skill"]
     list_select_related = ["skill", "proposed_by"]
     search_fields = ["skill__name", "change_note", "author"]

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -207,10 +207,20 @@ def state_from_post(data: QueryDict) -> EditorState:
         revision = int(data.get("revision", "0"))
     except ValueError:
         revision = 0
+
+    def text(i: int, name: str) -> str:
+        return str(data.get(f"step-{i}-{name}", ""))
+
     steps = [
         StepForm(
             index=i,
-            **{f: data.get(f"step-{i}-{f}", "") for f in ("id", "tool", "params", "when", "on_error", "retries", "output_as")},
+            id=text(i, "id"),
+            tool=text(i, "tool"),
+            params=text(i, "params"),
+            when=text(i, "when"),
+            on_error=text(i, "on_error"),
+            retries=text(i, "retries"),
+            output_as=text(i, "output_as"),
         )
         for i in range(count)
     ]
@@ -224,7 +234,9 @@ def _parse(state: EditorState) -> None:
     try:
         parsed_input = json.loads(state.input_schema) if state.input_schema.strip() else {}
     except json.JSONDecodeError as exc:
-        problems.append(Problem("input_schema", f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."))
+        problems.append(
+            Problem("input_schema", f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).")
+        )
         parsed_input = None
     steps: list[Any] = []
     for form in state.steps:
@@ -261,11 +273,15 @@ def _compile(state: EditorState, version: SkillVersion) -> None:
         _parse(state)
     pins = version.tool_versions if not version.is_draft else None
     state.compiled = services.version_compile(
-        steps=state.parsed_steps, input_schema=state.parsed_input if state.parsed_input is not None else {}, pins=pins
+        steps=state.parsed_steps,
+        input_schema=state.parsed_input if state.parsed_input is not None else {},
+        pins=pins,
     )
     by_step = state.compiled.by_step()
     for form in state.steps:
-        form.problems = [p for p in state.form_problems if p.index == form.index] + by_step.get(form.index, [])
+        form.problems = [p for p in state.form_problems if p.index == form.index] + by_step.get(
+            form.index, []
+        )
 
 
 def _apply_op(state: EditorState, op: str) -> None:
@@ -331,7 +347,9 @@ def _context(
     }
 
 
-def version_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int, number: int) -> HttpResponse:
+def version_view(
+    model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int, number: int
+) -> HttpResponse:
     """GET: the version's page. POST (drafts, ``change_skillversion``): an editor operation."""
     if request.method not in ("GET", "HEAD", "POST"):
         return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
@@ -344,13 +362,15 @@ def version_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: in
     if request.method != "POST":
         state = state_from_version(version)
         _compile(state, version)
-        return TemplateResponse(request, "admin/memory/skill/version.html", _context(model_admin, request, version, state))
+        return TemplateResponse(
+            request, "admin/memory/skill/version.html", _context(model_admin, request, version, state)
+        )
     if not version.is_draft:
         messages.error(request, f"v{number} is {version.status}: only drafts can be edited.")
         return _redirect(request, _version_url(version))
     state = state_from_post(request.POST)
     op = request.POST.get("op", "validate")
-    if op not in OPS and not op.partition(":")[0] in ("remove", "up", "down"):
+    if op not in OPS and op.partition(":")[0] not in ("remove", "up", "down"):
         op = "validate"
     if op not in ("validate", "save"):
         _apply_op(state, op)
@@ -359,7 +379,7 @@ def version_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: in
         _compile(state, version)
         context = _context(model_admin, request, version, state, dirty=_dirty(state, version))
         return TemplateResponse(request, "admin/memory/skill/_validation_oob.html", context)
-    status, extra = 200, {}
+    status, extra = 200, cast(dict[str, Any], {})
     if op == "save":
         if state.form_problems:
             status, extra = 400, {"error": "Fix the JSON marked below; nothing was saved."}
@@ -386,7 +406,9 @@ def version_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: in
         extra = {"dirty": _dirty(state, version)}
     _compile(state, version)
     template = "admin/memory/skill/_editor.html" if request.htmx else "admin/memory/skill/version.html"
-    return TemplateResponse(request, template, _context(model_admin, request, version, state, **extra), status=status)
+    return TemplateResponse(
+        request, template, _context(model_admin, request, version, state, **extra), status=status
+    )
 
 
 def _dirty(state: EditorState, version: SkillVersion) -> bool:
@@ -414,7 +436,9 @@ def _expected(request: HtmxHttpRequest) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def publish_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int, number: int) -> HttpResponse:
+def publish_view(
+    model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int, number: int
+) -> HttpResponse:
     """POST: publish version ``number`` (a draft that compiles), or roll back to it (a version
     published before); ``expected_published`` is the version the operator saw published."""
     if request.method != "POST":
@@ -431,16 +455,25 @@ def publish_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: in
             expected_published=_expected(request),
         )
     except DomainError as error:
-        problems = error.extra.get("problems") if isinstance(error.extra, dict) else None
-        detail = f" ({len(problems)} problems: see the editor)" if problems else ""
+        problems = error.extra.get("problems")
+        detail = (
+            f" ({len(problems)} problems: see the editor)" if isinstance(problems, list) and problems else ""
+        )
         messages.error(request, f"{version.skill.name} v{number} was not published: {error.message}{detail}")
     else:
         verb = "Rolled back" if rollback else "Published"
-        messages.success(request, f"{verb} {version.skill.name} to v{number}." if rollback else f"{verb} {version.skill.name} v{number}.")
+        messages.success(
+            request,
+            f"{verb} {version.skill.name} to v{number}."
+            if rollback
+            else f"{verb} {version.skill.name} v{number}.",
+        )
     return _redirect(request, _back(request, _version_url(version)))
 
 
-def retire_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int, number: int) -> HttpResponse:
+def retire_view(
+    model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int, number: int
+) -> HttpResponse:
     """POST: retire the published version ``number``, or reject the draft ``number``."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
@@ -471,7 +504,9 @@ def draft_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int,
     version = _version_or_404(skill_id, number)
     try:
         draft = services.draft_create(
-            actor=services.Actor(username=request.user.get_username()), name=version.skill.name, from_number=number
+            actor=services.Actor(username=request.user.get_username()),
+            name=version.skill.name,
+            from_number=number,
         )
     except DomainError as error:
         messages.error(request, f"{version.skill.name}: {error.message}")
@@ -501,7 +536,11 @@ def diff_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int) 
 
     newest = versions[0]
     published = next((v for v in versions if v.status == VersionStatus.PUBLISHED), None)
-    default_left = published if published and published.pk != newest.pk else (versions[1] if len(versions) > 1 else newest)
+    default_left = (
+        published
+        if published and published.pk != newest.pk
+        else (versions[1] if len(versions) > 1 else newest)
+    )
     right = pick("b", newest)
     left = pick("a", default_left)
     diff = version_diff(
@@ -561,7 +600,16 @@ def proposals_view(model_admin: SkillAdmin, request: HtmxHttpRequest) -> HttpRes
         if base:
             diff_url += f"?a={base.number}&b={version.number}"
         items.append(
-            Proposal(version, base, published, diff.size, diff.counts, compiled.problems, _version_url(version), diff_url)
+            Proposal(
+                version,
+                base,
+                published,
+                diff.size,
+                diff.counts,
+                compiled.problems,
+                _version_url(version),
+                diff_url,
+            )
         )
     context = {
         **model_admin.admin_site.each_context(request),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import celpy
 import lark
@@ -359,10 +359,15 @@ class _Checker:
             return list_of(_join(left.elem or DYN, right.elem or DYN))
         result = _ARITHMETIC[operator].get((left.kind, right.kind))
         if result is None:
-            hint = " (CEL does not convert numbers implicitly: use double() or int())" if {
-                left.kind,
-                right.kind,
-            } <= NUMERIC else ""
+            hint = (
+                " (CEL does not convert numbers implicitly: use double() or int())"
+                if {
+                    left.kind,
+                    right.kind,
+                }
+                <= NUMERIC
+                else ""
+            )
             raise self.fail(f"No operator {operator} for a {left} and a {right}{hint}.", node)
         return result
 
@@ -447,7 +452,7 @@ class _Checker:
     # --- literals ---------------------------------------------------------------------------------
 
     def visit_literal(self, node: lark.Tree) -> CelType:
-        token = node.children[0]
+        token = cast(lark.Token, node.children[0])
         return {
             "INT_LIT": INT,
             "UINT_LIT": UINT,
@@ -563,16 +568,21 @@ class _Checker:
 
 def _descend(node: Any) -> Any:
     """The one meaningful node under a chain of single-child wrappers (``expr`` → ... → ``member``)."""
-    while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data in (
-        "expr",
-        "conditionalor",
-        "conditionaland",
-        "relation",
-        "addition",
-        "multiplication",
-        "unary",
-        "member",
-        "primary",
+    while (
+        isinstance(node, lark.Tree)
+        and len(node.children) == 1
+        and node.data
+        in (
+            "expr",
+            "conditionalor",
+            "conditionaland",
+            "relation",
+            "addition",
+            "multiplication",
+            "unary",
+            "member",
+            "primary",
+        )
     ):
         node = node.children[0]
     return node
@@ -594,7 +604,11 @@ def _identifier(node: Any) -> str | None:
 
 def _string_literal(node: Any) -> str | None:
     inner = _descend(node)
-    if isinstance(inner, lark.Tree) and inner.data == "literal" and inner.children[0].type == "STRING_LIT":
+    if (
+        isinstance(inner, lark.Tree)
+        and inner.data == "literal"
+        and cast(lark.Token, inner.children[0]).type == "STRING_LIT"
+    ):
         text = str(inner.children[0])
         if text[:1] in "\"'" and "\\" not in text:
             return text[1:-1]

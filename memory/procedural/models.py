@@ -20,7 +20,9 @@ from pgvector.django import VectorField
 
 # Skills and tools are named like identifiers in a URL: ``reset-password``, ``send_email``.
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
-name_validator = RegexValidator(NAME_PATTERN, "A lowercase letter, then lowercase letters, digits, '-' or '_'.")
+name_validator = RegexValidator(
+    NAME_PATTERN, "A lowercase letter, then lowercase letters, digits, '-' or '_'."
+)
 
 # Dimensions that get an HNSW index on ``Skill.embedding`` (the pattern of ``semantic.models``).
 INDEXED_DIMENSIONS = (256, 384, 768, 1024, 1536)

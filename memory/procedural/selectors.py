@@ -18,7 +18,6 @@ from core.errors import InvalidInput, NotFound
 from memory.embeddings import embed_query, get_embedder
 
 from .models import Skill, SkillRunStats, SkillVersion, Tool, ToolVersion, VersionStatus
-from .validation import ToolContract
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -55,9 +54,7 @@ def tool_version_get(name: str, version: int) -> ToolVersion:
 def tool_list() -> list[ToolVersion]:
     """The newest version of every tool, by name (one query)."""
     return list(
-        ToolVersion.objects.select_related("tool")
-        .order_by("tool__name", "-version")
-        .distinct("tool__name")
+        ToolVersion.objects.select_related("tool").order_by("tool__name", "-version").distinct("tool__name")
     )
 
 
@@ -66,12 +63,8 @@ def tool_versions(name: str) -> list[ToolVersion]:
     return list(ToolVersion.objects.select_related("tool").filter(tool__name=name).order_by("-version"))
 
 
-def contract(version: ToolVersion) -> ToolContract:
-    return ToolContract(version.tool.name, version.version, version.input_schema, version.output_schema)
-
-
-def tool_contracts_latest(names: Iterable[str]) -> dict[str, ToolContract]:
-    """``{name: contract}`` of the newest version of each of ``names`` that exists (one query)."""
+def tool_versions_latest(names: Iterable[str]) -> dict[str, ToolVersion]:
+    """``{name: version}``: the newest version of each of ``names`` that exists (one query)."""
     wanted = sorted({n for n in names if isinstance(n, str)})
     rows = (
         ToolVersion.objects.select_related("tool")
@@ -79,15 +72,15 @@ def tool_contracts_latest(names: Iterable[str]) -> dict[str, ToolContract]:
         .order_by("tool__name", "-version")
         .distinct("tool__name")
     )
-    return {row.tool.name: contract(row) for row in rows}
+    return {row.tool.name: row for row in rows}
 
 
-def tool_contracts_pinned(pins: Mapping[str, int]) -> dict[str, ToolContract]:
-    """``{name: contract}`` of exactly the versions ``pins`` names (a published skill's)."""
+def tool_versions_pinned(pins: Mapping[str, int]) -> dict[str, ToolVersion]:
+    """``{name: version}`` of exactly the versions ``pins`` names (a published skill's)."""
     q = Q(pk__in=[])
     for name, version in pins.items():
         q |= Q(tool__name=name, version=version)
-    return {row.tool.name: contract(row) for row in ToolVersion.objects.select_related("tool").filter(q)}
+    return {row.tool.name: row for row in ToolVersion.objects.select_related("tool").filter(q)}
 
 
 def step_tool_names(steps: Any) -> list[str]:
@@ -156,29 +149,26 @@ def skills_for_admin() -> QuerySet[Skill]:
     """Skills with ``published_number``, ``published_runs``/``published_successes`` and the counts
     of open drafts (``open_drafts``) and agents' proposals among them (``open_proposals``)."""
     published = SkillVersion.objects.filter(skill=OuterRef("pk"), status=VersionStatus.PUBLISHED)
-    stats = SkillRunStats.objects.filter(version__skill=OuterRef("pk"), version__status=VersionStatus.PUBLISHED)
-    return (
-        Skill.objects.defer("embedding", "search")
-        .annotate(
-            published_number=Subquery(published.values("number")[:1]),
-            published_runs=Subquery(stats.values("runs")[:1]),
-            published_successes=Subquery(stats.values("successes")[:1]),
-            open_drafts=Count("versions", filter=Q(versions__status=VersionStatus.DRAFT), distinct=True),
-            open_proposals=Count(
-                "versions",
-                filter=Q(versions__status=VersionStatus.DRAFT, versions__proposed_by__isnull=False),
-                distinct=True,
-            ),
-        )
+    stats = SkillRunStats.objects.filter(
+        version__skill=OuterRef("pk"), version__status=VersionStatus.PUBLISHED
+    )
+    return Skill.objects.defer("embedding", "search").annotate(
+        published_number=Subquery(published.values("number")[:1]),
+        published_runs=Subquery(stats.values("runs")[:1]),
+        published_successes=Subquery(stats.values("successes")[:1]),
+        open_drafts=Count("versions", filter=Q(versions__status=VersionStatus.DRAFT), distinct=True),
+        open_proposals=Count(
+            "versions",
+            filter=Q(versions__status=VersionStatus.DRAFT, versions__proposed_by__isnull=False),
+            distinct=True,
+        ),
     )
 
 
 def proposals_open() -> list[SkillVersion]:
     """Drafts proposed by agents and not yet decided, oldest first."""
     return list(
-        _versions()
-        .filter(status=VersionStatus.DRAFT, proposed_by__isnull=False)
-        .order_by("created_at", "pk")
+        _versions().filter(status=VersionStatus.DRAFT, proposed_by__isnull=False).order_by("created_at", "pk")
     )
 
 
@@ -264,7 +254,9 @@ def _candidates(
             else:
                 text_from = f"({any_sql} LIMIT %s)"
                 from_params = [any_word, TEXT_RANK_BOUND]
-            text_sql = f"SELECT t.id FROM {text_from} t ORDER BY ts_rank_cd(t.search, %s::tsquery) DESC LIMIT %s"
+            text_sql = (
+                f"SELECT t.id FROM {text_from} t ORDER BY ts_rank_cd(t.search, %s::tsquery) DESC LIMIT %s"
+            )
             text_params = [*from_params, any_word, pool]
             rank_sql, rank_params = "ts_rank_cd(s.search, %s::tsquery)", [any_word]
         cursor.execute(

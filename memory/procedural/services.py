@@ -36,7 +36,7 @@ from .models import (
     ToolVersion,
     VersionStatus,
 )
-from .validation import Compiled, compile_skill, schema_problems
+from .validation import Compiled, ToolContract, compile_skill, schema_problems
 
 MAX_INTENTS = 50
 MAX_TAGS = 50
@@ -171,11 +171,14 @@ def version_compile(*, steps: Any, input_schema: Any, pins: dict[str, int] | Non
     """Compile steps against the tools: their newest versions (a draft) or the ``pins`` (a version
     published before). See ``validation.compile_skill``."""
     if pins:
-        tools = selectors.tool_contracts_pinned(pins)
-        missing = {n for n in selectors.step_tool_names(steps) if n not in tools}
-        tools.update(selectors.tool_contracts_latest(missing))
+        versions = selectors.tool_versions_pinned(pins)
+        missing = {n for n in selectors.step_tool_names(steps) if n not in versions}
+        versions.update(selectors.tool_versions_latest(missing))
     else:
-        tools = selectors.tool_contracts_latest(selectors.step_tool_names(steps))
+        versions = selectors.tool_versions_latest(selectors.step_tool_names(steps))
+    tools = {
+        name: ToolContract(name, v.version, v.input_schema, v.output_schema) for name, v in versions.items()
+    }
     return compile_skill(steps=steps, input_schema=input_schema, tools=tools)
 
 
@@ -317,7 +320,9 @@ def _locked_skill(name: str) -> Skill:
 
 
 def _next_number(skill: Skill) -> int:
-    last = SkillVersion.objects.filter(skill=skill).order_by("-number").values_list("number", flat=True).first()
+    last = (
+        SkillVersion.objects.filter(skill=skill).order_by("-number").values_list("number", flat=True).first()
+    )
     return (last or 0) + 1
 
 
@@ -399,7 +404,10 @@ def skill_version_propose(
             if base is None:
                 raise NotFound(f"Skill {name!r} has no version {based_on}.", field="based_on")
         else:
-            base = versions.filter(status=VersionStatus.PUBLISHED).first() or versions.order_by("-number").first()
+            base = (
+                versions.filter(status=VersionStatus.PUBLISHED).first()
+                or versions.order_by("-number").first()
+            )
         schema = input_schema if input_schema is not None else (base.input_schema if base else None)
         _proposal_compiled(steps, schema)
         number = _next_number(skill)
@@ -457,7 +465,12 @@ def draft_create(*, actor: Actor, name: str, from_number: int) -> SkillVersion:
         actor.record(
             session_id=skill_session(name),
             content=f"{actor.label} started draft v{number} of {name} from v{from_number}.",
-            payload={"action": "skill_draft_create", "skill": name, "version": number, "from_version": from_number},
+            payload={
+                "action": "skill_draft_create",
+                "skill": name,
+                "version": number,
+                "from_version": from_number,
+            },
         )
     return version
 
@@ -525,9 +538,7 @@ def draft_save(
     return version, version_compile(steps=steps, input_schema=input_schema)
 
 
-def version_publish(
-    *, username: str, name: str, number: int, expected_published: int | None
-) -> SkillVersion:
+def version_publish(*, username: str, name: str, number: int, expected_published: int | None) -> SkillVersion:
     """Publish version ``number`` of skill ``name`` as the person ``username`` (operators only:
     agents propose, people publish). The published version before it is retired.
 
@@ -567,7 +578,9 @@ def version_publish(
                 field="number",
             )
         compiled = version_compile(
-            steps=target.steps, input_schema=target.input_schema, pins=target.tool_versions if rollback else None
+            steps=target.steps,
+            input_schema=target.input_schema,
+            pins=target.tool_versions if rollback else None,
         )
         if not compiled.ok:
             raise _invalid(f"v{number} does not compile; fix it before publishing.", compiled)
@@ -578,7 +591,11 @@ def version_publish(
         target.status, target.status_changed_at, target.retired_at = VersionStatus.PUBLISHED, now, None
         fields = ["status", "status_changed_at", "retired_at"]
         if not rollback:
-            target.tool_versions, target.published_at, target.published_by = compiled.tool_versions, now, username
+            target.tool_versions, target.published_at, target.published_by = (
+                compiled.tool_versions,
+                now,
+                username,
+            )
             fields += ["tool_versions", "published_at", "published_by"]
         target.save(update_fields=fields)
         diff = version_diff(
@@ -594,7 +611,11 @@ def version_publish(
             content=f"{username} {verb} {name} to v{number}"
             + (f" (was v{current.number})" if current else "")
             + f": {diff.size} change{'s' if diff.size != 1 else ''}."
-            + (f" Proposed by {target.proposed_by.name}." if target.proposed_by_id and target.proposed_by else ""),
+            + (
+                f" Proposed by {target.proposed_by.name}."
+                if target.proposed_by_id and target.proposed_by
+                else ""
+            ),
             payload={
                 "action": action,
                 "skill": name,

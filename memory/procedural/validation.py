@@ -165,7 +165,9 @@ def schema_problems(schema: Any, *, path: str) -> list[Problem]:
         ]
     problems = []
     if schema.get("type") != "object":
-        problems.append(Problem(json_path(path, ["type"]), 'A tool or skill schema must have "type": "object".'))
+        problems.append(
+            Problem(json_path(path, ["type"]), 'A tool or skill schema must have "type": "object".')
+        )
     properties = schema.get("properties")
     if not isinstance(properties, dict):
         problems.append(Problem(json_path(path, ["properties"]), "An object of the properties is required."))
@@ -173,7 +175,9 @@ def schema_problems(schema: Any, *, path: str) -> list[Problem]:
     required = schema.get("required")
     if not isinstance(required, list):
         problems.append(
-            Problem(json_path(path, ["required"]), "A list of the required properties is required ([] for none).")
+            Problem(
+                json_path(path, ["required"]), "A list of the required properties is required ([] for none)."
+            )
         )
     else:
         for index, name in enumerate(required):
@@ -341,7 +345,14 @@ def compile_skill(
         target = step.raw.get("on_error")
         if isinstance(target, str) and target not in ON_ERROR_KEYWORDS:
             if target not in ids:
-                problems.append(Problem(_step_path(step.index, "on_error"), f"No step {target!r} to jump to.", step.id, step.index))
+                problems.append(
+                    Problem(
+                        _step_path(step.index, "on_error"),
+                        f"No step {target!r} to jump to.",
+                        step.id,
+                        step.index,
+                    )
+                )
             elif ids[target] <= step.index:
                 problems.append(
                     Problem(
@@ -359,14 +370,26 @@ def compile_skill(
     for step in parsed:
         if available[step.index] is None:
             problems.append(
-                Problem(_step_path(step.index), "Unreachable: no path of the skill leads to this step.", step.id, step.index)
+                Problem(
+                    _step_path(step.index),
+                    "Unreachable: no path of the skill leads to this step.",
+                    step.id,
+                    step.index,
+                )
             )
             continue
         if step.never_runs:
             problems.append(
-                Problem(_step_path(step.index, "when"), "Never runs: its condition is always false.", step.id, step.index)
+                Problem(
+                    _step_path(step.index, "when"),
+                    "Never runs: its condition is always false.",
+                    step.id,
+                    step.index,
+                )
             )
-        problems += _params(step, parsed, available[step.index] or set(), input_schema if input_ok else {}, aliases, ids)
+        problems += _params(
+            step, parsed, available[step.index] or set(), input_schema if input_ok else {}, aliases, ids
+        )
     tool_versions = {s.tool.name: s.tool.version for s in parsed if s.tool is not None}
     return Compiled(sorted(problems, key=_order), tool_versions)
 
@@ -389,17 +412,31 @@ def _shape(
     step_id = raw.get("id")
     label = step_id if isinstance(step_id, str) else None
     problems = [
-        Problem(_step_path(index, key), f"Unknown step field {key!r} (allowed: {', '.join(sorted(STEP_KEYS))}).", label, index)
+        Problem(
+            _step_path(index, key),
+            f"Unknown step field {key!r} (allowed: {', '.join(sorted(STEP_KEYS))}).",
+            label,
+            index,
+        )
         for key in sorted(set(raw) - STEP_KEYS)
     ]
     if not isinstance(step_id, str) or not STEP_ID_PATTERN.match(step_id):
         problems.append(
-            Problem(_step_path(index, "id"), "A step id is a lowercase letter, then lowercase letters, digits or '_' (at most 64).", label, index)
+            Problem(
+                _step_path(index, "id"),
+                "A step id is a lowercase letter, then lowercase letters, digits or '_' (at most 64).",
+                label,
+                index,
+            )
         )
     elif step_id in RESERVED_NAMES:
         problems.append(Problem(_step_path(index, "id"), f"{step_id!r} is a reserved name.", label, index))
     elif step_id in ids:
-        problems.append(Problem(_step_path(index, "id"), f"Duplicate step id (step #{ids[step_id] + 1} has it).", label, index))
+        problems.append(
+            Problem(
+                _step_path(index, "id"), f"Duplicate step id (step #{ids[step_id] + 1} has it).", label, index
+            )
+        )
     else:
         ids[step_id] = index
     tool_name = raw.get("tool")
@@ -407,35 +444,70 @@ def _shape(
     if not isinstance(tool_name, str) or not tool_name:
         problems.append(Problem(_step_path(index, "tool"), "The name of a tool is required.", label, index))
     elif tool is None:
-        problems.append(Problem(_step_path(index, "tool"), f"No tool {tool_name!r} in this tenant.", label, index))
+        problems.append(
+            Problem(_step_path(index, "tool"), f"No tool {tool_name!r} in this tenant.", label, index)
+        )
     if not isinstance(raw.get("params", {}), dict) or is_ref(raw.get("params")):
         problems.append(
-            Problem(_step_path(index, "params"), "params is a JSON object (references go inside it).", label, index)
+            Problem(
+                _step_path(index, "params"),
+                "params is a JSON object (references go inside it).",
+                label,
+                index,
+            )
         )
     if "when" in raw and not isinstance(raw["when"], str):
-        problems.append(Problem(_step_path(index, "when"), "when is a CEL expression (a string).", label, index))
+        problems.append(
+            Problem(_step_path(index, "when"), "when is a CEL expression (a string).", label, index)
+        )
     on_error = raw.get("on_error", "stop")
     if not isinstance(on_error, str) or not on_error:
         problems.append(
-            Problem(_step_path(index, "on_error"), 'on_error is "stop", "retry", "skip" or the id of a later step.', label, index)
+            Problem(
+                _step_path(index, "on_error"),
+                'on_error is "stop", "retry", "skip" or the id of a later step.',
+                label,
+                index,
+            )
         )
     retries = raw.get("retries")
     if retries is not None:
         if isinstance(retries, bool) or not isinstance(retries, int) or not 1 <= retries <= MAX_RETRIES:
-            problems.append(Problem(_step_path(index, "retries"), f"retries is an integer from 1 to {MAX_RETRIES}.", label, index))
+            problems.append(
+                Problem(
+                    _step_path(index, "retries"),
+                    f"retries is an integer from 1 to {MAX_RETRIES}.",
+                    label,
+                    index,
+                )
+            )
         elif on_error != "retry":
-            problems.append(Problem(_step_path(index, "retries"), 'retries needs "on_error": "retry".', label, index))
+            problems.append(
+                Problem(_step_path(index, "retries"), 'retries needs "on_error": "retry".', label, index)
+            )
     alias = raw.get("output_as")
     if alias is not None:
         if not isinstance(alias, str) or not STEP_ID_PATTERN.match(alias):
             problems.append(
-                Problem(_step_path(index, "output_as"), "output_as is a name: a lowercase letter, then lowercase letters, digits or '_'.", label, index)
+                Problem(
+                    _step_path(index, "output_as"),
+                    "output_as is a name: a lowercase letter, then lowercase letters, digits or '_'.",
+                    label,
+                    index,
+                )
             )
         elif alias in RESERVED_NAMES:
-            problems.append(Problem(_step_path(index, "output_as"), f"{alias!r} is a reserved name.", label, index))
+            problems.append(
+                Problem(_step_path(index, "output_as"), f"{alias!r} is a reserved name.", label, index)
+            )
         elif alias in aliases:
             problems.append(
-                Problem(_step_path(index, "output_as"), f"Step #{aliases[alias] + 1} already binds {alias!r}.", label, index)
+                Problem(
+                    _step_path(index, "output_as"),
+                    f"Step #{aliases[alias] + 1} already binds {alias!r}.",
+                    label,
+                    index,
+                )
             )
         else:
             aliases[alias] = index
@@ -445,9 +517,7 @@ def _shape(
     return _Step(index, step_id, raw, tool, output_type), []  # type: ignore[arg-type]
 
 
-def _scope(
-    input_type: cel.CelType, steps: list[_Step], available: set[int]
-) -> dict[str, cel.CelType]:
+def _scope(input_type: cel.CelType, steps: list[_Step], available: set[int]) -> dict[str, cel.CelType]:
     """The CEL variables at a step: ``input``, ``steps.<id>.output`` and the aliases of the steps
     whose output is certainly there."""
     outputs = {
@@ -550,7 +620,12 @@ def _params(
             problems += _validate(step, validator, params, resolved, drop_optional=True)
     except Unresolvable as exc:
         problems.append(
-            Problem(_step_path(step.index, "tool"), f"The tool's input schema has an unresolvable $ref: {exc}", step.id, step.index)
+            Problem(
+                _step_path(step.index, "tool"),
+                f"The tool's input schema has an unresolvable $ref: {exc}",
+                step.id,
+                step.index,
+            )
         )
     return problems
 
@@ -633,7 +708,9 @@ def _validate(
                 (
                     p
                     for p in resolved
-                    if resolved[p].optional and p[:-1] == path and error.message == f"{p[-1]!r} is a required property"
+                    if resolved[p].optional
+                    and p[:-1] == path
+                    and error.message == f"{p[-1]!r} is a required property"
                 ),
                 None,
             )

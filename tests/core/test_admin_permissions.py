@@ -338,13 +338,20 @@ def test_a_platform_staff_user_without_permissions_never_gets_a_500(public_seede
 def test_the_walker_covers_both_sites_and_every_custom_url() -> None:
     """The walker's discovery finds what is there today (so it is not walking an empty list)."""
     tenant = Door(admin.site, "alpha.localhost", "config.urls", "alpha", ("alpha", "public"))
-    assert {Agent, ApiKey, SemanticMemory, Contradiction, Skill, SkillVersion, Tool} <= set(tenant.site._registry)
+    assert {Agent, ApiKey, SemanticMemory, Contradiction, Skill, SkillVersion, Tool} <= set(
+        tenant.site._registry
+    )
     assert Tenant in PUBLIC_DOOR.site._registry
     contradiction_admin = tenant.site._registry[Contradiction]
     names = {p.name for p in custom_patterns(contradiction_admin.get_urls(), set())}
     assert {"memory_contradiction_queue", "memory_contradiction_resolve"} <= names
     skill_urls = {p.name for p in custom_patterns(tenant.site._registry[Skill].get_urls(), set())}
-    assert {"memory_skill_version", "memory_skill_publish", "memory_skill_diff", "memory_skill_proposals"} <= skill_urls
+    assert {
+        "memory_skill_version",
+        "memory_skill_publish",
+        "memory_skill_diff",
+        "memory_skill_proposals",
+    } <= skill_urls
     user_admin = tenant.site._registry[get_user_model()]
     assert "auth_user_password_change" in {p.name for p in custom_patterns(user_admin.get_urls(), set())}
     assert site_level_urls(tenant) == ["/admin/metrics/"]

@@ -72,7 +72,9 @@ def draft(alice: Caller) -> SkillVersion:
     from memory.procedural import services
 
     with tenant_context(alice.tenant):
-        return services.draft_create(actor=services.Actor(username="op"), name="reset-password", from_number=1)
+        return services.draft_create(
+            actor=services.Actor(username="op"), name="reset-password", from_number=1
+        )
 
 
 @pytest.fixture
@@ -120,7 +122,9 @@ def test_adding_removing_and_moving_steps_is_done_by_the_server_without_saving(
 
 def test_validation_as_you_type_answers_only_the_problem_lists(draft: SkillVersion, operator: Client) -> None:
     steps = [*PASSWORD_RESET_STEPS, {"id": "ask_again", "tool": "ask_user", "params": {"question": 7}}]
-    response = operator.post(version_url(draft.skill_id, draft.number), editor_form(draft, steps, op="validate"), **HTMX)
+    response = operator.post(
+        version_url(draft.skill_id, draft.number), editor_form(draft, steps, op="validate"), **HTMX
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="errors-step-5" hx-swap-oob="true"' in html and "steps[5].params.question" in html
@@ -129,7 +133,9 @@ def test_validation_as_you_type_answers_only_the_problem_lists(draft: SkillVersi
     assert "Unsaved changes" in html  # and publishing waits for a save
 
 
-def test_bad_json_in_params_is_an_error_at_that_step_and_is_not_saved(alice: Caller, draft: SkillVersion, operator: Client) -> None:
+def test_bad_json_in_params_is_an_error_at_that_step_and_is_not_saved(
+    alice: Caller, draft: SkillVersion, operator: Client
+) -> None:
     data = editor_form(draft, op="save")
     data["step-2-params"] = '{"user_id": '
     response = operator.post(version_url(draft.skill_id, draft.number), data, **HTMX)
@@ -140,12 +146,18 @@ def test_bad_json_in_params_is_an_error_at_that_step_and_is_not_saved(alice: Cal
         assert SkillVersion.objects.get(pk=draft.pk).revision == draft.revision
 
 
-def test_a_save_names_its_revision_and_a_stale_one_is_a_409(alice: Caller, draft: SkillVersion, operator: Client) -> None:
+def test_a_save_names_its_revision_and_a_stale_one_is_a_409(
+    alice: Caller, draft: SkillVersion, operator: Client
+) -> None:
     url = version_url(draft.skill_id, draft.number)
     other = admin_client(alice.tenant, "op2", group="operator")
-    first = operator.post(url, editor_form(draft, PASSWORD_RESET_STEPS[:4], op="save", change_note="mine"), **HTMX)
+    first = operator.post(
+        url, editor_form(draft, PASSWORD_RESET_STEPS[:4], op="save", change_note="mine"), **HTMX
+    )
     assert first.status_code == 200 and "Saved v2 (revision 2)" in first.content.decode()
-    stale = other.post(url, editor_form(draft, PASSWORD_RESET_STEPS[:3], op="save", change_note="theirs"), **HTMX)
+    stale = other.post(
+        url, editor_form(draft, PASSWORD_RESET_STEPS[:3], op="save", change_note="theirs"), **HTMX
+    )
     assert stale.status_code == 409
     assert "Someone saved v2 since you opened it" in stale.content.decode()
     with tenant_context(alice.tenant):
@@ -155,7 +167,9 @@ def test_a_save_names_its_revision_and_a_stale_one_is_a_409(alice: Caller, draft
         assert (event.actor, event.payload["diff_size"]) == ("user:op", 1)
 
 
-def test_publish_diff_and_rollback_through_the_admin(alice: Caller, draft: SkillVersion, operator: Client) -> None:
+def test_publish_diff_and_rollback_through_the_admin(
+    alice: Caller, draft: SkillVersion, operator: Client
+) -> None:
     url = version_url(draft.skill_id, draft.number)
     operator.post(url, editor_form(draft, PASSWORD_RESET_STEPS[:4], op="save"), **HTMX)
     page = operator.post(version_url(draft.skill_id, 2, "publish"), {"expected_published": "1"}, follow=True)
@@ -169,19 +183,28 @@ def test_publish_diff_and_rollback_through_the_admin(alice: Caller, draft: Skill
     assert alice.get("/api/v1/skills/reset-password").json()["version"]["number"] == 1
     with tenant_context(alice.tenant):
         rollback = Event.objects.filter(payload_index__action="skill_rollback").get()
-        assert (rollback.payload["from_version"], rollback.payload["to_version"], rollback.actor) == (2, 1, "user:op")
+        assert (rollback.payload["from_version"], rollback.payload["to_version"], rollback.actor) == (
+            2,
+            1,
+            "user:op",
+        )
 
 
-def test_a_publish_based_on_a_stale_view_changes_nothing(alice: Caller, draft: SkillVersion, operator: Client) -> None:
+def test_a_publish_based_on_a_stale_view_changes_nothing(
+    alice: Caller, draft: SkillVersion, operator: Client
+) -> None:
     page = operator.post(version_url(draft.skill_id, 2, "publish"), {"expected_published": ""}, follow=True)
     assert "was not published" in page.content.decode() and "v1 is published now" in page.content.decode()
     with tenant_context(alice.tenant):
         assert SkillVersion.objects.get(pk=draft.pk).status == VersionStatus.DRAFT
 
 
-def test_an_agents_proposal_is_marked_and_reviewed_in_the_queue(alice: Caller, bob: Caller, draft: SkillVersion, operator: Client, officer: Client) -> None:
+def test_an_agents_proposal_is_marked_and_reviewed_in_the_queue(
+    alice: Caller, bob: Caller, draft: SkillVersion, operator: Client, officer: Client
+) -> None:
     response = bob.post(
-        "/api/v1/skills/reset-password/versions", {"steps": PASSWORD_RESET_STEPS[:4], "change_note": "no question", "session_id": "s-42"}
+        "/api/v1/skills/reset-password/versions",
+        {"steps": PASSWORD_RESET_STEPS[:4], "change_note": "no question", "session_id": "s-42"},
     )
     number = response.json()["version"]["number"]
     queue = operator.get("/admin/memory/skill/proposals/").content.decode()
@@ -189,7 +212,10 @@ def test_an_agents_proposal_is_marked_and_reviewed_in_the_queue(alice: Caller, b
     assert "1 change from v1" in queue and "Compiles against" in queue
     assert "Proposals from agents (1)" in operator.get("/admin/memory/skill/").content.decode()
     assert "proposed by agents" in operator.get("/admin/memory/skill/").content.decode()
-    assert "Proposed by the agent <strong>bob</strong>" in operator.get(version_url(draft.skill_id, number)).content.decode()
+    assert (
+        "Proposed by the agent <strong>bob</strong>"
+        in operator.get(version_url(draft.skill_id, number)).content.decode()
+    )
     officer_queue = officer.get("/admin/memory/skill/proposals/").content.decode()
     assert f"reset-password v{number}" in officer_queue and "<button" not in main(officer_queue)
     published = operator.post(
@@ -201,14 +227,24 @@ def test_an_agents_proposal_is_marked_and_reviewed_in_the_queue(alice: Caller, b
     assert "No proposals to review." in published.content.decode()
     with tenant_context(alice.tenant):
         event = Event.objects.filter(payload_index__action="skill_publish").latest("seq")
-        assert (event.payload["proposed_by"], event.payload["from_version"], event.payload["to_version"]) == ("bob", 1, number)
+        assert (event.payload["proposed_by"], event.payload["from_version"], event.payload["to_version"]) == (
+            "bob",
+            1,
+            number,
+        )
 
 
-def test_rejecting_a_proposal_retires_it(alice: Caller, bob: Caller, draft: SkillVersion, operator: Client) -> None:
-    number = bob.post("/api/v1/skills/reset-password/versions", {"steps": PASSWORD_RESET_STEPS[:4]}).json()["version"]["number"]
+def test_rejecting_a_proposal_retires_it(
+    alice: Caller, bob: Caller, draft: SkillVersion, operator: Client
+) -> None:
+    number = bob.post("/api/v1/skills/reset-password/versions", {"steps": PASSWORD_RESET_STEPS[:4]}).json()[
+        "version"
+    ]["number"]
     operator.post(version_url(draft.skill_id, number, "retire"), {"next": "/admin/memory/skill/proposals/"})
     with tenant_context(alice.tenant):
-        assert SkillVersion.objects.get(skill_id=draft.skill_id, number=number).status == VersionStatus.RETIRED
+        assert (
+            SkillVersion.objects.get(skill_id=draft.skill_id, number=number).status == VersionStatus.RETIRED
+        )
         event = Event.objects.filter(payload_index__action="skill_reject").get()
         assert (event.payload["proposed_by"], event.actor) == ("bob", "user:op")
 
@@ -216,16 +252,33 @@ def test_rejecting_a_proposal_retires_it(alice: Caller, bob: Caller, draft: Skil
 def test_skills_are_created_and_described_through_the_services(alice: Caller, operator: Client) -> None:
     created = operator.post(
         "/admin/memory/skill/add/",
-        {"name": "close-account", "title": "Close an account", "description": "", "intents_lines": "close my account\ndelete me", "tags_text": "accounts", "owner": "support"},
+        {
+            "name": "close-account",
+            "title": "Close an account",
+            "description": "",
+            "intents_lines": "close my account\ndelete me",
+            "tags_text": "accounts",
+            "owner": "support",
+        },
     )
     assert created.status_code == 302, created.content.decode()[:2000]
     with tenant_context(alice.tenant):
         skill = Skill.objects.get(name="close-account")
-        assert (skill.intents, skill.tags, skill.embedding is not None) == (["close my account", "delete me"], ["accounts"], True)
+        assert (skill.intents, skill.tags, skill.embedding is not None) == (
+            ["close my account", "delete me"],
+            ["accounts"],
+            True,
+        )
         assert SkillVersion.objects.get(skill=skill).status == VersionStatus.DRAFT
     changed = operator.post(
         f"/admin/memory/skill/{skill.pk}/change/",
-        {"title": "Close a customer account", "description": "", "intents_lines": "close my account", "tags_text": "accounts", "owner": "support"},
+        {
+            "title": "Close a customer account",
+            "description": "",
+            "intents_lines": "close my account",
+            "tags_text": "accounts",
+            "owner": "support",
+        },
     )
     assert changed.status_code == 302
     with tenant_context(alice.tenant):
@@ -235,7 +288,9 @@ def test_skills_are_created_and_described_through_the_services(alice: Caller, op
         assert Event.objects.filter(kind=EventKind.DECISION, payload_index__action="skill_create").exists()
 
 
-def test_the_list_shows_the_published_version_its_success_rate_and_open_drafts(alice: Caller, draft: SkillVersion, operator: Client) -> None:
+def test_the_list_shows_the_published_version_its_success_rate_and_open_drafts(
+    alice: Caller, draft: SkillVersion, operator: Client
+) -> None:
     for success in (True, True, False):
         body = {"version": 1, "success": success} | ({} if success else {"failed_step": "verify"})
         assert alice.post("/api/v1/skills/reset-password/runs", body).status_code == 201
@@ -246,6 +301,10 @@ def test_the_list_shows_the_published_version_its_success_rate_and_open_drafts(a
 
 def test_a_staff_user_without_permissions_sees_nothing_of_a_skill(alice: Caller, draft: SkillVersion) -> None:
     nobody = admin_client(alice.tenant, "nobody")
-    for url in (version_url(draft.skill_id, 2), f"/admin/memory/skill/{draft.skill_id}/diff/", "/admin/memory/skill/proposals/"):
+    for url in (
+        version_url(draft.skill_id, 2),
+        f"/admin/memory/skill/{draft.skill_id}/diff/",
+        "/admin/memory/skill/proposals/",
+    ):
         response = nobody.get(url)
         assert response.status_code == 403 and "reset-password" not in response.content.decode()

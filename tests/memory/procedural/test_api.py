@@ -30,12 +30,20 @@ SKILL = "/api/v1/skills/reset-password"
 
 def tool_body(name: str = "send_email", **changes: object) -> dict:
     description, input_schema, output_schema = PASSWORD_RESET_TOOLS[name]
-    return {"name": name, "description": description, "input_schema": input_schema, "output_schema": output_schema, **changes}
+    return {
+        "name": name,
+        "description": description,
+        "input_schema": input_schema,
+        "output_schema": output_schema,
+        **changes,
+    }
 
 
 def decisions(caller: Caller, action: str) -> list[Event]:
     with tenant_context(caller.tenant):
-        return list(Event.objects.filter(kind=EventKind.DECISION, payload_index__action=action).order_by("seq"))
+        return list(
+            Event.objects.filter(kind=EventKind.DECISION, payload_index__action=action).order_by("seq")
+        )
 
 
 # --- tools ----------------------------------------------------------------------------------------------
@@ -44,14 +52,21 @@ def decisions(caller: Caller, action: str) -> list[Event]:
 def test_a_tool_is_created_then_versioned_and_the_same_contract_changes_nothing(alice: Caller) -> None:
     created = alice.post("/api/v1/tools", tool_body())
     assert created.status_code == 201, created.content
-    assert (created.json()["version"], created.json()["created"], created.json()["author"]) == (1, True, "agent:alice")
+    assert (created.json()["version"], created.json()["created"], created.json()["author"]) == (
+        1,
+        True,
+        "agent:alice",
+    )
     again = alice.post("/api/v1/tools", tool_body())
     assert (again.status_code, again.json()["version"], again.json()["created"]) == (200, 1, False)
     changed = alice.post("/api/v1/tools", tool_body(description="Send a templated e-mail (v2)."))
     assert (changed.status_code, changed.json()["version"]) == (201, 2)
     detail = alice.get("/api/v1/tools/send_email").json()
     assert (detail["version"], detail["versions"]) == (2, [2, 1])
-    assert alice.get("/api/v1/tools/send_email", {"version": 1}).json()["description"] == "Send a templated e-mail."
+    assert (
+        alice.get("/api/v1/tools/send_email", {"version": 1}).json()["description"]
+        == "Send a templated e-mail."
+    )
     listed = alice.get("/api/v1/tools").json()
     assert [(t["name"], t["version"]) for t in listed["results"]] == [("send_email", 2)]
     assert [e.payload["version"] for e in decisions(alice, "tool_version_create")] == [1, 2]
@@ -60,7 +75,11 @@ def test_a_tool_is_created_then_versioned_and_the_same_contract_changes_nothing(
 @pytest.mark.parametrize(
     ("field", "schema", "path"),
     [
-        ("input_schema", {"type": "object", "properties": {"to": {"type": "text"}}, "required": []}, "input_schema.properties.to.type"),
+        (
+            "input_schema",
+            {"type": "object", "properties": {"to": {"type": "text"}}, "required": []},
+            "input_schema.properties.to.type",
+        ),
         ("output_schema", {"type": "array", "items": {}}, "output_schema.type"),
         ("input_schema", {"type": "object", "properties": {}}, "input_schema.required"),
     ],
@@ -78,7 +97,7 @@ def test_a_tool_schema_that_is_not_a_2020_12_object_schema_is_a_400_naming_the_p
 def test_a_changed_tool_gets_a_new_version_and_a_published_skill_keeps_its_own(alice: Caller) -> None:
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
-    _, input_schema, output_schema = PASSWORD_RESET_TOOLS["send_email"]
+    _, input_schema, _output_schema = PASSWORD_RESET_TOOLS["send_email"]
     stricter = {**input_schema, "required": ["to", "template", "data"]}
     assert alice.post("/api/v1/tools", tool_body(input_schema=stricter)).json()["version"] == 2
     published = alice.get(SKILL).json()["version"]
@@ -100,7 +119,11 @@ def test_an_agents_proposal_lands_as_a_draft_that_nobody_is_served(alice: Caller
     body = skill_seed(alice, session_id="s-run-17", change_note="worked in s-run-17")
     version = body["version"]
     assert (body["name"], version["number"], version["status"]) == ("reset-password", 1, "draft")
-    assert (version["proposed_by"], version["author"], version["published_at"]) == ("alice", "agent:alice", None)
+    assert (version["proposed_by"], version["author"], version["published_at"]) == (
+        "alice",
+        "agent:alice",
+        None,
+    )
     assert alice.get(SKILL).status_code == 404  # nothing published yet
     assert alice.get(SKILL).json()["detail"] == "Skill 'reset-password' has no published version."
     assert alice.get("/api/v1/skills", {"intent": "I forgot my password"}).json()["results"] == []
@@ -114,18 +137,31 @@ def test_an_agents_proposal_lands_as_a_draft_that_nobody_is_served(alice: Caller
     assert proposal.payload["source_session_id"] == "s-run-17"
 
 
-def test_a_new_version_proposed_from_a_run_is_a_draft_based_on_the_published_one(alice: Caller, bob: Caller) -> None:
+def test_a_new_version_proposed_from_a_run_is_a_draft_based_on_the_published_one(
+    alice: Caller, bob: Caller
+) -> None:
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
     steps = [*copy.deepcopy(PASSWORD_RESET_STEPS[:4])]
-    response = bob.post(f"{SKILL}/versions", {"steps": steps, "change_note": "skip the question", "session_id": "s-9"})
+    response = bob.post(
+        f"{SKILL}/versions", {"steps": steps, "change_note": "skip the question", "session_id": "s-9"}
+    )
     assert response.status_code == 201, response.content
     version = response.json()["version"]
-    assert (version["number"], version["status"], version["based_on"], version["proposed_by"]) == (2, "draft", 1, "bob")
+    assert (version["number"], version["status"], version["based_on"], version["proposed_by"]) == (
+        2,
+        "draft",
+        1,
+        "bob",
+    )
     assert version["input_schema"] == PASSWORD_RESET["input_schema"]  # from v1
     assert alice.get(SKILL).json()["version"]["number"] == 1  # still the published one
     proposal = decisions(bob, "skill_propose")[-1]
-    assert (proposal.payload["from_version"], proposal.payload["to_version"], proposal.payload["diff_size"]) == (1, 2, 1)
+    assert (
+        proposal.payload["from_version"],
+        proposal.payload["to_version"],
+        proposal.payload["diff_size"],
+    ) == (1, 2, 1)
     assert proposal.agent_id == bob.agent.pk
 
 
@@ -140,7 +176,9 @@ def test_a_proposal_that_does_not_compile_is_a_400_naming_each_step_and_path(ali
     body = response.json()
     assert body["code"] == "invalid"
     assert set(body["errors"]) == {"steps[2].params.user_id", "steps[4].when", "steps[4].params.question"}
-    assert body["errors"]["steps[2].params.user_id"][0].startswith("Step 'reset' (#3): $ref 'steps.notify.output.message_id'")
+    assert body["errors"]["steps[2].params.user_id"][0].startswith(
+        "Step 'reset' (#3): $ref 'steps.notify.output.message_id'"
+    )
     assert {p["step"] for p in body["problems"]} == {"reset", "follow_up"}
     with tenant_context(alice.tenant):
         assert not Skill.objects.exists()
@@ -203,7 +241,13 @@ INVOICE = {
     "description": "E-mail the customer a PDF copy of a past invoice.",
     "intents": ["send me my invoice again", "I need a copy of my bill"],
     "input_schema": object_schema({"email": {"type": "string"}}, ["email"]),
-    "steps": [{"id": "mail", "tool": "send_email", "params": {"to": {"$ref": "input.email"}, "template": "follow_up"}}],
+    "steps": [
+        {
+            "id": "mail",
+            "tool": "send_email",
+            "params": {"to": {"$ref": "input.email"}, "template": "follow_up"},
+        }
+    ],
 }
 
 
@@ -214,12 +258,28 @@ def test_the_match_finds_published_skills_by_intent_with_score_version_and_steps
         skill_publish(alice.tenant, body["name"], 1)
     skill_publish(alice.tenant, "reset-password", 1)
     found = alice.get("/api/v1/skills", {"intent": "I can't remember my password", "k": 3}).json()
-    assert [r["name"] for r in found["results"]][0] == "reset-password"
+    assert next(r["name"] for r in found["results"]) == "reset-password"
     top = found["results"][0]
     assert top["version"]["number"] == 1 and top["version"]["steps"] == PASSWORD_RESET_STEPS
-    assert 0 < top["score"] <= 1 and set(top["components"]) == {"relevance", "similarity", "text_relevance", "success_prior"}
-    assert [r["name"] for r in alice.get("/api/v1/skills", {"intent": "could you resend my invoice"}).json()["results"]][0] == "send-invoice-copy"
-    assert alice.get("/api/v1/skills", {"intent": "locked out after failed logins", "k": 1}).json()["results"][0]["name"] == "unlock-account"
+    assert 0 < top["score"] <= 1 and set(top["components"]) == {
+        "relevance",
+        "similarity",
+        "text_relevance",
+        "success_prior",
+    }
+    assert (
+        next(
+            r["name"]
+            for r in alice.get("/api/v1/skills", {"intent": "could you resend my invoice"}).json()["results"]
+        )
+        == "send-invoice-copy"
+    )
+    assert (
+        alice.get("/api/v1/skills", {"intent": "locked out after failed logins", "k": 1}).json()["results"][
+            0
+        ]["name"]
+        == "unlock-account"
+    )
 
 
 def test_success_rates_weight_the_match(alice: Caller) -> None:
@@ -229,18 +289,36 @@ def test_success_rates_weight_the_match(alice: Caller) -> None:
         assert alice.post("/api/v1/skills", body).status_code == 201
         skill_publish(alice.tenant, body["name"], 1)
     for _ in range(8):
-        assert alice.post("/api/v1/skills/unlock-account/runs", {"version": 1, "success": False, "failed_step": "ask"}).status_code == 201
-        assert alice.post("/api/v1/skills/unlock-account-b/runs", {"version": 1, "success": True, "duration_ms": 900}).status_code == 201
+        assert (
+            alice.post(
+                "/api/v1/skills/unlock-account/runs", {"version": 1, "success": False, "failed_step": "ask"}
+            ).status_code
+            == 201
+        )
+        assert (
+            alice.post(
+                "/api/v1/skills/unlock-account-b/runs", {"version": 1, "success": True, "duration_ms": 900}
+            ).status_code
+            == 201
+        )
     ranked = alice.get("/api/v1/skills", {"intent": "my account is locked"}).json()["results"]
     assert [r["name"] for r in ranked] == ["unlock-account-b", "unlock-account"]
     assert ranked[0]["version"]["success_rate"] == 1.0 and ranked[1]["version"]["success_rate"] == 0.0
-    unweighted = alice.get("/api/v1/skills", {"intent": "my account is locked", "success_weight": 0}).json()["results"]
+    unweighted = alice.get("/api/v1/skills", {"intent": "my account is locked", "success_weight": 0}).json()[
+        "results"
+    ]
     assert unweighted[0]["score"] == pytest.approx(unweighted[1]["score"])
 
 
 @pytest.mark.parametrize(
     ("params", "field"),
-    [({}, "intent"), ({"intent": "x", "k": 0}, "k"), ({"intent": "x", "k": 51}, "k"), ({"intent": "x", "success_weight": 2}, "success_weight"), ({"intent": "x", "q": "y"}, "q")],
+    [
+        ({}, "intent"),
+        ({"intent": "x", "k": 0}, "k"),
+        ({"intent": "x", "k": 51}, "k"),
+        ({"intent": "x", "success_weight": 2}, "success_weight"),
+        ({"intent": "x", "q": "y"}, "q"),
+    ],
 )
 def test_match_parameters_are_checked(alice: Caller, params: dict, field: str) -> None:
     response = alice.get("/api/v1/skills", params)
@@ -253,9 +331,13 @@ def test_match_parameters_are_checked(alice: Caller, params: dict, field: str) -
 def test_runs_count_per_version_and_bad_reports_are_400s(alice: Caller) -> None:
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
-    ok = alice.post(f"{SKILL}/runs", {"version": 1, "success": True, "duration_ms": 4200, "session_id": "s-1"})
+    ok = alice.post(
+        f"{SKILL}/runs", {"version": 1, "success": True, "duration_ms": 4200, "session_id": "s-1"}
+    )
     assert ok.status_code == 201, ok.content
-    failed = alice.post(f"{SKILL}/runs", {"version": 1, "success": False, "failed_step": "verify", "error": "code expired"})
+    failed = alice.post(
+        f"{SKILL}/runs", {"version": 1, "success": False, "failed_step": "verify", "error": "code expired"}
+    )
     assert (failed.json()["version_runs"], failed.json()["version_success_rate"]) == (2, 0.5)
     assert alice.get(SKILL).json()["version"]["runs"] == 2
     for body, field in [

@@ -50,7 +50,9 @@ def live_site(scratch_tenant: Tenant) -> Iterator[Site]:
         for name, group in (("operator", "operator"), ("officer", "compliance officer")):
             user = User.objects.create_user(name, f"{name}@example.com", PASSWORD, is_staff=True)
             user.groups.add(Group.objects.get(name=group))
-        draft = services.draft_create(actor=services.Actor(username="operator"), name="reset-password", from_number=1)
+        draft = services.draft_create(
+            actor=services.Actor(username="operator"), name="reset-password", from_number=1
+        )
         skill_id = draft.skill_id
     connection.set_schema_to_public()
     with asgi_server(ENGRAM_SERVE_STATIC="1") as port:
@@ -140,10 +142,14 @@ def test_operator_edits_publishes_diffs_and_rolls_back_and_an_officer_only_reads
     with tenant_context(live_site.tenant):
         states = dict(SkillVersion.objects.values_list("number", "status"))
         assert states == {1: "published", 2: "retired"}
-        assert SkillVersion.objects.get(number=2).steps[-1]["params"] == {"question": "Anything else I can do?"}
+        assert SkillVersion.objects.get(number=2).steps[-1]["params"] == {
+            "question": "Anything else I can do?"
+        }
         actions = [
             (e.payload["action"], e.payload.get("from_version"), e.payload.get("to_version"), e.actor)
-            for e in Event.objects.filter(payload_index__action__in=["skill_publish", "skill_rollback"]).order_by("seq")
+            for e in Event.objects.filter(
+                payload_index__action__in=["skill_publish", "skill_rollback"]
+            ).order_by("seq")
         ]
         assert actions == [
             ("skill_publish", None, 1, "user:operator"),

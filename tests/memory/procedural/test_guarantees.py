@@ -112,7 +112,9 @@ def test_publishing_needs_a_draft_that_compiles(alice: Caller) -> None:
         )  # fmt: skip
         with pytest.raises(InvalidInput) as refused:
             services.version_publish(username="op", name="reset-password", number=1, expected_published=None)
-        assert refused.value.extra["errors"] == {"steps[5].tool": ["Step 'extra' (#6): No tool 'nope' in this tenant."]}
+        assert refused.value.extra["errors"] == {
+            "steps[5].tool": ["Step 'extra' (#6): No tool 'nope' in this tenant."]
+        }
         assert SkillVersion.objects.get().status == VersionStatus.DRAFT
 
 
@@ -154,9 +156,13 @@ def test_retiring_the_published_version_leaves_the_skill_unmatched_and_a_rejecte
         services.version_retire(username="op", name="reset-password", number=1)
         assert alice.get("/api/v1/skills", {"intent": "I forgot my password"}).json()["results"] == []
         draft = services.draft_create(actor=OPERATOR, name="reset-password", from_number=1)
-        services.version_retire(username="op", name="reset-password", number=draft.number, reason="not needed")
+        services.version_retire(
+            username="op", name="reset-password", number=draft.number, reason="not needed"
+        )
         with pytest.raises(Conflict, match="never published"):
-            services.version_publish(username="op", name="reset-password", number=draft.number, expected_published=None)
+            services.version_publish(
+                username="op", name="reset-password", number=draft.number, expected_published=None
+            )
         actions = list(
             Event.objects.filter(payload_index__action__in=["skill_retire", "skill_reject"])
             .order_by("seq")

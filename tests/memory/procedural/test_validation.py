@@ -18,7 +18,9 @@ TOOLS = {
 }
 
 
-def problems(steps: list[dict[str, Any]], input_schema: dict | None = None, tools: dict | None = None) -> dict[str, list[str]]:
+def problems(
+    steps: list[dict[str, Any]], input_schema: dict | None = None, tools: dict | None = None
+) -> dict[str, list[str]]:
     return compile_skill(
         steps=steps, input_schema=input_schema or PASSWORD_RESET_INPUT, tools=tools or TOOLS
     ).errors()
@@ -45,7 +47,11 @@ def test_the_password_reset_skill_compiles_and_pins_its_tools() -> None:
 @pytest.mark.parametrize(
     ("schema", "path", "words"),
     [
-        ({"type": "object", "properties": {"a": {"type": "strin"}}, "required": []}, "s.properties.a.type", "valid JSON Schema"),
+        (
+            {"type": "object", "properties": {"a": {"type": "strin"}}, "required": []},
+            "s.properties.a.type",
+            "valid JSON Schema",
+        ),
         ({"type": "object", "properties": {}, "required": "a"}, "s.required", "valid JSON Schema"),
         ({"type": "string"}, "s.type", '"type": "object"'),
         ({"type": "object", "required": []}, "s.properties", "properties"),
@@ -67,7 +73,9 @@ def test_a_valid_object_schema_passes_the_meta_schema() -> None:
         {"a": {"type": "string"}, "b": {"$ref": "#/$defs/n"}}, ["a"], **{"$defs": {"n": {"type": "integer"}}}
     )
     assert schema_problems(schema, path="s") == []
-    assert schema_problems({**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}, path="s") == []
+    assert (
+        schema_problems({**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}, path="s") == []
+    )
 
 
 def test_the_skill_input_schema_is_checked_too() -> None:
@@ -101,7 +109,9 @@ def test_a_missing_required_param_fails_and_a_value_constraint_of_a_literal_too(
 
 def test_a_reference_of_an_incompatible_type_fails() -> None:
     # expires_in is an integer: the e-mail address must be a string
-    errors = problems(steps_with(3, params={"to": {"$ref": "steps.send_code.output.expires_in"}, "template": "follow_up"}))
+    errors = problems(
+        steps_with(3, params={"to": {"$ref": "steps.send_code.output.expires_in"}, "template": "follow_up"})
+    )
     assert list(errors) == ["steps[3].params.to"]
     assert "'steps.send_code.output.expires_in' is a integer" in errors["steps[3].params.to"][0]
 
@@ -109,12 +119,29 @@ def test_a_reference_of_an_incompatible_type_fails() -> None:
 def test_a_number_where_an_integer_is_required_fails_an_integer_where_a_number_is_passes() -> None:
     tools = {
         **TOOLS,
-        "measure": ToolContract("measure", 1, object_schema({}, []), object_schema({"n": {"type": "number"}, "i": {"type": "integer"}}, ["n", "i"])),
-        "wait": ToolContract("wait", 1, object_schema({"seconds": {"type": "integer"}, "ratio": {"type": "number"}}, ["seconds"]), object_schema({}, [])),
+        "measure": ToolContract(
+            "measure",
+            1,
+            object_schema({}, []),
+            object_schema({"n": {"type": "number"}, "i": {"type": "integer"}}, ["n", "i"]),
+        ),
+        "wait": ToolContract(
+            "wait",
+            1,
+            object_schema({"seconds": {"type": "integer"}, "ratio": {"type": "number"}}, ["seconds"]),
+            object_schema({}, []),
+        ),
     }
     base = [{"id": "m", "tool": "measure"}]
-    bad = base + [{"id": "w", "tool": "wait", "params": {"seconds": {"$ref": "steps.m.output.n"}}}]
-    good = base + [{"id": "w", "tool": "wait", "params": {"seconds": {"$ref": "steps.m.output.i"}, "ratio": {"$ref": "steps.m.output.i"}}}]
+    bad = [*base, {"id": "w", "tool": "wait", "params": {"seconds": {"$ref": "steps.m.output.n"}}}]
+    good = [
+        *base,
+        {
+            "id": "w",
+            "tool": "wait",
+            "params": {"seconds": {"$ref": "steps.m.output.i"}, "ratio": {"$ref": "steps.m.output.i"}},
+        },
+    ]
     assert list(problems(bad, tools=tools)) == ["steps[1].params.seconds"]
     assert problems(good, tools=tools) == {}
 
@@ -136,12 +163,40 @@ def test_an_optional_output_where_a_param_is_required_fails() -> None:
 
 def test_a_whole_object_can_be_passed_by_reference_when_its_shape_fits() -> None:
     tools = {
-        "get_user": ToolContract("get_user", 1, object_schema({}, []), object_schema({"user": object_schema({"id": {"type": "string"}}, ["id"])}, ["user"])),
-        "audit": ToolContract("audit", 1, object_schema({"who": object_schema({"id": {"type": "string"}}, ["id"])}, ["who"]), object_schema({}, [])),
-        "audit_strict": ToolContract("audit_strict", 1, object_schema({"who": object_schema({"id": {"type": "string"}, "email": {"type": "string"}}, ["id", "email"])}, ["who"]), object_schema({}, [])),
+        "get_user": ToolContract(
+            "get_user",
+            1,
+            object_schema({}, []),
+            object_schema({"user": object_schema({"id": {"type": "string"}}, ["id"])}, ["user"]),
+        ),
+        "audit": ToolContract(
+            "audit",
+            1,
+            object_schema({"who": object_schema({"id": {"type": "string"}}, ["id"])}, ["who"]),
+            object_schema({}, []),
+        ),
+        "audit_strict": ToolContract(
+            "audit_strict",
+            1,
+            object_schema(
+                {
+                    "who": object_schema(
+                        {"id": {"type": "string"}, "email": {"type": "string"}}, ["id", "email"]
+                    )
+                },
+                ["who"],
+            ),
+            object_schema({}, []),
+        ),
     }
-    ok = [{"id": "u", "tool": "get_user"}, {"id": "a", "tool": "audit", "params": {"who": {"$ref": "steps.u.output.user"}}}]
-    bad = [{"id": "u", "tool": "get_user"}, {"id": "a", "tool": "audit_strict", "params": {"who": {"$ref": "steps.u.output.user"}}}]
+    ok = [
+        {"id": "u", "tool": "get_user"},
+        {"id": "a", "tool": "audit", "params": {"who": {"$ref": "steps.u.output.user"}}},
+    ]
+    bad = [
+        {"id": "u", "tool": "get_user"},
+        {"id": "a", "tool": "audit_strict", "params": {"who": {"$ref": "steps.u.output.user"}}},
+    ]
     assert problems(ok, tools=tools) == {}
     assert "'email' is a required property" in problems(bad, tools=tools)["steps[1].params.who"][0]
 
@@ -184,7 +239,9 @@ def test_a_reference_jumped_over_by_an_on_error_target_fails() -> None:
 
 def test_an_alias_is_the_step_output() -> None:
     assert problems(steps_with(2, params={"user_id": {"$ref": "identity.user_id"}})) == {}
-    assert "steps[2].params.user_id" in problems(steps_with(2, params={"user_id": {"$ref": "identity.verified"}}))
+    assert "steps[2].params.user_id" in problems(
+        steps_with(2, params={"user_id": {"$ref": "identity.verified"}})
+    )
 
 
 # --- 5. when: CEL that parses and type-checks as a bool -----------------------------------------------
@@ -216,7 +273,7 @@ def test_a_when_that_does_not_type_check_fails(condition: str, words: str) -> No
         "size(input.email) > 3 && input.email.endsWith('@example.com')",
         "steps.send_code.output.expires_in > 60 || !identity.verified",
         "has(steps.send_code.output.expires_in) ? steps.send_code.output.expires_in > 0 : true",
-        "[\"chat\", \"email\"].exists(c, c == input.channel)",
+        '["chat", "email"].exists(c, c == input.channel)',
         "double(steps.send_code.output.expires_in) / 60.0 >= 1.5",
     ],
 )
