@@ -206,7 +206,7 @@ def check(text: str, variables: Mapping[str, CelType], *, expect: CelType | None
     except RecursionError:
         raise CelCheckError("The expression nests too deeply.") from None
     if expect is not None and result.kind not in (expect.kind, "dyn"):
-        raise CelCheckError(f"The expression must be a {expect}, not a {result}.")
+        raise CelCheckError(f"The expression must be {_a(expect)}, not {_a(result)}.")
     constant = None
     if not checker.used:
         try:
@@ -220,6 +220,12 @@ def _to_python(value: Any) -> object:
     if isinstance(value, celtypes.BoolType):
         return bool(value)
     return value
+
+
+def _a(found: CelType) -> str:
+    """The type with its indefinite article: ``an int``, ``a string``."""
+    text = str(found)
+    return f"{'an' if text[:1] in 'aeiou' else 'a'} {text}"
 
 
 def _column(node: Any) -> int | None:
@@ -319,7 +325,7 @@ class _Checker:
 
     def _expect_bool(self, found: CelType, node: Any, what: str) -> None:
         if found.kind not in ("bool", "dyn"):
-            raise self.fail(f"{what} must be a bool, not a {found}.", node)
+            raise self.fail(f"{what} must be a bool, not {_a(found)}.", node)
 
     def _binary(self, node: lark.Tree) -> CelType:
         if len(node.children) == 1:
@@ -341,14 +347,14 @@ class _Checker:
                 or "null_type" in (left.kind, right.kind)
             )
             if not comparable:
-                raise self.fail(f"Cannot compare a {left} with a {right} ({operator}).", node)
+                raise self.fail(f"Cannot compare {_a(left)} with {_a(right)} ({operator}).", node)
             return BOOL
         if operator in ("<", "<=", ">", ">="):
             if left.kind == "dyn" or right.kind == "dyn":
                 return BOOL
             if left.kind in ORDERED and (left.kind == right.kind or {left.kind, right.kind} <= NUMERIC):
                 return BOOL
-            raise self.fail(f"Cannot order a {left} and a {right} ({operator}).", node)
+            raise self.fail(f"Cannot order {_a(left)} and {_a(right)} ({operator}).", node)
         if operator == "in":
             if right.kind == "dyn":
                 return BOOL
@@ -357,9 +363,9 @@ class _Checker:
                 if right.kind == "map":
                     elem = STRING
                 if not _same(left, elem) and not {left.kind, elem.kind} <= NUMERIC:
-                    raise self.fail(f"A {left} is never in a {right}.", node)
+                    raise self.fail(f"A {left} is never in {_a(right)}.", node)
                 return BOOL
-            raise self.fail(f"'in' needs a list or a map on its right, not a {right}.", node)
+            raise self.fail(f"'in' needs a list or a map on its right, not {_a(right)}.", node)
         if left.kind == "dyn" or right.kind == "dyn":
             other = right if left.kind == "dyn" else left
             return other if operator in ("*", "/", "%") and other.kind in NUMERIC else DYN
@@ -376,7 +382,7 @@ class _Checker:
                 <= NUMERIC
                 else ""
             )
-            raise self.fail(f"No operator {operator} for a {left} and a {right}{hint}.", node)
+            raise self.fail(f"No operator {operator} for {_a(left)} and {_a(right)}{hint}.", node)
         return result
 
     def visit_unary(self, node: lark.Tree) -> CelType:
@@ -388,7 +394,7 @@ class _Checker:
             self._expect_bool(operand, operand_node, "The operand of !")
             return BOOL
         if operand.kind not in ("int", "double", "duration", "dyn"):
-            raise self.fail(f"Cannot negate a {operand}.", node)
+            raise self.fail(f"Cannot negate {_a(operand)}.", node)
         return operand
 
     # --- members ----------------------------------------------------------------------------------
@@ -415,7 +421,7 @@ class _Checker:
                 return DYN
             known = ", ".join(k for k, _ in target.fields) or "none"
             raise self.fail(f"No field {name!r} here (known: {known}).", node)
-        raise self.fail(f"Cannot select field {name!r} of a {target}.", node)
+        raise self.fail(f"Cannot select field {name!r} of {_a(target)}.", node)
 
     def visit_member_dot(self, node: lark.Tree) -> CelType:
         target_node, name = node.children
@@ -428,16 +434,16 @@ class _Checker:
             return DYN
         if target.kind == "list":
             if index.kind not in ("int", "uint", "dyn"):
-                raise self.fail(f"A list index must be an int, not a {index}.", index_node)
+                raise self.fail(f"A list index must be an int, not {_a(index)}.", index_node)
             return target.elem or DYN
         if target.kind in ("map", "object"):
             if index.kind not in ("string", "dyn"):
-                raise self.fail(f"A key here must be a string, not a {index}.", index_node)
+                raise self.fail(f"A key here must be a string, not {_a(index)}.", index_node)
             key = _string_literal(index_node)
             if target.kind == "object" and key is not None:
                 return self._select(target, key, node)
             return target.elem or DYN if target.kind == "map" else DYN
-        raise self.fail(f"Cannot index a {target}.", node)
+        raise self.fail(f"Cannot index {_a(target)}.", node)
 
     def visit_ident(self, node: lark.Tree) -> CelType:
         name = str(node.children[0])
@@ -488,7 +494,7 @@ class _Checker:
         for key_node, value_node in zip(items[::2], items[1::2], strict=True):
             key = self.visit(key_node)
             if key.kind not in ("string", "int", "uint", "bool", "dyn"):
-                raise self.fail(f"A map key cannot be a {key}.", key_node)
+                raise self.fail(f"A map key cannot be {_a(key)}.", key_node)
             found = self.visit(value_node)
             value = found if value is None else _join(value, found)
         return map_of(value or DYN)
@@ -504,7 +510,7 @@ class _Checker:
             target_node, field_name = _selection(args[0])  # type: ignore[misc]
             target = self.visit(target_node)
             if target.kind not in ("object", "map", "dyn"):
-                raise self.fail(f"has() needs a field of an object or map, not of a {target}.", node)
+                raise self.fail(f"has() needs a field of an object or map, not of {_a(target)}.", node)
             if target.kind == "object" and target.closed and target.field_type(field_name) is None:
                 self._select(target, field_name, node)  # raises with the known fields
             return BOOL
@@ -518,7 +524,7 @@ class _Checker:
             if len(types) != 1:
                 raise self.fail(f"{name}() takes one argument.", node)
             if types[0].kind not in accepted | {"dyn"}:
-                raise self.fail(f"{name}() cannot convert a {types[0]}.", node)
+                raise self.fail(f"{name}() cannot convert {_a(types[0])}.", node)
             return result
         if name == "dyn":
             if len(types) != 1:
@@ -530,7 +536,7 @@ class _Checker:
 
     def _size(self, target: CelType, node: Any) -> CelType:
         if target.kind not in ("string", "bytes", "list", "map", "object", "dyn"):
-            raise self.fail(f"size() is not defined for a {target}.", node)
+            raise self.fail(f"size() is not defined for {_a(target)}.", node)
         return INT
 
     def visit_member_dot_arg(self, node: lark.Tree) -> CelType:
@@ -547,9 +553,9 @@ class _Checker:
                 raise self.fail(f"{name_token}() takes one argument.", node)
             for found, what in ((target, "receiver"), (types[0], "argument")):
                 if found.kind not in ("string", "dyn"):
-                    raise self.fail(f"The {what} of {name_token}() must be a string, not a {found}.", node)
+                    raise self.fail(f"The {what} of {name_token}() must be a string, not {_a(found)}.", node)
             return BOOL
-        raise self.fail(f"Unknown method .{name_token}() of a {target}.", node)
+        raise self.fail(f"Unknown method .{name_token}() of {_a(target)}.", node)
 
     def _macro(self, name: str, target_node: Any, args: list[Any], node: Any) -> CelType:
         target = self.visit(target_node)
@@ -562,7 +568,7 @@ class _Checker:
         elif target.kind == "dyn":
             variable = DYN
         else:
-            raise self.fail(f".{name}() needs a list or a map, not a {target}.", node)
+            raise self.fail(f".{name}() needs a list or a map, not {_a(target)}.", node)
         self.scopes.append({_identifier(args[0]): variable})  # type: ignore[dict-item]
         try:
             body = self.visit(args[1])

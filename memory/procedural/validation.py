@@ -754,5 +754,7 @@ def _ref_at(params: Any, position: tuple[Any, ...]) -> str:
 def _describe(schema: Any) -> str:
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
-        return "a " + " or ".join(map(str, kind))
-    return f"a {kind}" if kind else "a value"
+        kind = " or ".join(map(str, kind))
+    if not kind:
+        return "a value"
+    return f"{'an' if str(kind)[:1] in 'aeiou' else 'a'} {kind}"

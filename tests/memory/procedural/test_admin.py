@@ -308,3 +308,25 @@ def test_a_staff_user_without_permissions_sees_nothing_of_a_skill(alice: Caller,
     ):
         response = nobody.get(url)
         assert response.status_code == 403 and "reset-password" not in response.content.decode()
+
+
+def test_another_tenants_admin_shows_nothing_of_the_skill(
+    alice: Caller, draft: SkillVersion, tenant_b
+) -> None:  # type: ignore[no-untyped-def]
+    outsider = admin_client(tenant_b, "op-beta", group="operator")
+    assert "reset-password" not in outsider.get("/admin/memory/skill/").content.decode()
+    for url in (
+        version_url(draft.skill_id, 1),
+        version_url(draft.skill_id, 2),
+        f"/admin/memory/skill/{draft.skill_id}/diff/",
+        f"/admin/memory/skill/{draft.skill_id}/change/",
+    ):
+        response = outsider.get(url)
+        assert response.status_code in (302, 404) and "reset-password" not in response.content.decode(), url
+    assert "reset-password" not in outsider.get("/admin/memory/skill/proposals/").content.decode()
+    assert (
+        outsider.post(version_url(draft.skill_id, 2, "publish"), {"expected_published": "1"}).status_code
+        == 404
+    )
+    with tenant_context(alice.tenant):
+        assert SkillVersion.objects.get(pk=draft.pk).status == VersionStatus.DRAFT

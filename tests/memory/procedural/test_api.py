@@ -22,8 +22,10 @@ from tests.factories import (
     skill_seed,
     tools_define,
 )
+from tests.memory.semantic.test_embedder_unavailable import embedder_endpoint
 
 pytestmark = requires_model  # skills are embedded with the tenant's model
+__all__ = ["embedder_endpoint"]  # the fixture, shared with semantic memory's tests
 
 SKILL = "/api/v1/skills/reset-password"
 
@@ -381,3 +383,19 @@ def test_another_tenant_sees_nothing_on_any_path(alice: Caller, mallory: Caller)
         assert not Skill.objects.exists() and not SkillRun.objects.exists()
     with tenant_context(alice.tenant):
         assert SkillVersion.objects.get().status == VersionStatus.PUBLISHED
+
+
+def test_with_the_embedder_down_matching_and_proposing_are_503s_not_empty_answers(
+    alice: Caller,
+    embedder_endpoint,  # type: ignore[no-untyped-def]
+) -> None:
+    from devstack import free_port
+
+    tools_define(alice)
+    embedder_endpoint(f"http://127.0.0.1:{free_port()}/v1")  # nothing listens there
+    matched = alice.get("/api/v1/skills", {"intent": "I forgot my password"})
+    assert (matched.status_code, matched.json()["code"]) == (503, "embedder_unavailable")
+    proposed = alice.post("/api/v1/skills", PASSWORD_RESET)
+    assert (proposed.status_code, proposed.json()["code"]) == (503, "embedder_unavailable")
+    with tenant_context(alice.tenant):
+        assert not Skill.objects.exists()

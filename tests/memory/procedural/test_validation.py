@@ -113,7 +113,7 @@ def test_a_reference_of_an_incompatible_type_fails() -> None:
         steps_with(3, params={"to": {"$ref": "steps.send_code.output.expires_in"}, "template": "follow_up"})
     )
     assert list(errors) == ["steps[3].params.to"]
-    assert "'steps.send_code.output.expires_in' is a integer" in errors["steps[3].params.to"][0]
+    assert "'steps.send_code.output.expires_in' is an integer" in errors["steps[3].params.to"][0]
 
 
 def test_a_number_where_an_integer_is_required_fails_an_integer_where_a_number_is_passes() -> None:
@@ -353,7 +353,9 @@ def test_the_readme_example_is_the_password_reset_skill_and_compiles() -> None:
 
     readme = (BASE_DIR / "README.md").read_text()
     tools = [json.loads(body) for body in re.findall(r"^tool '(\{.*?\})'$", readme, re.S | re.M)]
-    skill = json.loads(readme.split("and the skill, as an agent proposes it")[1].split("```json")[1].split("```")[0])
+    skill = json.loads(
+        readme.split("and the skill, as an agent proposes it")[1].split("```json")[1].split("```")[0]
+    )
     contracts = {t["name"]: ToolContract(t["name"], 1, t["input_schema"], t["output_schema"]) for t in tools}
     assert {t["name"]: (t["description"], t["input_schema"], t["output_schema"]) for t in tools} == {
         name: tuple(value) for name, value in PASSWORD_RESET_TOOLS.items()
