@@ -73,7 +73,7 @@ def error_response(detail: str, code: str, *, status: int, field: str | None = N
 
 def domain_error_body(exc: DomainError) -> dict[str, Any]:
     """The body of a ``DomainError``."""
-    return error_body(exc.message, exc.code, field=exc.field, extra=exc.extra)
+    return error_body(exc.message, exc.code, field=exc.field, errors=exc.errors, extra=exc.extra)
 
 
 def batch_errors(errors: Any, *, name: str, single: bool) -> dict[str, Any]:

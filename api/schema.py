@@ -70,6 +70,7 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "fact_id": {"type": "integer", "minimum": 1},
     "step_index": {"type": "integer", "minimum": 0},
     "name": {"type": "string", "minLength": 1, "maxLength": 300},
+    "number": {"type": "integer", "minimum": 1},
 }
 
 
@@ -223,6 +224,27 @@ def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool
             for status, response in operation["responses"].items():
                 if status.startswith("2"):
                     response["links"] = {name.replace(" ", ""): link for name, link in links.items()}
+    return result
+
+
+def any_value_includes_null(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """Rewrite drf-spectacular's nullable "any value" (``{"oneOf": [{}, {"type": "null"}]}``) as
+    ``{}``: under ``oneOf`` a ``null`` matches both branches and so is invalid (JSON Schema
+    2020-12 §10.2.1.3), while ``{}`` already admits ``null``."""
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("oneOf") == [{}, {"type": "null"}]:
+                del node["oneOf"]
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(result)
     return result
 
 

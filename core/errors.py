@@ -7,17 +7,25 @@ from __future__ import annotations
 
 
 class DomainError(Exception):
-    """Base class. ``status`` is the HTTP status the API answers with; ``field`` names the input."""
+    """Base class. ``status`` is the HTTP status the API answers with; ``field`` names the input;
+    ``errors`` (``{path: [message, ...]}``) names several inputs at once, e.g. a compiler's findings;
+    ``extra`` adds keys to the error body."""
 
     status: int = 400
     code: str = "invalid"
 
     def __init__(
-        self, message: str, *, field: str | None = None, extra: dict[str, object] | None = None
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        errors: dict[str, list[str]] | None = None,
+        extra: dict[str, object] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        self.errors = errors
         self.extra = extra or {}
 
 

@@ -231,6 +231,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_stream_operation",
         "api.schema.add_links",
+        "api.schema.any_value_includes_null",
     ],
     "TAGS": [
         {"name": "agents", "description": "The caller and its key."},
@@ -245,6 +246,7 @@ SPECTACULAR_SETTINGS = {
             "description": "Blackboards, scratchpads and conversation windows (Redis).",
         },
         {"name": "checkpoints", "description": "Agent state per session step (state hydration)."},
+        {"name": "procedural", "description": "Tools (JSON Schema contracts) and versioned skills."},
     ],
 }
 

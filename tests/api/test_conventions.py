@@ -236,3 +236,14 @@ def test_a_key_without_the_scope_gets_the_documented_403(tenant_a) -> None:  # t
         assert response.status_code == 403, (method, path, response.status_code)
         jsonschema.validate(response.json(), error_schema(doc))
         assert "403" in op["responses"]
+
+
+def test_a_null_value_is_valid_where_any_json_value_is_documented(alice: Caller) -> None:
+    """A ``oneOf`` with an "any value" branch rejects ``null`` (it matches both branches): the
+    document must say ``{}`` for values that may be anything, ``null`` included."""
+    doc, _ops = documented(alice.client)
+    written = alice.client.put("/api/v1/executions/run-1/blackboard/plan", {"value": None}, format="json")
+    assert written.status_code == 201, written.content
+    entry = {**doc["components"]["schemas"]["BlackboardEntry"], "components": doc["components"]}
+    jsonschema.validate(written.json(), entry)
+    assert "[{}, {'type': 'null'}]" not in str(doc)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0003_apikey_curate_scope"),
-        ("memory", "0009_checkpoint_per_agent"),
+        ("memory", "0011_procedural_guarantees"),
     ]
 
     operations = [
