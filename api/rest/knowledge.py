@@ -298,6 +298,8 @@ class ContradictionsView(ApiView):
 
 class RetractInput(StrictSerializer):
     reason = CleanCharField(required=False, max_length=2000, default="")
+    # where the decision is logged when the fact was asserted without a session
+    session_id = CleanCharField(required=False, max_length=200)
 
 
 class FactRetractView(ApiView):
@@ -310,7 +312,10 @@ class FactRetractView(ApiView):
         serializer = RetractInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         fact = services.fact_retract(
-            agent=request.user, fact_id=fact_id, reason=serializer.validated_data["reason"]
+            agent=request.user,
+            fact_id=fact_id,
+            reason=serializer.validated_data["reason"],
+            session_id=serializer.validated_data.get("session_id"),
         )
         fact = selectors.facts_by_id([fact.pk])[fact.pk]
         return Response({**FactOutputSerializer(fact).data, "projection": services.projection_state()})

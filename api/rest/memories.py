@@ -186,15 +186,27 @@ class MemorySearchView(ApiView):
         return Response({"query": data["query"], "k": data["k"], "count": len(results), "results": results})
 
 
+class ForgetParams(StrictSerializer):
+    # where the decision is logged when the memory was stored without a session
+    session_id = CleanCharField(required=False, max_length=200)
+
+
 class MemoryDetailView(ApiView):
-    """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision)."""
+    """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision in
+    the memory's session, or ``?session_id=`` for a memory stored without one)."""
+
+    delete_query_params = frozenset({"session_id"})
 
     def get(self, request: AgentRequest, memory_id: uuid.UUID) -> Response:
         memory = selectors.memory_get(agent=request.user, memory_id=memory_id)
         return Response(_memory_body(memory))
 
     def delete(self, request: AgentRequest, memory_id: uuid.UUID) -> Response:
-        memory, event = services.memory_forget(agent=request.user, memory_id=memory_id)
+        params = ForgetParams(data=request.query_params.dict())
+        params.is_valid(raise_exception=True)
+        memory, event = services.memory_forget(
+            agent=request.user, memory_id=memory_id, session_id=params.validated_data.get("session_id")
+        )
         return Response(
             {
                 "id": str(memory.pk),

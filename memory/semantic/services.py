@@ -23,7 +23,7 @@ from agents.models import Agent
 from core.errors import InvalidInput, NotFound
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
-from memory.episodic.services import decision_record
+from memory.episodic.services import agent_session, decision_record, person_session
 from tenants.models import RetrievalPolicy
 
 from . import selectors
@@ -182,11 +182,17 @@ def memory_create(
     return WriteResult(memory, "created")
 
 
-def memory_forget(*, agent: Agent, memory_id: uuid.UUID) -> tuple[SemanticMemory, Event]:
-    """Hide a memory from recall (the row stays for audit) and log a ``decision`` event.
+def memory_forget(
+    *, agent: Agent, memory_id: uuid.UUID, session_id: str | None = None, username: str | None = None
+) -> tuple[SemanticMemory, Event]:
+    """Hide a memory from recall (the row stays for audit) and log a ``decision`` event in the
+    memory's session; for a memory stored without one, in ``session_id`` (the request's) or else the
+    session of whoever decided: the agent's ``agent:<name>``, or ``admin:<username>`` for a person.
 
-    ``agent`` may forget its own memories and shared ones. Raises ``NotFound`` when the memory does
-    not exist, is already forgotten or is another agent's private memory.
+    ``agent`` may forget its own memories and shared ones. ``username``: a person forgot it in the
+    admin (on behalf of the memory's agent), recorded as the decision's actor ``user:<username>``.
+    Raises ``NotFound`` when the memory does not exist, is already forgotten or is another agent's
+    private memory.
     """
     with transaction.atomic():
         memory = (
@@ -199,8 +205,12 @@ def memory_forget(*, agent: Agent, memory_id: uuid.UUID) -> tuple[SemanticMemory
         memory.save(update_fields=["forgotten_at", "forgotten_by"])
         event = decision_record(
             agent=agent,
-            session_id=memory.session_id or f"memory:{memory.pk}",
-            content=f"Forgot semantic memory {memory.pk}.",
+            session_id=memory.session_id
+            or session_id
+            or (person_session(username) if username else agent_session(agent)),
+            actor=f"user:{username}" if username else "",
+            content=f"Forgot semantic memory {memory.pk}."
+            + (f" (by {username} in the admin)" if username else ""),
             # no content-derived value here: every agent of the tenant can read the log, and a hash
             # of a short private memory can be reversed by guessing
             payload={
