@@ -12,3 +12,4 @@ urlpatterns = [
 ]
 
 handler500 = "api.views.server_error"
+handler403 = "compliance.views.permission_denied"

@@ -1,18 +1,20 @@
-"""Tenant admin for the episodic log: read-only for everyone (the log is append-only)."""
+"""Tenant admin for the episodic log: read-only for everyone (the log is append-only); each session
+links to its timeline."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
+from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, session_link, shown
 
 from .models import Event
 
 EVENT_FIELDS: tuple[str, ...] = (
     "seq",
-    "session_id",
+    "session_link",
     "execution_id",
     "agent",
     "role",
@@ -35,9 +37,9 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "recorded_at",
         "occurred_at",
         "agent",
-        "session_id",
+        "session_link",
         "kind",
-        "role",
+        "actor",
         "short_content",
     ]
     list_filter = ["kind", "role", "agent", ("occurred_at", admin.DateFieldListFilter)]
@@ -54,6 +56,10 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="content")
     def short_content(self, obj: Event) -> str:
         return shown(obj.content, 120)
+
+    @admin.display(description="session", ordering="session_id")
+    def session_link(self, obj: Event) -> SafeString:
+        return session_link(obj.session_id)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         return super().get_queryset(request).defer("search", "payload_index")
