@@ -100,11 +100,11 @@ class _HashingWriter:
         self.handle.write(data)
         self.digest.update(data)
         self.size += len(data)
+        self.lines += data.count(b"\n")
         return len(data)
 
     def line(self, data: bytes) -> None:
         self.write(data + b"\n")
-        self.lines += 1
 
     def tell(self) -> int:
         return self.size
