@@ -24,7 +24,9 @@ def last_decision(caller: Caller, action: str) -> Event:
 
 @requires_model
 def test_a_forget_lands_in_the_memorys_session(alice: Caller) -> None:
-    memory = alice.post("/api/v1/memories", {"content": "The vault code is 0000.", "session_id": "s-vault"}).json()
+    memory = alice.post(
+        "/api/v1/memories", {"content": "The vault code is 0000.", "session_id": "s-vault"}
+    ).json()
     forgotten = alice.client.delete(f"/api/v1/memories/{memory['id']}?session_id=s-elsewhere")
     assert forgotten.status_code == 200, forgotten.content
     assert decision(alice, forgotten.json()["event_id"]).session_id == "s-vault"  # the memory's wins
@@ -43,7 +45,9 @@ def test_a_forget_of_a_sessionless_memory_takes_the_requests_session_or_the_agen
 
 def test_a_retraction_lands_in_the_facts_session(alice: Caller, bob: Caller) -> None:
     created = assert_fact(alice, fact("Ana", "works_at", {"entity": "Acme"}, session_id="s-hr"))
-    response = bob.post(f"/api/v1/facts/{created['fact']['id']}/retract", {"reason": "left", "session_id": "s-bob"})
+    response = bob.post(
+        f"/api/v1/facts/{created['fact']['id']}/retract", {"reason": "left", "session_id": "s-bob"}
+    )
     assert response.status_code == 200, response.content
     event = last_decision(alice, "fact_retract")
     assert event.session_id == "s-hr" and event.agent.name == "bob"
@@ -61,7 +65,10 @@ def test_a_retraction_of_a_sessionless_fact_takes_the_requests_session(alice: Ca
 def test_a_close_lands_in_the_session_its_first_write_named(alice: Caller, bob: Caller) -> None:
     execution = f"exec-{uuid.uuid4().hex[:8]}"
     board = f"/api/v1/executions/{execution}/blackboard"
-    assert alice.client.put(f"{board}/plan", {"value": 1, "session_id": "s-run"}, format="json").status_code == 200
+    assert (
+        alice.client.put(f"{board}/plan", {"value": 1, "session_id": "s-run"}, format="json").status_code
+        == 200
+    )
     # a later write naming another session does not move the execution
     bob.client.put(f"{board}/note", {"value": 2, "session_id": "s-hijack"}, format="json")
     closed = alice.post(f"/api/v1/executions/{execution}/close", {"session_id": "s-other"})
@@ -79,7 +86,9 @@ def test_a_close_without_a_recorded_session(alice: Caller) -> None:
 
 def test_a_scratchpad_write_records_the_session_too(alice: Caller) -> None:
     execution = f"exec-{uuid.uuid4().hex[:8]}"
-    alice.client.put(f"/api/v1/executions/{execution}/scratchpad/k", {"value": 1, "session_id": "s-pad"}, format="json")
+    alice.client.put(
+        f"/api/v1/executions/{execution}/scratchpad/k", {"value": 1, "session_id": "s-pad"}, format="json"
+    )
     closed = alice.post(f"/api/v1/executions/{execution}/close", {})
     assert decision(alice, closed.json()["event_id"]).session_id == "s-pad"
 

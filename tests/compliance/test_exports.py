@@ -38,7 +38,9 @@ def trail(alice: Caller, bob: Caller, mallory: Caller) -> Caller:
         append(bob.agent, 3, session_id="s-other", start=10)
         fact = knowledge.fact_assert(
             agent=alice.agent,
-            data=FactData(subject="Ana", predicate="lives_in", object=FactObject(entity="Porto"), session_id="s-audit"),
+            data=FactData(
+                subject="Ana", predicate="lives_in", object=FactObject(entity="Porto"), session_id="s-audit"
+            ),
         ).fact
         knowledge.fact_retract(agent=bob.agent, fact_id=fact.pk, reason="moved")
         append(bob.agent, 2, session_id="s-audit", start=20)
@@ -57,7 +59,9 @@ def members(path: str) -> dict[str, bytes]:
 def test_a_session_export_verifies_offline(trail: Caller, tmp_path: Path) -> None:
     with tenant_context(trail.tenant):
         export = export_of(scope="session", session_id="s-audit")
-        expected = list(Event.objects.filter(session_id="s-audit").order_by("seq").values_list("seq", flat=True))
+        expected = list(
+            Event.objects.filter(session_id="s-audit").order_by("seq").values_list("seq", flat=True)
+        )
         pem = signing.public_key_pem()
     assert export.status == ExportStatus.DONE, export.error
     files = members(export.path)
@@ -78,7 +82,9 @@ def test_a_session_export_verifies_offline(trail: Caller, tmp_path: Path) -> Non
     assert report.ok, report.failures
     # the console script, as an auditor runs it, with nothing of Engram imported
     script = Path(sys.executable).with_name("engram-verify-export")
-    done = subprocess.run([str(script), export.path, "--public-key", str(key)], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(script), export.path, "--public-key", str(key)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK:" in done.stdout and "7 events in scope" in done.stdout
 
@@ -107,8 +113,10 @@ def test_a_manifest_signed_by_another_key_fails(trail: Caller, tmp_path: Path) -
 
     with tenant_context(trail.tenant):
         export = export_of(scope="all")
-    other = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    other = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     report = verify_export.verify(export.path, other)
     assert any(f.startswith("manifest_signature") for f in report.failures)

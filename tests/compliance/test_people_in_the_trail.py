@@ -19,7 +19,9 @@ from tests.factories import HTMX, PASSWORD, Caller, admin_client, conflict_make,
 def decisions(tenant, action: str) -> list[Event]:  # type: ignore[no-untyped-def]
     with tenant_context(tenant):
         return list(
-            Event.objects.filter(kind=EventKind.DECISION, payload_index__action=action).select_related("agent").order_by("seq")
+            Event.objects.filter(kind=EventKind.DECISION, payload_index__action=action)
+            .select_related("agent")
+            .order_by("seq")
         )
 
 
@@ -37,7 +39,10 @@ def test_logins_and_failed_logins_are_in_the_trail(alice: Caller) -> None:
     assert login.actor == "user:officer" and login.session_id == "admin:officer"
     assert login.agent.name == "engram-system"
     failed = decisions(alice.tenant, "login_failed")
-    assert [(e.actor, e.payload["username"]) for e in failed] == [("anonymous", "officer"), ("anonymous", "ghost")]
+    assert [(e.actor, e.payload["username"]) for e in failed] == [
+        ("anonymous", "officer"),
+        ("anonymous", "ghost"),
+    ]
     with tenant_context(alice.tenant):
         assert chain_verify().ok
 
@@ -54,7 +59,9 @@ def test_platform_logins_stay_out_of_the_tenants_trails(alice: Caller) -> None:
 
 def test_key_create_rename_and_revoke_name_the_person(alice: Caller, root: Client) -> None:
     page = root.post(
-        "/admin/agents/agent/", {"action": "mint_read_only_key", "_selected_action": [alice.agent.pk]}, follow=True
+        "/admin/agents/agent/",
+        {"action": "mint_read_only_key", "_selected_action": [alice.agent.pk]},
+        follow=True,
     ).content.decode()
     raw = page.split("shown again): ")[1].split("<")[0].strip()
     key_id = raw.split(".")[2]
@@ -67,7 +74,9 @@ def test_key_create_rename_and_revoke_name_the_person(alice: Caller, root: Clien
     (renamed,) = decisions(alice.tenant, "api_key_update")
     assert renamed.payload["changes"] == {"name": ["admin (read-only)", "ci runner"]}
     root.post("/admin/agents/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
-    root.post("/admin/agents/apikey/", {"action": "revoke", "_selected_action": [key.pk]})  # again: nothing new
+    root.post(
+        "/admin/agents/apikey/", {"action": "revoke", "_selected_action": [key.pk]}
+    )  # again: nothing new
     (revoked,) = decisions(alice.tenant, "api_key_revoke")
     assert revoked.actor == "user:root" and revoked.payload == {
         "action": "api_key_revoke",
@@ -76,24 +85,52 @@ def test_key_create_rename_and_revoke_name_the_person(alice: Caller, root: Clien
     }
     # a key added on the add form, too
     root.post("/admin/agents/apikey/add/", {"agent": alice.agent.pk, "name": "by form", "scopes": ["read"]})
-    assert [e.payload["name"] for e in decisions(alice.tenant, "api_key_create")] == ["admin (read-only)", "by form"]
+    assert [e.payload["name"] for e in decisions(alice.tenant, "api_key_create")] == [
+        "admin (read-only)",
+        "by form",
+    ]
 
 
 def test_agent_changes_name_the_person(alice: Caller, root: Client) -> None:
-    root.post("/admin/agents/agent/add/", {"name": "critic", "role": "reviewer", "is_active": "on", "created_at_0": "2026-01-01", "created_at_1": "10:00:00", "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "0"})
+    root.post(
+        "/admin/agents/agent/add/",
+        {
+            "name": "critic",
+            "role": "reviewer",
+            "is_active": "on",
+            "created_at_0": "2026-01-01",
+            "created_at_1": "10:00:00",
+            "api_keys-TOTAL_FORMS": "0",
+            "api_keys-INITIAL_FORMS": "0",
+        },
+    )
     root.post(
         f"/admin/agents/agent/{alice.agent.pk}/change/",
-        {"name": "alice", "role": "planner", "created_at_0": "2026-01-01", "created_at_1": "10:00:00", "api_keys-TOTAL_FORMS": "0", "api_keys-INITIAL_FORMS": "1"},
+        {
+            "name": "alice",
+            "role": "planner",
+            "created_at_0": "2026-01-01",
+            "created_at_1": "10:00:00",
+            "api_keys-TOTAL_FORMS": "0",
+            "api_keys-INITIAL_FORMS": "1",
+        },
     )
     created, updated = decisions(alice.tenant, "agent_create"), decisions(alice.tenant, "agent_update")
     assert [e.payload["agent"] for e in created] == ["critic"]
-    assert updated and updated[-1].actor == "user:root" and updated[-1].payload["changes"]["role"] == "planner"
+    assert (
+        updated and updated[-1].actor == "user:root" and updated[-1].payload["changes"]["role"] == "planner"
+    )
 
 
 def test_user_and_group_changes_name_the_person(alice: Caller, root: Client) -> None:
     response = root.post(
         "/admin/auth/user/add/",
-        {"username": "newbie", "password1": "Newbie-pw-98765", "password2": "Newbie-pw-98765", "usable_password": "true"},
+        {
+            "username": "newbie",
+            "password1": "Newbie-pw-98765",
+            "password2": "Newbie-pw-98765",
+            "usable_password": "true",
+        },
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     with tenant_context(alice.tenant):
@@ -125,7 +162,9 @@ def test_a_contradiction_resolution_names_the_person_in_the_facts_session(alice:
 
 @requires_model
 def test_forgetting_in_the_admin_names_the_person(alice: Caller, root: Client) -> None:
-    with_session = alice.post("/api/v1/memories", {"content": "Alice's badge is 1234.", "session_id": "s-mem"}).json()
+    with_session = alice.post(
+        "/api/v1/memories", {"content": "Alice's badge is 1234.", "session_id": "s-mem"}
+    ).json()
     without = alice.post("/api/v1/memories", {"content": "Alice likes cycling."}).json()
     for memory in (with_session, without):
         root.post("/admin/memory/semanticmemory/", {"action": "forget", "_selected_action": [memory["id"]]})

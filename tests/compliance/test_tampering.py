@@ -110,7 +110,10 @@ def test_deleted_last_rows_with_the_head_rolled_back_are_caught_by_the_anchor(te
             cursor.execute("UPDATE memory_chainhead SET last_seq = 8, last_hash = %s", [eighth])
         check = verify()
     assert kinds(check) == [FindingKind.TRUNCATED]
-    assert "an anchor signed at" in check.findings[0]["message"] and "says #10 existed" in check.findings[0]["message"]
+    assert (
+        "an anchor signed at" in check.findings[0]["message"]
+        and "says #10 existed" in check.findings[0]["message"]
+    )
 
 
 def test_reordered_rows_are_named(ten: Caller) -> None:
@@ -132,8 +135,12 @@ def _recompute(cursor, seq: int, content: str | None = None) -> None:  # type: i
     if content is not None:
         event.content = content
     event.prev_hash = Event.objects.get(seq=seq - 1).hash
-    event.body_digest = body_digest(salt=event.body_salt, content=event.content, payload_json=event.payload_json)
-    event.hash = chain_hash(seq=seq, prev_hash=event.prev_hash, header=event.hashed_header(), digest=event.body_digest)
+    event.body_digest = body_digest(
+        salt=event.body_salt, content=event.content, payload_json=event.payload_json
+    )
+    event.hash = chain_hash(
+        seq=seq, prev_hash=event.prev_hash, header=event.hashed_header(), digest=event.body_digest
+    )
     cursor.execute(
         "UPDATE memory_event SET content = %s, prev_hash = %s, body_digest = %s, hash = %s WHERE seq = %s",
         [event.content, event.prev_hash, event.body_digest, event.hash, seq],

@@ -44,7 +44,9 @@ def test_a_session_page_shows_events_objects_and_decisions(alice: Caller, bob: C
         session(alice, "s-main", 5, timedelta(0))
         fact = knowledge.fact_assert(
             agent=bob.agent,
-            data=FactData(subject="Ana", predicate="lives_in", object=FactObject(entity="Porto"), session_id="s-main"),
+            data=FactData(
+                subject="Ana", predicate="lives_in", object=FactObject(entity="Porto"), session_id="s-main"
+            ),
         ).fact
         knowledge.fact_retract(agent=bob.agent, fact_id=fact.pk, reason="wrong city")
     page = officer.get("/admin/sessions/", {"session": "s-main"})
@@ -77,11 +79,15 @@ def test_filters_by_kind_agent_and_time(alice: Caller, bob: Caller) -> None:
     with tenant_context(alice.tenant):
         session(alice, "s-mixed", 6, timedelta(0))
         session(bob, "s-mixed", 3, timedelta(minutes=5))
-        decision_record(agent=bob.agent, session_id="s-mixed", content="Decided to stop.", payload={"action": "stop"})
+        decision_record(
+            agent=bob.agent, session_id="s-mixed", content="Decided to stop.", payload={"action": "stop"}
+        )
     calls = officer.get("/admin/sessions/", {"session": "s-mixed", "kind": "tool_call"}).content.decode()
     assert re.findall(r"s-mixed step \d", calls) == ["s-mixed step 0", "s-mixed step 3", "s-mixed step 0"]
     bobs = officer.get("/admin/sessions/", {"session": "s-mixed", "agent": "bob"}).content.decode()
-    assert "Decided to stop." in bobs and re.findall(r"s-mixed step \d", bobs) == [f"s-mixed step {i}" for i in range(3)]
+    assert "Decided to stop." in bobs and re.findall(r"s-mixed step \d", bobs) == [
+        f"s-mixed step {i}" for i in range(3)
+    ]
     later = (T0 + timedelta(minutes=4)).strftime("%Y-%m-%dT%H:%M")
     since = officer.get("/admin/sessions/", {"session": "s-mixed", "since": later}).content.decode()
     assert re.findall(r"s-mixed step \d", since) == [f"s-mixed step {i}" for i in range(3)]
@@ -107,7 +113,12 @@ def test_every_list_links_sessions_to_their_timeline(alice: Caller) -> None:
         session(alice, "s-link", 1, timedelta(0))
         knowledge.fact_assert(
             agent=alice.agent,
-            data=FactData(subject="Bo", predicate="likes", object=FactObject(literal_type="string", value="tea"), session_id="s-link"),
+            data=FactData(
+                subject="Bo",
+                predicate="likes",
+                object=FactObject(literal_type="string", value="tea"),
+                session_id="s-link",
+            ),
         )
     assert alice.post("/api/v1/sessions/s-link/checkpoints", checkpoint_body(1)).status_code == 201
     link = 'href="/admin/sessions/?session=s-link"'

@@ -40,12 +40,14 @@ def wait_for(predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyp
         time.sleep(0.2)
 
 
-def test_verify_now_runs_in_the_worker_and_the_panel_follows_it(celery_worker, scratch_tenant: Tenant) -> None:  # type: ignore[no-untyped-def]
+def test_verify_now_runs_in_the_worker_and_the_panel_follows_it(
+    celery_worker, scratch_tenant: Tenant
+) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
         append(agent_create(name="worker-agent"), 30)
     client = officer_client(scratch_tenant)
     panel = client.post("/admin/compliance/chaincheck/run/", **HTMX).content.decode()
-    assert "Verifying" in panel and "hx-trigger=\"every 1s\"" in panel
+    assert "Verifying" in panel and 'hx-trigger="every 1s"' in panel
     with tenant_context(scratch_tenant):
         check = ChainCheck.objects.get()
         assert check.requested_by == "user:officer"
@@ -64,7 +66,9 @@ def test_verify_now_runs_in_the_worker_and_the_panel_follows_it(celery_worker, s
     assert "Trail BROKEN" in page and "first broken link at #12" in page and "fields_altered" in page
 
 
-def test_an_export_requested_in_the_admin_is_written_by_the_worker(celery_worker, scratch_tenant: Tenant, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_export_requested_in_the_admin_is_written_by_the_worker(
+    celery_worker, scratch_tenant: Tenant, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
         agent = agent_create(name="worker-agent")
         append(agent, 5, session_id="s-export")
@@ -89,7 +93,9 @@ def test_an_export_requested_in_the_admin_is_written_by_the_worker(celery_worker
     report = verify_export.verify(str(archive))
     assert report.ok, report.failures
     with tenant_context(scratch_tenant):
-        actions = list(Event.objects.filter(actor="user:officer").values_list("payload_index__action", flat=True))
+        actions = list(
+            Event.objects.filter(actor="user:officer").values_list("payload_index__action", flat=True)
+        )
     assert {"login", "export", "export_download"} <= set(actions)
     bad = client.post("/admin/compliance/export/new/", {"scope": "agent", "agent_name": "nobody"})
     assert bad.status_code == 400 and "Select a valid choice" in bad.content.decode()

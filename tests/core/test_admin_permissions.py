@@ -237,7 +237,13 @@ def site_level_urls(door: Door) -> list[str]:
 
 # What a person's audit work may write: a check or an export of their own, and its record in the trail
 # (through the tenant's system agent, made on first use).
-AUDIT_TABLES = {"compliance_chaincheck", "compliance_export", "memory_event", "memory_chainhead", "agents_agent"}
+AUDIT_TABLES = {
+    "compliance_chaincheck",
+    "compliance_export",
+    "memory_event",
+    "memory_chainhead",
+    "agents_agent",
+}
 
 
 class Walk:
