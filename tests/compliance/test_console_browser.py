@@ -65,8 +65,10 @@ def shot(page, name: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_a_compliance_officer_audits_a_session_in_chromium(
-    chromium_path: Path, console_site: Site, tmp_path: Path
-) -> None:  # noqa: F811
+    chromium_path: Path,  # noqa: F811 (the fixture imported above)
+    console_site: Site,
+    tmp_path: Path,
+) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base = console_site.base

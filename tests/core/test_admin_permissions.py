@@ -17,18 +17,17 @@ from dataclasses import dataclass
 import pytest
 from django.contrib import admin
 from django.contrib.admin import AdminSite
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission, User
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.test import Client, RequestFactory
 from django.urls import URLPattern, get_resolver, reverse
 from django_tenants.utils import schema_context, tenant_context
-
-from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.contenttypes.models import ContentType
 
 from agents.models import Agent, ApiKey
 from compliance import services as compliance_services
