@@ -245,9 +245,6 @@ class RecordedAgentAdmin(agents_admin.AgentAdmin):
             agent=obj, username=_username(request), changed=form.changed_data, created=not change
         )
 
-    def delete_model(self, request: HttpRequest, obj: Agent) -> None:
-        raise ValueError("agents are never deleted: deactivate them")  # has_delete_permission says no
-
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # events, facts and memories refer to agents: deactivate instead
 

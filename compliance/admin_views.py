@@ -244,5 +244,18 @@ def timeline_view(request: HtmxHttpRequest) -> HttpResponse:
         next_url=f"?{base}&{urlencode({'after': page.next_cursor.token()})}" if page.next_cursor else "",
         prev_url=f"?{base}&{urlencode({'before': page.prev_cursor.token()})}" if page.prev_cursor else "",
         can_export=request.user.has_perm(EXPORT),
+        # the objects' admin pages are <changelist><pk>/change/: reversed once, not per row
+        urls={
+            name: reverse(f"admin:{label}_changelist")
+            for name, label in (
+                ("event", "memory_event"),
+                ("memory", "memory_semanticmemory"),
+                ("fact", "memory_fact"),
+                ("contradiction", "memory_contradiction"),
+                ("checkpoint", "memory_checkpoint"),
+                ("export", "compliance_export"),
+            )
+        },
+        is_nav_sidebar_enabled=False,  # the timeline needs the width; the breadcrumbs lead back
     )
     return TemplateResponse(request, "admin/compliance/timeline.html", context)

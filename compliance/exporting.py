@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import tarfile
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,14 +52,21 @@ FORMAT = "engram-export/1"
 CHUNK = 5000
 EVENT_TABLE = Event._meta.db_table
 
+# Times as the chain hashes them (ISO 8601 in UTC with microseconds, ``memory.episodic.models._iso``),
+# formatted by PostgreSQL: parsing a timestamp into a datetime and formatting it back cost a third of
+# the export's time. The offline verifier recomputes every hash from these strings, so a difference
+# from the chain's form could not go unnoticed (tests/compliance/test_exports.py).
+_ISO = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+_OCCURRED, _RECORDED = _ISO.format("e.occurred_at"), _ISO.format("e.recorded_at")
+
 _EVENT_COLUMNS = (
     "e.id, e.seq, e.hash, e.prev_hash, e.hash_version, e.session_id, e.execution_id, e.agent_id, "
-    "a.name, e.actor, e.role, e.kind, e.occurred_at, e.recorded_at, e.content, e.payload_json, "
+    f"e.actor, e.role, e.kind, {_OCCURRED}, {_RECORDED}, e.content, e.payload_json, "
     "e.body_salt, e.body_digest"
 )
 _CHAIN_COLUMNS = (
-    "seq, hash, prev_hash, hash_version, session_id, execution_id, agent_id, actor, role, kind, "
-    "occurred_at, recorded_at, body_digest"
+    "e.seq, e.hash, e.prev_hash, e.hash_version, e.session_id, e.execution_id, e.agent_id, e.actor, "
+    f"e.role, e.kind, {_OCCURRED}, {_RECORDED}, e.body_digest"
 )
 
 
@@ -85,6 +91,54 @@ def scope_where(export: Export) -> tuple[str, list[Any]]:
         clauses.append("e.occurred_at < %s")
         params.append(export.occurred_to)
     return (" AND ".join(clauses) or "TRUE"), params
+
+
+class _TarWriter:
+    """A tar archive (GNU format, what ``tarfile`` and ``tar`` read) written member by member
+    straight into ``raw`` (opened ``"w+b"``): each member's content streams in with a placeholder
+    header, which is filled in with the size once the member is complete. Nothing is staged in
+    temporary files, so a 1M-event archive is written once, not written and copied."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.mtime = int(timezone.now().timestamp())
+
+    def member(self, name: str) -> _Member:
+        return _Member(self, name)
+
+    def close(self) -> None:
+        """Two zero blocks end the archive, padded to tar's 10 KiB record like ``tarfile`` does."""
+        self.raw.write(b"\0" * (2 * tarfile.BLOCKSIZE))
+        remainder = self.raw.tell() % tarfile.RECORDSIZE
+        if remainder:
+            self.raw.write(b"\0" * (tarfile.RECORDSIZE - remainder))
+
+
+class _Member:
+    """One file of a ``_TarWriter``; a context manager giving the ``_HashingWriter`` to write it."""
+
+    def __init__(self, tar: _TarWriter, name: str) -> None:
+        self.tar, self.name = tar, name
+
+    def __enter__(self) -> _HashingWriter:
+        self.header_at = self.tar.raw.tell()
+        self.tar.raw.write(b"\0" * tarfile.BLOCKSIZE)
+        self.out = _HashingWriter(self.tar.raw)
+        return self.out
+
+    def __exit__(self, *exc: object) -> None:
+        raw, size = self.tar.raw, self.out.size
+        if size % tarfile.BLOCKSIZE:
+            raw.write(b"\0" * (tarfile.BLOCKSIZE - size % tarfile.BLOCKSIZE))
+        end = raw.tell()
+        info = tarfile.TarInfo(self.name)
+        info.size, info.mtime, info.mode = size, self.tar.mtime, 0o644
+        header = info.tobuf(format=tarfile.GNU_FORMAT)
+        if len(header) != tarfile.BLOCKSIZE:  # names are short and fixed here; a long one needs more
+            raise ValueError(f"tar member name too long: {self.name}")
+        raw.seek(self.header_at)
+        raw.write(header)
+        raw.seek(end)
 
 
 class _HashingWriter:
@@ -322,70 +376,84 @@ def archive_write(
         start_prev = row[0] if row else GENESIS_HASH
         anchors_in = Anchor.objects.filter(seq__gte=start_seq, seq__lte=end_seq).order_by("seq", "pk")
 
+    final = directory / export.filename
+    partial = final.with_suffix(".partial")
+    try:
+        result = _write(
+            export,
+            partial,
+            _Range(where, params, bounds, start_seq, end_seq, start_prev, end_of_log, anchors_in),
+            key_id=key_id,
+            tenant=tenant,
+            progress=progress,
+        )
+    except BaseException:
+        partial.unlink(missing_ok=True)  # no half-written archive is left behind
+        raise
+    os.replace(partial, final)
+    return ArchiveResult(final, *result)
+
+
+@dataclass(frozen=True)
+class _Range:
+    """What an export covers: the scope's SQL condition, its (first seq, last seq, count), the chain
+    range from ``start_seq`` (whose predecessor's hash is ``start_prev``) to ``end_seq``, the end of
+    the log when the export began, and the anchors in the range."""
+
+    where: str
+    params: list[Any]
+    bounds: tuple[int, int, int] | None
+    start_seq: int
+    end_seq: int
+    start_prev: str
+    end_of_log: int
+    anchors: Any
+
+
+def _write(
+    export: Export,
+    partial: Path,
+    span: _Range,
+    *,
+    key_id: str,
+    tenant: str,
+    progress: Callable[[int], None] | None,
+) -> tuple[str, int, int, int | None, int | None, dict[str, Any]]:
+    """The body of ``archive_write``: writes ``partial``; returns (SHA-256, size, events, first
+    seq, last seq, manifest)."""
+    where, params, bounds = span.where, span.params, span.bounds
+    start_seq, end_seq, start_prev, end_of_log = (
+        span.start_seq,
+        span.end_seq,
+        span.start_prev,
+        span.end_of_log,
+    )
+    anchors_in = span.anchors
     files: dict[str, dict[str, Any]] = {}
     touched = _Touched()
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".export-") as tmp:
-        work = Path(tmp)
-        (work / "objects").mkdir()
-
-        def open_out(name: str) -> tuple[IO[bytes], _HashingWriter]:
-            handle = open(work / name, "wb", buffering=1024 * 1024)
-            return handle, _HashingWriter(handle)
+    with open(partial, "w+b", buffering=1024 * 1024) as raw:
+        tar = _TarWriter(raw)
 
         # events in scope, in seq order
-        handle, out = open_out("events.jsonl")
-        sql = (
-            f"SELECT {_EVENT_COLUMNS} FROM {EVENT_TABLE} e JOIN agents_agent a ON a.id = e.agent_id "
-            f"WHERE {where} AND e.seq <= %s AND e.seq > %s ORDER BY e.seq LIMIT %s"
-        )
-        written = 0
-        for row in _stream(sql, [*params, end_of_log]):
-            (row_id, seq, hash_value, prev, version, session_id, execution_id, agent_id, agent_name,
-             actor, role, kind, occurred_at, recorded_at, content, payload_json, salt, digest) = row  # fmt: skip
-            out.line(
-                canonical_flat(
-                    {
-                        "id": row_id,
-                        "seq": seq,
-                        "hash": hash_value,
-                        "prev_hash": prev,
-                        "hash_version": version,
-                        "session_id": session_id,
-                        "execution_id": execution_id,
-                        "agent_id": agent_id,
-                        "agent": agent_name,
-                        "actor": actor,
-                        "role": role,
-                        "kind": kind,
-                        "occurred_at": _iso(occurred_at),
-                        "recorded_at": _iso(recorded_at),
-                        "content": content,
-                        "payload_json": payload_json,
-                        "body_salt": salt,
-                        "body_digest": digest,
-                    }
-                )
-            )
-            touched.note(kind, agent_id, payload_json)
-            written += 1
-            if progress is not None and written % CHUNK == 0:
-                progress(written)
-        handle.close()
-        files["events.jsonl"] = out.summary()
-
-        # the rest of the chain range, without content
-        handle, out = open_out("chain.jsonl")
-        if bounds is not None and not (export.scope == ScopeKind.ALL and where == "TRUE"):
+        with tar.member("events.jsonl") as out:
             sql = (
-                f"SELECT {_CHAIN_COLUMNS} FROM {EVENT_TABLE} e WHERE e.seq >= %s AND e.seq <= %s "
-                f"AND NOT ({where}) AND e.seq > %s ORDER BY e.seq LIMIT %s"
+                f"SELECT {_EVENT_COLUMNS} FROM {EVENT_TABLE} e "
+                f"WHERE {where} AND e.seq <= %s AND e.seq > %s ORDER BY e.seq LIMIT %s"
             )
-            for row in _stream(sql, [start_seq, end_seq, *params], key_index=0):
-                (seq, hash_value, prev, version, session_id, execution_id, agent_id, actor, role, kind,
-                 occurred_at, recorded_at, digest) = row  # fmt: skip
+            # agents are few: their names from one query instead of a join per row
+            names = dict(Agent.objects.values_list("pk", "name"))
+            written = 0
+            for row in _stream(sql, [*params, end_of_log]):
+                (row_id, seq, hash_value, prev, version, session_id, execution_id, agent_id,
+                 actor, role, kind, occurred_at, recorded_at, content, payload_json, salt, digest) = row  # fmt: skip
+                agent_name = names.get(agent_id)
+                if agent_name is None:  # an agent made during the export
+                    names = dict(Agent.objects.values_list("pk", "name"))
+                    agent_name = names.get(agent_id, "")
                 out.line(
                     canonical_flat(
                         {
+                            "id": row_id,
                             "seq": seq,
                             "hash": hash_value,
                             "prev_hash": prev,
@@ -393,42 +461,81 @@ def archive_write(
                             "session_id": session_id,
                             "execution_id": execution_id,
                             "agent_id": agent_id,
+                            "agent": agent_name,
                             "actor": actor,
                             "role": role,
                             "kind": kind,
-                            "occurred_at": _iso(occurred_at),
-                            "recorded_at": _iso(recorded_at),
+                            "occurred_at": occurred_at,
+                            "recorded_at": recorded_at,
+                            "content": content,
+                            "payload_json": payload_json,
+                            "body_salt": salt,
                             "body_digest": digest,
                         }
                     )
                 )
-        handle.close()
+                touched.note(kind, agent_id, payload_json)
+                written += 1
+                if progress is not None and written % CHUNK == 0:
+                    progress(written)
+        files["events.jsonl"] = out.summary()
+
+        # the rest of the chain range, without content
+        with tar.member("chain.jsonl") as out:
+            if bounds is not None and not (export.scope == ScopeKind.ALL and where == "TRUE"):
+                sql = (
+                    f"SELECT {_CHAIN_COLUMNS} FROM {EVENT_TABLE} e WHERE e.seq >= %s AND e.seq <= %s "
+                    f"AND NOT ({where}) AND e.seq > %s ORDER BY e.seq LIMIT %s"
+                )
+                for row in _stream(sql, [start_seq, end_seq, *params], key_index=0):
+                    (seq, hash_value, prev, version, session_id, execution_id, agent_id, actor, role, kind,
+                     occurred_at, recorded_at, digest) = row  # fmt: skip
+                    out.line(
+                        canonical_flat(
+                            {
+                                "seq": seq,
+                                "hash": hash_value,
+                                "prev_hash": prev,
+                                "hash_version": version,
+                                "session_id": session_id,
+                                "execution_id": execution_id,
+                                "agent_id": agent_id,
+                                "actor": actor,
+                                "role": role,
+                                "kind": kind,
+                                "occurred_at": occurred_at,
+                                "recorded_at": recorded_at,
+                                "body_digest": digest,
+                            }
+                        )
+                    )
         files["chain.jsonl"] = out.summary()
 
-        handle, out = open_out("anchors.jsonl")
         anchor_seqs = []
-        for anchor in anchors_in:
-            out.line(
-                canonical_flat(
-                    {"statement": anchor.statement, "signature": anchor.signature, "key_id": anchor.key_id}
+        with tar.member("anchors.jsonl") as out:
+            for anchor in anchors_in:
+                out.line(
+                    canonical_flat(
+                        {
+                            "statement": anchor.statement,
+                            "signature": anchor.signature,
+                            "key_id": anchor.key_id,
+                        }
+                    )
                 )
-            )
-            anchor_seqs.append(anchor.seq)
-        handle.close()
+                anchor_seqs.append(anchor.seq)
         files["anchors.jsonl"] = out.summary()
 
         counts = {"events": written}
         for name, lines in _object_lines(export, touched, bounds and bounds[0], bounds and bounds[1]).items():
-            handle, out = open_out(name)
-            for line in lines:
-                out.line(line)
-            handle.close()
+            with tar.member(name) as out:
+                for line in lines:
+                    out.line(line)
             files[name] = out.summary()
             counts[Path(name).stem] = out.lines
 
-        handle, out = open_out("public_key.pem")
-        out.write(signing.public_key_pem())
-        handle.close()
+        with tar.member("public_key.pem") as out:
+            out.write(signing.public_key_pem())
         files["public_key.pem"] = out.summary()
 
         manifest = {
@@ -460,30 +567,22 @@ def archive_write(
             "files": files,
         }
         manifest_bytes = rfc8785.dumps(manifest)
-        (work / "manifest.json").write_bytes(manifest_bytes)
-        (work / "manifest.sig").write_text(signing.sign(manifest_bytes) + "\n")
-
-        final = directory / export.filename
-        partial = final.with_suffix(".partial")
-        with open(partial, "wb") as raw:
-            hashing = _HashingWriter(raw)
-            with tarfile.open(fileobj=hashing, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
-                for name in ["manifest.json", "manifest.sig", *files]:
-                    info = tar.gettarinfo(str(work / name), arcname=name)
-                    info.uid = info.gid = 0
-                    info.uname = info.gname = ""
-                    info.mode = 0o644
-                    with open(work / name, "rb") as member:
-                        tar.addfile(info, member)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(partial, final)
-    if progress is not None:
-        progress(written)
-    return ArchiveResult(
-        final,
-        hashing.digest.hexdigest(),
-        hashing.size,
+        with tar.member("manifest.json") as out:
+            out.write(manifest_bytes)
+        with tar.member("manifest.sig") as out:
+            out.write((signing.sign(manifest_bytes) + "\n").encode())
+        tar.close()
+        raw.flush()
+        os.fsync(raw.fileno())
+        # the archive's digest, read back once (the headers were filled in after their contents)
+        raw.seek(0)
+        digest_all = hashlib.sha256()
+        while block := raw.read(4 * 1024 * 1024):
+            digest_all.update(block)
+        size_all = raw.tell()
+    return (
+        digest_all.hexdigest(),
+        size_all,
         written,
         bounds[0] if bounds else None,
         bounds[1] if bounds else None,

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from agents.models import Agent
 from memory.checkpoints.models import Checkpoint
-from memory.episodic.models import ChainHead, Event, EventKind
+from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import SemanticMemory
 
 from .models import Anchor, ChainCheck, CheckStatus, Export
 
-TIMELINE_PAGE = 50
+KIND_LABELS = dict(EventKind.choices)
+ROLE_LABELS = dict(EventRole.choices)
+TIMELINE_PAGE = 30  # rows rendered per page: the page's cost is mostly rendering them
 RECENT_SESSIONS = 30
 NEIGHBOUR_SCAN = 200  # events looked at to find the next / previous session of an agent
 
@@ -113,6 +115,21 @@ class TimelineItem:
     def is_decision(self) -> bool:
         return self.event is not None and self.event.kind == EventKind.DECISION
 
+    @property
+    def at_text(self) -> str:
+        """``at`` in UTC to the millisecond (formatted here: the template's date filter is slow)."""
+        return self.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
+
+    @property
+    def kind_label(self) -> str:
+        if self.event is None:
+            return self.kind.capitalize()
+        return KIND_LABELS.get(self.event.kind, self.event.kind)
+
+    @property
+    def role_label(self) -> str:
+        return ROLE_LABELS.get(self.event.role, self.event.role) if self.event is not None else ""
+
 
 @dataclass
 class TimelinePage:
@@ -181,12 +198,16 @@ def _neighbour_session(agent_id: int, session_id: str, start: Event, *, later: b
     """The session of ``agent_id`` that starts next after (``later``) or last before the session
     that starts with ``start``: the agent's events are scanned in time from there (index on agent
     and time), at most ``NEIGHBOUR_SCAN`` of them."""
+    # one bound on occurred_at alone, so the (agent, occurred_at) index is scanned in order and the
+    # LIMIT stops it: an OR with the seq tie-break made PostgreSQL sort all the agent's events
     if later:
-        after = Q(occurred_at__gt=start.occurred_at) | Q(occurred_at=start.occurred_at, seq__gt=start.seq)
-        rows = Event.objects.filter(after, agent_id=agent_id).order_by("occurred_at", "seq")
+        rows = Event.objects.filter(agent_id=agent_id, occurred_at__gte=start.occurred_at).order_by(
+            "occurred_at"
+        )
     else:
-        before = Q(occurred_at__lt=start.occurred_at) | Q(occurred_at=start.occurred_at, seq__lt=start.seq)
-        rows = Event.objects.filter(before, agent_id=agent_id).order_by("-occurred_at", "-seq")
+        rows = Event.objects.filter(agent_id=agent_id, occurred_at__lte=start.occurred_at).order_by(
+            "-occurred_at"
+        )
     seen: set[str] = {session_id}
     for other in rows.values_list("session_id", flat=True)[:NEIGHBOUR_SCAN]:
         if other in seen:
@@ -295,25 +316,37 @@ def session_timeline(
             items.append(TimelineItem(checkpoint.created_at, "checkpoint", obj=checkpoint))
         items.sort(key=lambda item: (item.at, 0 if item.kind == "event" else 1))
 
-    first = (
-        Event.objects.filter(session_id=session_id)
-        .order_by("occurred_at", "seq")
-        .select_related("agent")
-        .first()
-    )
-    last = Event.objects.filter(session_id=session_id).order_by("-occurred_at", "-seq").first()
+    unfiltered = not (agent_name or kinds or since or until)
+    # the session's first and last events: the page's own rows when it holds them (each query
+    # is a round trip the page waits for)
+    if unfiltered and rows and prev_cursor is None:
+        first: Event | None = rows[0]
+    else:
+        first = (
+            Event.objects.filter(session_id=session_id)
+            .order_by("occurred_at", "seq")
+            .select_related("agent")
+            .first()
+        )
+    if unfiltered and rows and next_cursor is None:
+        last: Event | None = rows[-1]
+    else:
+        last = Event.objects.filter(session_id=session_id).order_by("-occurred_at", "-seq").first()
     agents = sorted({e.agent.name for e in rows} | ({first.agent.name} if first else set()))
     chosen = agent_name or (first.agent.name if first else None)
     previous_session = next_session = None
     if first is not None and chosen:
-        agent = Agent.objects.filter(name=chosen).first()
-        start = (
-            first
-            if not agent_name
-            else Event.objects.filter(session_id=session_id, agent=agent)
-            .order_by("occurred_at", "seq")
-            .first()
-        )
+        if agent_name:
+            agent = Agent.objects.filter(name=chosen).first()
+            start = (
+                Event.objects.filter(session_id=session_id, agent=agent)
+                .order_by("occurred_at", "seq")
+                .first()
+                if agent is not None
+                else None
+            )
+        else:
+            agent, start = first.agent, first
         if agent is not None and start is not None:
             previous_session = _neighbour_session(agent.pk, session_id, start, later=False)
             next_session = _neighbour_session(agent.pk, session_id, start, later=True)

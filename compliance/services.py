@@ -32,9 +32,9 @@ from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
 
 from . import signing
-from .exporting import archive_write
+from .exporting import EVENT_TABLE, archive_write, scope_where
 from .models import Anchor, ChainCheck, CheckStatus, Export, ExportStatus, ScopeKind
-from .verification import AnchorRecord, anchor_statement, trail_verify
+from .verification import AnchorRecord, anchor_statement, sink_records, trail_verify
 
 logger = logging.getLogger(__name__)
 
@@ -264,8 +264,6 @@ def chain_check_run(*, check_id: int, chunk_size: int = 10_000, sink_file: str |
         extra = []
         sink = sink_file or _sink_file()
         if sink and os.path.exists(sink):
-            from .verification import sink_records
-
             extra = sink_records(sink)
         report = trail_verify(extra_anchors=extra, progress=progress, chunk_size=chunk_size)
     except ServiceUnavailable as exc:
@@ -367,8 +365,6 @@ def anchor_head(*, now: datetime | None = None, force: bool = False) -> Anchor |
 
 def sink_anchor_records(path: str) -> list[AnchorRecord]:
     """The tenant's anchors as read back from a sink file (for ``verify_chain --anchors-file``)."""
-    from .verification import sink_records
-
     return sink_records(path)
 
 
@@ -480,8 +476,6 @@ def export_run(*, export_id: str) -> Export:
 
 
 def _scope_count(export: Export) -> int:
-    from .exporting import EVENT_TABLE, scope_where
-
     where, params = scope_where(export)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT count(*) FROM {EVENT_TABLE} e WHERE {where}", params)
