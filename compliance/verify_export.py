@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import re
 import sys
 import tarfile
 from collections.abc import Iterator
@@ -47,19 +48,18 @@ FORMAT = "engram-export/1"
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _SHORT_ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
 def jcs_string(text: str) -> str:
     """An RFC 8785 string (§3.2.2.2): ``"`` and ``\\`` escaped, U+0000-U+001F as the short escapes
     or ``\\u00xx`` (lowercase hex), everything else as itself."""
-    out = ['"']
-    for ch in text:
-        if ch in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[ch])
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    return '"' + _ESCAPED.sub(_escape, text) + '"'
 
 
 def jcs_flat(doc: dict[str, Any]) -> bytes:
