@@ -41,7 +41,7 @@ from agents.models import Agent
 from core.canonical_json import canonical_flat
 from core.tenancy import current_schema
 from memory.checkpoints.models import Checkpoint
-from memory.episodic.models import GENESIS_HASH, Event
+from memory.episodic.models import GENESIS_HASH, ISO_SQL, Event
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import SemanticMemory
 
@@ -52,12 +52,10 @@ FORMAT = "engram-export/1"
 CHUNK = 5000
 EVENT_TABLE = Event._meta.db_table
 
-# Times as the chain hashes them (ISO 8601 in UTC with microseconds, ``memory.episodic.models._iso``),
-# formatted by PostgreSQL: parsing a timestamp into a datetime and formatting it back cost a third of
-# the export's time. The offline verifier recomputes every hash from these strings, so a difference
-# from the chain's form could not go unnoticed (tests/compliance/test_exports.py).
-_ISO = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
-_OCCURRED, _RECORDED = _ISO.format("e.occurred_at"), _ISO.format("e.recorded_at")
+# Times as the chain hashes them, written by PostgreSQL (``ISO_SQL``). The offline verifier
+# recomputes every hash from these strings, so a difference from the chain's form could not go
+# unnoticed (tests/compliance/test_exports.py).
+_OCCURRED, _RECORDED = ISO_SQL.format("e.occurred_at"), ISO_SQL.format("e.recorded_at")
 
 _EVENT_COLUMNS = (
     "e.id, e.seq, e.hash, e.prev_hash, e.hash_version, e.session_id, e.execution_id, e.agent_id, "

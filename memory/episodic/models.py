@@ -69,11 +69,12 @@ def hashed_header(
     actor: str,
     role: str,
     kind: str,
-    occurred_at: datetime,
-    recorded_at: datetime,
+    occurred_at: datetime | str,
+    recorded_at: datetime | str,
 ) -> dict[str, Any]:
     """The fields the format-2 hash covers besides the body digest, as JSON values (the one
-    definition: ``Event.hashed_header``, the appender and the verifier all use it)."""
+    definition: ``Event.hashed_header``, the appender and the verifier all use it). The times are
+    datetimes, or strings already in that form (``ISO_SQL`` has PostgreSQL write them)."""
     return {
         "session_id": session_id,
         "execution_id": execution_id,
@@ -81,9 +82,15 @@ def hashed_header(
         "actor": actor,
         "role": role,
         "kind": kind,
-        "occurred_at": _iso(occurred_at),
-        "recorded_at": _iso(recorded_at),
+        "occurred_at": occurred_at if isinstance(occurred_at, str) else _iso(occurred_at),
+        "recorded_at": recorded_at if isinstance(recorded_at, str) else _iso(recorded_at),
     }
+
+
+# A timestamp column as the chain hashes it (``_iso``: ISO 8601 in UTC with microseconds), written by
+# PostgreSQL: readers of many rows (the verifier, exports) skip parsing each into a datetime and
+# formatting it back, a third of their time. ``ISO_SQL.format("occurred_at")``.
+ISO_SQL = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 
 
 def body_digest(*, salt: str, content: str, payload_json: str) -> str:

@@ -11,7 +11,7 @@ from django.contrib.postgres.search import SearchQuery
 from django.db import connection
 from django.db.models import QuerySet
 
-from .models import GENESIS_HASH, ChainHead, Event, body_digest, chain_hash, hashed_header
+from .models import GENESIS_HASH, ISO_SQL, ChainHead, Event, body_digest, chain_hash, hashed_header
 
 
 def event_list(
@@ -101,7 +101,8 @@ class ChainReport:
 
 _COLUMNS = (
     "id, seq, session_id, execution_id, agent_id, actor, role, kind, content, payload_json, "
-    "occurred_at, recorded_at, hash_version, body_salt, body_digest, prev_hash, hash"
+    f"{ISO_SQL.format('occurred_at')}, {ISO_SQL.format('recorded_at')}, "
+    "hash_version, body_salt, body_digest, prev_hash, hash"
 )
 
 
@@ -173,20 +174,8 @@ def chain_verify(
             stored_hash,
         ) in rows:
             if version == 1:
-                legacy = Event(
-                    seq=seq,
-                    session_id=session_id,
-                    execution_id=execution_id,
-                    agent_id=agent_id,
-                    role=role,
-                    kind=kind,
-                    content=content,
-                    payload_json=payload_json,
-                    occurred_at=occurred_at,
-                    recorded_at=recorded_at,
-                    hash_version=1,
-                    prev_hash=prev_hash,
-                )
+                # format 1 hashed Python's own rendering of the row: recompute it from the model
+                legacy = Event.objects.defer("search", "payload_index").get(pk=row_id)
                 body_ok, computed = True, legacy.compute_hash()
             else:
                 body_ok = (
