@@ -6,7 +6,7 @@ otherwise, which ``compliance.views.permission_denied`` renders in the admin's s
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -24,7 +24,7 @@ from core.errors import DomainError
 from memory.episodic.models import EventKind
 
 from . import selectors, services, signing
-from .models import ExportStatus, ScopeKind
+from .models import Export, ExportStatus, ScopeKind
 
 VIEW_STATUS = "compliance.view_chaincheck"
 RUN_CHECK = "compliance.run_chaincheck"
@@ -142,8 +142,6 @@ def export_new_view(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _export_opts() -> Any:
-    from .models import Export
-
     return Export._meta
 
 
@@ -195,8 +193,6 @@ def _when(value: str) -> datetime | None:
     except ValueError:
         return None
     if moment.tzinfo is None:
-        from datetime import UTC
-
         moment = moment.replace(tzinfo=UTC)  # the admin shows and takes UTC
     return moment
 

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 from django.utils import timezone
+from django_tenants.utils import get_public_schema_name
 
 from agents.models import Agent, ApiKey
 from agents.services import api_key_create, api_key_revoke, system_agent_get
@@ -72,7 +73,7 @@ def job_record(*, job: str, action: str, content: str, payload: dict[str, Any], 
 def login_record(*, username: str, succeeded: bool, address: str = "") -> Event | None:
     """Record a login (``succeeded``) or failed login to the current tenant's admin by ``username``
     (as typed, for a failure) from ``address``; nothing outside a tenant (the platform admin)."""
-    if connection.schema_name == "public":  # type: ignore[attr-defined]
+    if current_schema() == get_public_schema_name():
         return None
     name = username[:150]
     with transaction.atomic():
