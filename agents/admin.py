@@ -57,10 +57,15 @@ class AgentAdmin(admin.ModelAdmin):
         opts = ApiKey._meta
         return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('add', opts)}")
 
+    def key_issue(self, request: HttpRequest, agent: Agent, scopes: list[str], name: str) -> str:
+        """Mint a key for ``agent`` and return the raw key (shown once). Raises ``InvalidInput``
+        for a deactivated agent. The compliance admin overrides it to record the person."""
+        return api_key_create(agent=agent, scopes=scopes, name=name)[1]
+
     def _mint(self, request: HttpRequest, queryset: QuerySet[Agent], scopes: list[str], name: str) -> None:
         for agent in queryset:
             try:
-                _, raw = api_key_create(agent=agent, scopes=scopes, name=name)
+                raw = self.key_issue(request, agent, scopes, name)
             except InvalidInput as exc:  # a deactivated agent: no key, and say so
                 self.message_user(request, exc.message, messages.ERROR)
                 continue

@@ -30,15 +30,22 @@ class ApiView(APIView):
     """An ``APIView`` that refuses query parameters it does not know (400 naming each one).
 
     ``get_query_params``: the names a GET accepts (every other method accepts none);
-    ``repeatable_query_params``: those that may appear more than once (``?kind=a&kind=b``).
+    ``delete_query_params``: the names a DELETE accepts; ``repeatable_query_params``: those that may
+    appear more than once (``?kind=a&kind=b``).
     """
 
     get_query_params: ClassVar[frozenset[str]] = frozenset()
+    delete_query_params: ClassVar[frozenset[str]] = frozenset()
     repeatable_query_params: ClassVar[frozenset[str]] = frozenset()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        allowed = self.get_query_params if request.method in ("GET", "HEAD") else frozenset()
+        if request.method in ("GET", "HEAD"):
+            allowed = self.get_query_params
+        elif request.method == "DELETE":
+            allowed = self.delete_query_params
+        else:
+            allowed = frozenset()
         errors: dict[str, list[str]] = {}
         for name in request.query_params:
             if name not in allowed:

@@ -13,3 +13,4 @@ urlpatterns = [
 
 handler404 = "api.views.page_not_found"
 handler500 = "api.views.server_error"
+handler403 = "compliance.views.permission_denied"

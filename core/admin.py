@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import unicodedata
 from functools import cached_property
+from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import HttpRequest
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django_htmx.middleware import HtmxDetails
 
 
@@ -58,3 +62,20 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+SESSION_TIMELINE_URL = "admin-session-timeline"  # mounted by config.urls (the compliance console)
+
+
+def session_link(session_id: str | None) -> SafeString:
+    """HTML: ``session_id`` as a link to its timeline (the admin's empty value for none); plain
+    text where the timeline is not mounted (the platform admin)."""
+    if not session_id:
+        return format_html("{}", "-")
+    try:
+        url = reverse(SESSION_TIMELINE_URL)
+    except NoReverseMatch:
+        return format_html("{}", shown(session_id, 200))
+    return format_html(
+        '<a href="{}?{}">{}</a>', url, urlencode({"session": session_id}), shown(session_id, 200)
+    )

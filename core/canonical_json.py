@@ -14,6 +14,8 @@ JSON path of the first offending value (``payload.a[1].b``).
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from typing import Any
 
 import rfc8785
@@ -156,3 +158,51 @@ def canonical_json(value: Any, *, root: str, max_depth: int = MAX_DEPTH) -> str:
         return rfc8785.dumps(value).decode("utf-8")
     except (rfc8785.CanonicalizationError, UnicodeEncodeError) as exc:
         raise InvalidInput(f"{root}: not canonical JSON ({exc}).", field=root) from None
+
+
+_encode_string = json.encoder.encode_basestring  # C-accelerated
+
+
+@functools.lru_cache(maxsize=256)
+def _key_order(keys: tuple[str, ...]) -> tuple[tuple[str, str], ...] | None:
+    """``(key, '"key":')`` in RFC 8785 order for a set of ASCII keys (None when one is not ASCII):
+    the chain and the exports hash objects of a few fixed shapes, so this is computed once each."""
+    if not all(isinstance(key, str) and key.isascii() for key in keys):
+        return None
+    return tuple((key, _encode_string(key) + ":") for key in sorted(keys))
+
+
+def canonical_flat(doc: dict[str, Any]) -> bytes:
+    """The RFC 8785 text (UTF-8 bytes) of ``doc``, byte for byte what ``rfc8785.dumps`` gives, ~10x
+    faster for the flat objects the hash chain hashes (keys ASCII; values strings, integers within
+    ±(2**53 - 1), booleans or null): the chain verifier and the exports compute it for every event.
+
+    Why it is the same text: RFC 8785 §3.2.2.2 writes strings as ECMAScript's ``JSON.stringify``
+    does, escaping only ``"``, ``\\`` and U+0000-U+001F (``\\b \\t \\n \\f \\r`` short, the others as
+    ``\\u00xx`` in lowercase hex), which is exactly what ``json.encoder.encode_basestring`` does;
+    integers in the safe range print as their decimal digits; ASCII keys sort the same by UTF-16
+    code units (§3.2.3) as by code points. Anything else (floats, nested values, other keys) goes
+    to ``rfc8785.dumps``. Raises ``UnicodeEncodeError`` for a lone surrogate, as ``rfc8785`` raises.
+    """
+    order = _key_order(tuple(doc))
+    if order is None:
+        return rfc8785.dumps(doc)
+    parts = []
+    for key, encoded in order:
+        value = doc[key]
+        if value.__class__ is str:
+            text = _encode_string(value)
+        elif value is None:
+            text = "null"
+        elif value is True:
+            text = "true"
+        elif value is False:
+            text = "false"
+        elif isinstance(value, int) and -SAFE_INTEGER <= value <= SAFE_INTEGER:
+            text = str(value)
+        elif isinstance(value, str):
+            text = _encode_string(value)
+        else:
+            return rfc8785.dumps(doc)
+        parts.append(encoded + text)
+    return ("{" + ",".join(parts) + "}").encode("utf-8")

@@ -65,12 +65,32 @@ def private_secret(path: Path) -> Path:
     return path
 
 
+def private_signing_key(path: Path) -> Path:
+    """A file holding a new Ed25519 private key (PEM, PKCS #8), readable by this user only (mode
+    0600); made on first use and kept, since anchors and exports signed with it are checked against
+    its public key. Returns ``path``."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        pem = Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(pem)
+    os.chmod(path, 0o600)
+    return path
+
+
 def web_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, str]:
     """The environment of ``./engram up``'s web server, Celery and management commands: the
     services' URLs, the local settings (``DEBUG`` off unless ``DJANGO_DEBUG=1``), the admin's
     static files served by the app itself, and a ``/metrics`` token kept in
     ``<dev_dir>/secrets/metrics-token`` (unless ``ENGRAM_METRICS_TOKEN`` is set), so even loopback
-    scrapers need it."""
+    scrapers need it, and the Ed25519 key that signs anchors and exports in
+    ``<dev_dir>/secrets/signing-key.pem`` (unless ``ENGRAM_SIGNING_KEY`` is set)."""
     env = {
         **os.environ,
         **svc,
@@ -80,4 +100,9 @@ def web_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, s
     }
     if not env.get("ENGRAM_METRICS_TOKEN") and not env.get("ENGRAM_METRICS_TOKEN_FILE"):
         env["ENGRAM_METRICS_TOKEN_FILE"] = str(private_secret(dev_dir / "secrets" / "metrics-token"))
+    if not env.get("ENGRAM_SIGNING_KEY") and not env.get("ENGRAM_SIGNING_KEY_FILE"):
+        env["ENGRAM_SIGNING_KEY_FILE"] = str(private_signing_key(dev_dir / "secrets" / "signing-key.pem"))
+    if not env.get("ENGRAM_ANCHOR_SINK"):
+        # a copy of every anchor outside the database
+        env["ENGRAM_ANCHOR_SINK"] = str(dev_dir / "anchors.jsonl")
     return env

@@ -5,7 +5,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django.db.models import QuerySet
 from django.http import HttpRequest
+from django_tenants.utils import get_public_schema_name
 
 from .models import Domain, Tenant
 
@@ -13,6 +15,7 @@ from .models import Domain, Tenant
 class PublicAdminSite(admin.AdminSite):
     site_header = "Engram platform"
     site_title = "Engram platform"
+    index_title = "Tenants and platform users"
 
 
 public_admin_site = PublicAdminSite(name="public_admin")
@@ -62,6 +65,16 @@ class TenantAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> list[str]:
         # the schema name cannot change once the schema exists
         return ["schema_name"] if obj else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: Tenant | None = None) -> bool:
+        """Never the public tenant (the platform itself: its schema holds every tenant's row); Django's
+        bulk delete asks this for every selected row too, so it cannot slip into a selection."""
+        if obj is not None and obj.schema_name == get_public_schema_name():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
+        super().delete_queryset(request, queryset.exclude(schema_name=get_public_schema_name()))
 
 
 public_admin_site.register(User, UserAdmin)

@@ -12,7 +12,7 @@ import grimp
 
 from tests.factories import BASE_DIR
 
-PACKAGES = ("config", "core", "api", "tenants", "agents", "memory", "devstack", "benchmarks")
+PACKAGES = ("config", "core", "api", "compliance", "tenants", "agents", "memory", "devstack", "benchmarks")
 
 
 def strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:

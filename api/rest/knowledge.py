@@ -425,6 +425,8 @@ class ContradictionsView(ApiView):
 
 class RetractInput(StrictSerializer):
     reason = CleanCharField(required=False, max_length=2000, default="")
+    # where the decision is logged when the fact was asserted without a session
+    session_id = CleanCharField(required=False, max_length=200)
 
 
 @extend_schema_serializer(component_name="FactRetracted")
@@ -456,6 +458,7 @@ class FactRetractView(ApiView):
             fact_id=fact_id,
             reason=serializer.validated_data["reason"],
             may_curate=request.auth.has_scope("curate"),
+            session_id=serializer.validated_data.get("session_id"),
         )
         fact = selectors.facts_by_id([fact.pk])[fact.pk]
         return Response({**FactOutputSerializer(fact).data, "projection": services.projection_state()})

@@ -357,9 +357,17 @@ class MemorySearchView(ApiView):
         return Response({"query": data["query"], "k": data["k"], "count": len(results), "results": results})
 
 
+class ForgetParams(StrictSerializer):
+    # where the decision is logged when the memory was stored without a session
+    session_id = CleanCharField(required=False, max_length=200)
+
+
 class MemoryDetailView(ApiView):
-    """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision): the
-    memory's author may, or a key with the ``curate`` scope."""
+    """GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision in
+    the memory's session, or ``?session_id=`` for a memory stored without one): the memory's author
+    may, or a key with the ``curate`` scope."""
+
+    delete_query_params = frozenset({"session_id"})
 
     @extend_schema(
         operation_id="memories_get",
@@ -374,12 +382,17 @@ class MemoryDetailView(ApiView):
     @extend_schema(
         operation_id="memories_forget",
         summary="Forget a memory",
+        parameters=[ForgetParams],
         responses={200: ForgetOutputSerializer},
         tags=["semantic"],
     )
     def delete(self, request: AgentRequest, memory_id: str) -> Response:
+        params = self.query(ForgetParams)
         memory, event = services.memory_forget(
-            agent=request.user, memory_id=memory_id, may_curate=request.auth.has_scope("curate")
+            agent=request.user,
+            memory_id=memory_id,
+            may_curate=request.auth.has_scope("curate"),
+            session_id=params.get("session_id"),
         )
         body = {
             "id": memory.pk,

@@ -40,10 +40,20 @@ class BlackboardWriteSerializer(StrictSerializer):
     expected_version = StrictIntegerField(
         required=False, min_value=0, help_text="compare-and-set: 0 means the field must not exist yet"
     )
+    session_id = CleanCharField(
+        required=False,
+        max_length=200,
+        help_text="the session the execution belongs to (kept from its first write)",
+    )
 
 
 class ScratchpadWriteSerializer(StrictSerializer):
     value = AnyJSONValue()
+    session_id = CleanCharField(
+        required=False,
+        max_length=200,
+        help_text="the session the execution belongs to (kept from its first write)",
+    )
 
 
 class CloseSerializer(StrictSerializer):
@@ -192,6 +202,7 @@ class BlackboardFieldWriteView(ApiView):
             value=data["value"],
             expected_version=data.get("expected_version"),
             policy=request.tenant.working_memory_policy,
+            session_id=data.get("session_id"),
         )
         created = entry.version == 1
         return Response(
@@ -276,6 +287,7 @@ class ScratchpadKeyView(ApiView):
             key=key,
             value=data["value"],
             policy=request.tenant.working_memory_policy,
+            session_id=data.get("session_id"),
         )
         body = ScratchpadValueSerializer(
             {"execution_id": execution_id, "key": key, "value": data["value"]}

@@ -56,6 +56,7 @@ TENANT_APPS = [
     "django.contrib.admin",
     "agents",
     "memory",
+    "compliance",  # after memory and agents: its admin replaces some of theirs
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
 
@@ -162,8 +163,14 @@ CELERY_BEAT_SCHEDULE = {
     },
     "verify-episodic-chains": {
         "task": "core.tasks.each_tenant",
-        "args": ["memory.episodic.tasks.verify_chain"],
+        "args": ["compliance.tasks.chain_check_nightly"],
         "schedule": 24 * 3600.0,
+    },
+    # the chain head of every tenant signed (when it moved) and kept apart from the rows it covers
+    "anchor-chain-heads": {
+        "task": "core.tasks.each_tenant",
+        "args": ["compliance.tasks.anchor_head"],
+        "schedule": env.float("ENGRAM_ANCHOR_SECONDS", default=300.0),
     },
     "sweep-graph-outbox": {
         "task": "memory.knowledge.tasks.outbox_sweep",
@@ -279,6 +286,13 @@ ENGRAM = {
     # loopback clients may read it only where METRICS_LOOPBACK is on (never in production)
     "METRICS_TOKEN": env_secret("ENGRAM_METRICS_TOKEN", "") or "",
     "METRICS_LOOPBACK": env.bool("ENGRAM_METRICS_LOOPBACK", default=True),
+    # Ed25519 private key (PEM, PKCS #8) signing chain anchors and export manifests
+    "SIGNING_KEY": env_secret("ENGRAM_SIGNING_KEY", "") or "",
+    # where each anchor is also sent: a file (one JSON line per anchor) or an http(s) URL (POST)
+    "ANCHOR_SINK": env("ENGRAM_ANCHOR_SINK", default=""),
+    "ANCHOR_SINK_TIMEOUT": env.float("ENGRAM_ANCHOR_SINK_TIMEOUT", default=5.0),
+    # compliance export archives, one folder per tenant
+    "EXPORT_DIR": env("ENGRAM_EXPORT_DIR", default=str(BASE_DIR / "var" / "exports")),
 }
 
 LOGGING = {

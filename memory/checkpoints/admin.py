@@ -9,13 +9,14 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
 
-from core.admin import ReadOnlyAdminMixin
+from core.admin import ReadOnlyAdminMixin, session_link
 
 from .models import Checkpoint
 
 CHECKPOINT_FIELDS: tuple[str, ...] = (
-    "session_id",
+    "session",
     "step_index",
     "idempotency_key",
     "schema_version",
@@ -29,7 +30,7 @@ CHECKPOINT_FIELDS: tuple[str, ...] = (
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ["session_id", "step_index", "agent", "schema_version", "idempotency_key", "created_at"]
+    list_display = ["session", "step_index", "agent", "schema_version", "idempotency_key", "created_at"]
     list_filter = ["agent", "schema_version"]
     list_select_related = ["agent"]
     search_fields = ["session_id", "idempotency_key"]
@@ -37,6 +38,10 @@ class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     show_full_result_count = False
     fields = CHECKPOINT_FIELDS
     readonly_fields = CHECKPOINT_FIELDS
+
+    @admin.display(description="session", ordering="session_id")
+    def session(self, obj: Checkpoint) -> SafeString:
+        return session_link(obj.session_id)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Checkpoint]:
         qs = super().get_queryset(request).select_related("agent")  # the title names the agent

@@ -1,18 +1,22 @@
-"""Tenant admin for the episodic log: read-only for everyone (the log is append-only)."""
+"""Tenant admin for the episodic log: read-only for everyone (the log is append-only); each session
+links to its timeline."""
 
 from __future__ import annotations
+
+from datetime import UTC
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
+from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, session_link, shown
 
 from .models import Event
 
 EVENT_FIELDS: tuple[str, ...] = (
     "seq",
-    "session_id",
+    "session_link",
     "execution_id",
     "agent",
     "role",
@@ -30,16 +34,9 @@ EVENT_FIELDS: tuple[str, ...] = (
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = [
-        "seq",
-        "recorded_at",
-        "occurred_at",
-        "agent",
-        "session_id",
-        "kind",
-        "role",
-        "short_content",
-    ]
+    # fits 1366 px beside the admin's sidebar and filters: who is the person or job when one acted
+    # (the actor), else the agent; the recorded time is on each event's page
+    list_display = ["seq", "occurred", "who", "session_link", "kind", "short_content"]
     list_filter = ["kind", "role", "agent", ("occurred_at", admin.DateFieldListFilter)]
     list_select_related = ["agent"]
     search_fields = ["content", "session_id", "execution_id"]
@@ -54,6 +51,18 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="content")
     def short_content(self, obj: Event) -> str:
         return shown(obj.content, 120)
+
+    @admin.display(description="occurred (UTC)", ordering="occurred_at")
+    def occurred(self, obj: Event) -> str:
+        return f"{obj.occurred_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
+
+    @admin.display(description="who")
+    def who(self, obj: Event) -> str:
+        return obj.actor or obj.agent.name
+
+    @admin.display(description="session", ordering="session_id")
+    def session_link(self, obj: Event) -> SafeString:
+        return session_link(obj.session_id)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         return super().get_queryset(request).defer("search", "payload_index")

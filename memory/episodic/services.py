@@ -86,6 +86,18 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     return rows
 
 
+def person_session(username: str) -> str:
+    """The trail session of the changes a person makes in the admin that concern no session
+    (``admin:<username>``)."""
+    return f"admin:{username}"
+
+
+def agent_session(agent: Agent) -> str:
+    """The trail session of an agent's decision on an object that has no session, when its request
+    names none (``agent:<name>``): the agent's counterpart of ``person_session``."""
+    return f"agent:{agent.name}"
+
+
 def decision_record(
     *,
     agent: Agent,

@@ -15,7 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, shown
+from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, session_link, shown
 
 from . import admin_views
 from .models import (
@@ -136,7 +136,7 @@ class EntityAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 FACT_PROVENANCE_INLINE_FIELDS: tuple[str, ...] = (
     "asserted_at",
     "agent",
-    "session_id",
+    "session",
     "confidence",
     "source_event_text",
 )
@@ -152,6 +152,10 @@ class FactProvenanceInline(ReadOnlyAdminMixin, admin.TabularInline):
     readonly_fields = FACT_PROVENANCE_INLINE_FIELDS
     extra = 0
     can_delete = False
+
+    @admin.display(description="session")
+    def session(self, obj: FactProvenance) -> SafeString:
+        return session_link(obj.session_id)
 
     @admin.display(description="source event")
     def source_event_text(self, obj: FactProvenance) -> str | None:
@@ -185,6 +189,7 @@ class FactAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "status",
         "confidence",
         "agent",
+        "session",
         "valid_from",
         "valid_to",
     ]
@@ -198,7 +203,7 @@ class FactAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["subject", "predicate", "object_display", "status", "confidence"]}),
         ("Time", {"fields": ["valid_from", "valid_to", "recorded_at"]}),
-        ("First asserted by", {"fields": ["agent", "session_id", "source_event"]}),
+        ("First asserted by", {"fields": ["agent", "session", "source_event"]}),
         ("History: contradictions", {"fields": ["contradictions"]}),
     ]
     readonly_fields = [
@@ -211,11 +216,15 @@ class FactAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "valid_to",
         "recorded_at",
         "agent",
-        "session_id",
+        "session",
         "source_event",
         "contradictions",
     ]
     inlines = [FactProvenanceInline]
+
+    @admin.display(description="session", ordering="session_id")
+    def session(self, obj: Fact) -> SafeString:
+        return session_link(obj.session_id)
 
     @admin.display(description="object")
     def object_display(self, obj: Fact) -> str:

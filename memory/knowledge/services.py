@@ -23,7 +23,7 @@ from core.locks import advisory_xact_lock
 from core.tasks import queue_on_commit
 from core.tenancy import current_tenant
 from memory.episodic.models import Event
-from memory.episodic.services import decision_record
+from memory.episodic.services import agent_session, decision_record, person_session
 
 from .models import (
     LIVE_STATUSES,
@@ -135,11 +135,6 @@ def predicate_ensure(*, name: str) -> Predicate:
     default = getattr(current_tenant(), "default_predicate_cardinality", Cardinality.ONE)
     predicate, _ = Predicate.objects.get_or_create(name=name, defaults={"cardinality": default})
     return predicate
-
-
-def person_session(username: str) -> str:
-    """The trail session of the changes a person makes in the admin that concern no session."""
-    return f"admin:{username}"
 
 
 def predicate_save(
@@ -364,11 +359,20 @@ def facts_assert(*, agent: Agent, facts: Sequence[FactData], batch: bool) -> lis
     return results
 
 
-def fact_retract(*, agent: Agent, fact_id: int | str, reason: str = "", may_curate: bool = False) -> Fact:
+def fact_retract(
+    *,
+    agent: Agent,
+    fact_id: int | str,
+    reason: str = "",
+    may_curate: bool = False,
+    session_id: str | None = None,
+) -> Fact:
     """An agent withdraws a fact: status ``retracted``, open contradictions on it dismissed, a
-    ``decision`` event logged. Only the fact's author (the agent that first asserted it) may, or a
-    key with the ``curate`` scope (``may_curate``). Raises ``NotFound`` for an unknown or malformed
-    id, ``PermissionDenied`` for another agent's fact, ``Conflict`` if not live."""
+    ``decision`` event logged in the fact's session (for a fact asserted without one: the request's
+    ``session_id``, else the agent's ``agent:<name>`` session). Only the fact's author (the agent
+    that first asserted it) may, or a key with the ``curate`` scope (``may_curate``). Raises
+    ``NotFound`` for an unknown or malformed id, ``PermissionDenied`` for another agent's fact,
+    ``Conflict`` if not live."""
     if isinstance(fact_id, str):
         if not fact_id.isdigit() or len(fact_id) > 18:
             raise NotFound(f"No fact {fact_id}.", field="id")
@@ -399,7 +403,7 @@ def fact_retract(*, agent: Agent, fact_id: int | str, reason: str = "", may_cura
         _queue_projection([fact])
         decision_record(
             agent=agent,
-            session_id=fact.session_id or f"fact:{fact.pk}",
+            session_id=fact.session_id or session_id or agent_session(agent),
             content=f"Retracted fact #{fact.pk}: {fact}.",
             payload={
                 "action": "fact_retract",
@@ -490,7 +494,9 @@ def contradiction_resolve(
             _queue_projection(changed)
         decision_record(
             agent=system_agent_get(),
-            session_id=new.session_id or f"contradiction:{contradiction.pk}",
+            # the session the disputed fact came from; a person's own session when neither fact has one
+            session_id=new.session_id or old.session_id or person_session(reviewer),
+            actor=f"user:{reviewer}",
             content=f"{reviewer} resolved contradiction #{contradiction.pk} ({resolution}): "
             f"'{old}' vs '{new}'." + (f" Note: {note}" if note else ""),
             payload={

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, shown
+from core.admin import EstimatedCountPaginator, session_link, shown
 
 from .models import SemanticMemory
 from .services import memory_forget
@@ -22,6 +23,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "importance",
         "confidence",
         "access_count",
+        "session",
         "created_at",
         "forgotten_at",
     ]
@@ -35,7 +37,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "agent",
         "scope",
         "memory_type",
-        "session_id",
+        "session",
         "tags",
         "content",
         "content_hash",
@@ -57,6 +59,10 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def short_content(self, obj: SemanticMemory) -> str:
         return shown(obj.content, 100)
 
+    @admin.display(description="session", ordering="session_id")
+    def session(self, obj: SemanticMemory) -> SafeString:
+        return session_link(obj.session_id)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[SemanticMemory]:
         return super().get_queryset(request).defer("search", "embedding")
 
@@ -66,12 +72,16 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # forget instead: the row stays for audit
 
+    def save_model(self, request: HttpRequest, obj: SemanticMemory, form: object, change: bool) -> None:
+        """Nothing to save: every field is read-only, and the one change is ``forget`` (a service
+        that records the person); a posted change form must not rewrite the row unrecorded."""
+
     @admin.action(
         description="Forget selected memories (logged as a decision of their agent)", permissions=["change"]
     )
     def forget(self, request: HttpRequest, queryset: QuerySet[SemanticMemory]) -> None:
         count = 0
         for memory in queryset.filter(forgotten_at__isnull=True).select_related("agent"):
-            memory_forget(agent=memory.agent, memory_id=memory.pk)
+            memory_forget(agent=memory.agent, memory_id=memory.pk, username=request.user.get_username())
             count += 1
         self.message_user(request, f"Forgot {count} memories.")

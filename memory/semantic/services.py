@@ -23,7 +23,7 @@ from agents.models import Agent
 from core.errors import InvalidInput, NotFound, PermissionDenied
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
-from memory.episodic.services import decision_record
+from memory.episodic.services import agent_session, decision_record, person_session
 from tenants.models import RetrievalPolicy
 
 from . import selectors
@@ -242,14 +242,22 @@ def memory_create(
 
 
 def memory_forget(
-    *, agent: Agent, memory_id: uuid.UUID | str, may_curate: bool = False
+    *,
+    agent: Agent,
+    memory_id: uuid.UUID | str,
+    may_curate: bool = False,
+    session_id: str | None = None,
+    username: str | None = None,
 ) -> tuple[SemanticMemory, Event]:
-    """Hide a memory from recall (the row stays for audit) and log a ``decision`` event.
+    """Hide a memory from recall (the row stays for audit) and log a ``decision`` event in the
+    memory's session; for a memory stored without one, in ``session_id`` (the request's) or else the
+    session of whoever decided: the agent's ``agent:<name>``, or ``admin:<username>`` for a person.
 
     ``agent`` may forget the memories it wrote; with ``may_curate`` (a key with the ``curate``
-    scope) also the other memories it can see. Raises ``NotFound`` when the memory does not exist,
-    is already forgotten or is not visible to ``agent``, and ``PermissionDenied`` for another
-    agent's memory without ``may_curate``.
+    scope) also the other memories it can see. ``username``: a person forgot it in the admin (on
+    behalf of the memory's agent), recorded as the decision's actor ``user:<username>``. Raises
+    ``NotFound`` when the memory does not exist, is already forgotten or is not visible to
+    ``agent``, and ``PermissionDenied`` for another agent's memory without ``may_curate``.
     """
     with transaction.atomic():
         memory = (
@@ -271,8 +279,12 @@ def memory_forget(
         memory.save(update_fields=["forgotten_at", "forgotten_by"])
         event = decision_record(
             agent=agent,
-            session_id=memory.session_id or f"memory:{memory.pk}",
-            content=f"Forgot semantic memory {memory.pk}.",
+            session_id=memory.session_id
+            or session_id
+            or (person_session(username) if username else agent_session(agent)),
+            actor=f"user:{username}" if username else "",
+            content=f"Forgot semantic memory {memory.pk}."
+            + (f" (by {username} in the admin)" if username else ""),
             # no content-derived value here: every agent of the tenant can read the log, and a hash
             # of a short private memory can be reversed by guessing
             payload={

@@ -7,6 +7,7 @@ Key layout (``{t}`` is the tenant's schema, a Redis Cluster hash tag; see ``stor
 ``{t}:bbv:<execution>``        hash    ``<agent>:<field>`` → version (integer, starts at 1)
 ``{t}:bb-owner:<execution>``   string  id of the agent that started the execution (its first writer)
 ``{t}:bb-closed:<execution>``  string  set when the execution is closed (no more writes)
+``{t}:bb-session:<execution>`` string  the session the execution belongs to (from the first write naming one)
 ``{t}:bb-updates:<execution>`` pubsub  every blackboard write, as its JSON document
 ``{t}:sp:<execution>:<agent>`` hash    scratchpad key → JSON value (private to the agent)
 ``{t}:sp-idx:<execution>``     set     agent ids that have a scratchpad in the execution
@@ -38,13 +39,13 @@ from core.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
 from core.metrics import record_lookup
 from core.redis import check_id, get_redis, redis_errors, tenant_key
 from memory.episodic.models import Event
-from memory.episodic.services import decision_record
+from memory.episodic.services import agent_session, decision_record
 from tenants.models import WorkingMemoryPolicy
 
 # Compare-and-set of one blackboard field, atomic in Redis. The value JSON is spliced into the
 # document verbatim (never decoded and re-encoded by Lua's cjson, which would alter numbers).
-# KEYS: values hash, versions hash, closed flag, owner. ARGV: field, expected version or "", value
-# JSON, agent, ISO time, TTL seconds, channel, agent id, owner TTL seconds. Returns {1, version} on
+# KEYS: values hash, versions hash, closed flag, owner, session. ARGV: field, expected version or "",
+# value JSON, agent, ISO time, TTL seconds, channel, agent id, owner TTL seconds, session id or "". Returns {1, version} on
 # success, {0, current} on conflict, {-1, 0} when the execution is closed. A successful write makes
 # its agent the owner unless the execution has one (a refused write owns nothing).
 _WRITE_SCRIPT = """
@@ -60,6 +61,8 @@ redis.call('EXPIRE', KEYS[1], ARGV[6])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('SET', KEYS[4], ARGV[8], 'NX')
 redis.call('EXPIRE', KEYS[4], ARGV[9])
+if ARGV[10] ~= '' then redis.call('SET', KEYS[5], ARGV[10], 'NX') end
+redis.call('EXPIRE', KEYS[5], ARGV[9])
 redis.call('PUBLISH', ARGV[7], doc)
 return {1, version}
 """
@@ -126,11 +129,13 @@ def blackboard_write(
     value: Any,
     policy: WorkingMemoryPolicy,
     expected_version: int | None = None,
+    session_id: str | None = None,
 ) -> BlackboardEntry:
     """Write ``<agent>:<name>`` on the execution's blackboard and publish the change.
 
     The first successful write to an execution (here or ``scratchpad_write``) makes ``agent`` its
-    owner, in the same Lua script. With ``expected_version`` (0 = "must not exist yet") the write is a compare-and-set done in one
+    owner, in the same Lua script, and the first write naming a ``session_id`` records the
+    execution's session (where its close is logged). With ``expected_version`` (0 = "must not exist yet") the write is a compare-and-set done in one
     Lua script. Raises ``Conflict`` (409, ``current_version`` in the body) on a stale version or a
     closed execution, ``PayloadTooLarge`` (413) above the tenant's size limit, ``InvalidInput`` for a
     bad id and ``ServiceUnavailable`` (503) without Redis.
@@ -148,6 +153,7 @@ def blackboard_write(
                 tenant_key("bbv", execution_id),
                 tenant_key("bb-closed", execution_id),
                 tenant_key("bb-owner", execution_id),
+                tenant_key("bb-session", execution_id),
             ],
             args=[
                 field,
@@ -159,6 +165,7 @@ def blackboard_write(
                 updates_channel(execution_id),
                 agent.pk,
                 execution_ttl_seconds(policy),
+                session_id or "",
             ],
         )
     if status == -1:
@@ -199,13 +206,19 @@ def blackboard_get(*, reader: Agent, execution_id: str, agent_name: str, name: s
 
 
 def scratchpad_write(
-    *, agent: Agent, execution_id: str, key: str, value: Any, policy: WorkingMemoryPolicy
+    *,
+    agent: Agent,
+    execution_id: str,
+    key: str,
+    value: Any,
+    policy: WorkingMemoryPolicy,
+    session_id: str | None = None,
 ) -> bool:
     """Set ``key`` in the agent's private scratchpad for the execution (TTL refreshed); returns
     whether the key is new (it did not exist before).
 
     The first successful write to an execution (here or ``blackboard_write``) makes ``agent`` its
-    owner, in the same MULTI. Raises ``Conflict`` when the execution is closed, ``PayloadTooLarge``
+    owner, in the same MULTI (and ``session_id``, if given first, the execution's session). Raises ``Conflict`` when the execution is closed, ``PayloadTooLarge``
     (413), ``InvalidInput`` for a bad id and ``ServiceUnavailable`` (503) without Redis.
     """
     check_id(execution_id, field="execution_id")
@@ -224,6 +237,10 @@ def scratchpad_write(
         pipe.expire(index, ttl)
         pipe.set(owner, agent.pk, nx=True)
         pipe.expire(owner, ttl)
+        session_key = tenant_key("bb-session", execution_id)
+        if session_id:
+            pipe.set(session_key, session_id, nx=True)
+        pipe.expire(session_key, ttl)
         added = pipe.execute()[0]
     return bool(added)
 
@@ -319,7 +336,8 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
     docstring) may close it, because closing deletes every agent's scratchpad. Writes a ``decision`` event whose payload names the
     ``owner`` and summarises the final blackboard (each value cut to ``SUMMARY_VALUE_CHARS``
     characters of JSON: a longer value is given as ``value_truncated``, the start of its JSON text,
-    with ``value`` null). Raises, writing no event and changing nothing: ``NotFound`` (404) when the
+    with ``value`` null). The decision is logged in the execution's session: the one its first write
+    named, else ``session_id`` (the close request's), else the agent's ``agent:<name>``. Raises, writing no event and changing nothing: ``NotFound`` (404) when the
     execution does not exist (never written, or expired), ``PermissionDenied`` (403) when ``agent``
     is not its owner, ``Conflict`` (409) if already closed; all name the field ``execution_id``.
     """
@@ -330,7 +348,8 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
         pipe = client.pipeline(transaction=False)
         pipe.get(owner_key)
         pipe.ttl(owner_key)
-        owner, owner_ttl = pipe.execute()
+        pipe.get(tenant_key("bb-session", execution_id))
+        owner, owner_ttl, recorded_session = pipe.execute()
         if owner is None:
             raise NotFound(
                 f"Execution {execution_id} does not exist: nothing was ever written to it, or it expired.",
@@ -374,7 +393,9 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
         )
     return decision_record(
         agent=agent,
-        session_id=session_id or f"execution:{execution_id}",
+        session_id=(recorded_session.decode() if recorded_session else None)
+        or session_id
+        or agent_session(agent),
         execution_id=execution_id,
         content=(
             f"Execution {execution_id} closed by its owner {agent.name}; "

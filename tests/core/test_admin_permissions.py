@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import pytest
 from django.contrib import admin
 from django.contrib.admin import AdminSite
+from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission, User
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
@@ -28,6 +30,7 @@ from django.urls import URLPattern, get_resolver, reverse
 from django_tenants.utils import schema_context, tenant_context
 
 from agents.models import Agent, ApiKey
+from compliance import services as compliance_services
 from memory.knowledge.models import Contradiction, ContradictionStatus
 from memory.models import SemanticMemory, Skill, SkillVersion, Tool
 from tenants.admin import public_admin_site
@@ -162,8 +165,8 @@ def logged_in(door: Door, username: str) -> Client:
 def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     """Tenant alpha with a row in each model its admin registers: agents and keys (the callers),
     a semantic memory, a checkpoint, events, predicate, entities, facts and an open contradiction,
-    tools, a published skill with a reported run and an agent's proposed draft; users and the
-    review groups exist already."""
+    tools, a published skill with a reported run and an agent's proposed draft, a chain check, an
+    anchor, an export and an admin log entry; users and the review groups exist already."""
     created = alice.post("/api/v1/memories", {"content": "Alice prefers tea to coffee."})
     assert created.status_code == 201, created.content
     saved = alice.post("/api/v1/sessions/s-seed/checkpoints", checkpoint_body(1))
@@ -179,7 +182,20 @@ def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     assert proposed.status_code == 201, proposed.content
     with tenant_context(alice.tenant):
         conflict_make(alice.agent, bob.agent)
-        get_user_model().objects.create_user("bystander", "bystander@example.com", PASSWORD)
+        bystander = get_user_model().objects.create_user("bystander", "bystander@example.com", PASSWORD)
+        compliance_services.anchor_head()
+        check = compliance_services.chain_check_request(requested_by="user:seed")
+        compliance_services.chain_check_run(check_id=check.pk)
+        export = compliance_services.export_request(username="seed", scope="session", session_id="s-seed")
+        compliance_services.export_run(export_id=str(export.pk))
+        LogEntry.objects.create(
+            user=bystander,
+            content_type=ContentType.objects.get_for_model(Agent),
+            object_id=str(alice.agent.pk),
+            object_repr=str(alice.agent),
+            action_flag=CHANGE,
+            change_message="seeded",
+        )
     return alice.tenant
 
 
@@ -235,13 +251,26 @@ def site_level_urls(door: Door) -> list[str]:
     return urls
 
 
-class Walk:
-    """Requests as one user through one door, collecting every way they went wrong."""
+# What a person's audit work may write: a check or an export of their own, and its record in the trail
+# (through the tenant's system agent, made on first use).
+AUDIT_TABLES = {
+    "compliance_chaincheck",
+    "compliance_export",
+    "memory_event",
+    "memory_chainhead",
+    "agents_agent",
+}
 
-    def __init__(self, door: Door, client: Client) -> None:
+
+class Walk:
+    """Requests as one user through one door, collecting every way they went wrong. ``audit_urls``:
+    the URLs whose POST may start audit work (``AUDIT_TABLES``) instead of being refused."""
+
+    def __init__(self, door: Door, client: Client, audit_urls: frozenset[str] = frozenset()) -> None:
         self.door = door
         self.client = client
         self.problems: list[str] = []
+        self.audit_urls = audit_urls
 
     def get(self, url: str) -> None:
         response = self.client.get(url)
@@ -253,15 +282,19 @@ class Walk:
         before = fingerprint(self.door.schemas)
         response = self.client.post(url, data, **headers)
         changed = changed_tables(before, fingerprint(self.door.schemas))
+        if url in self.audit_urls:
+            changed = [t for t in changed if t.split(".", 1)[1] not in AUDIT_TABLES]
+            refused = False
         if changed:
             self.problems.append(f"{what} POST {url} changed {', '.join(changed)}")
         if response.status_code >= 500 or (refused and response.status_code not in (403, 405)):
             self.problems.append(f"{what} POST {url}: {response.status_code}, expected a refusal")
 
 
-def walk_as_view_only(door: Door, user: User) -> list[str]:
-    """Everything the admins of ``door`` let ``user`` do that changes data (empty: nothing)."""
-    walk = Walk(door, logged_in(door, user.get_username()))
+def walk_as_view_only(door: Door, user: User, audit_urls: frozenset[str] = frozenset()) -> list[str]:
+    """Everything the admins of ``door`` let ``user`` do that changes data (empty: nothing), but the
+    audit work ``audit_urls`` start."""
+    walk = Walk(door, logged_in(door, user.get_username()), audit_urls)
     request = request_as(door, user)
     registry = door.site._registry  # the site's ModelAdmins: no public way to list them all
     assert registry, f"nothing registered on {door.site.name}"
@@ -304,8 +337,8 @@ def walk_as_view_only(door: Door, user: User) -> list[str]:
     return walk.problems
 
 
-def assert_walk_is_clean(door: Door, user: User) -> None:
-    problems = walk_as_view_only(door, user)
+def assert_walk_is_clean(door: Door, user: User, audit_urls: frozenset[str] = frozenset()) -> None:
+    problems = walk_as_view_only(door, user, audit_urls)
     assert not problems, "\n".join(problems)
 
 
@@ -317,8 +350,11 @@ def test_a_view_only_tenant_user_can_change_nothing_through_the_tenant_admin(ten
 
 @requires_model
 def test_a_compliance_officer_can_change_nothing_through_the_tenant_admin(tenant_seeded: Tenant) -> None:
+    """The officer reads every layer and changes nothing of it; the one thing their POSTs may write
+    is audit work of their own: a verification or an export (and its record in the trail)."""
     door = tenant_door(tenant_seeded)
-    assert_walk_is_clean(door, staff_user(door.schema, "officer", group="compliance officer"))
+    audit = frozenset({door.url("compliance_chaincheck_run"), door.url("compliance_export_new")})
+    assert_walk_is_clean(door, staff_user(door.schema, "officer", group="compliance officer"), audit)
 
 
 @requires_model
@@ -354,7 +390,7 @@ def test_the_walker_covers_both_sites_and_every_custom_url() -> None:
     } <= skill_urls
     user_admin = tenant.site._registry[get_user_model()]
     assert "auth_user_password_change" in {p.name for p in custom_patterns(user_admin.get_urls(), set())}
-    assert site_level_urls(tenant) == ["/admin/metrics/"]
+    assert site_level_urls(tenant) == ["/admin/metrics/", "/admin/sessions/"]
     assert site_level_urls(PUBLIC_DOOR) == []
 
 

@@ -36,3 +36,20 @@ def test_engram_up_runs_with_debug_off() -> None:
     from devstack.web import web_environment
 
     assert web_environment({})["ENGRAM_SERVE_STATIC"] == "1"  # the admin keeps its CSS without DEBUG
+
+
+def test_engram_up_makes_a_private_signing_key_and_an_anchor_sink(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    for name in ("ENGRAM_SIGNING_KEY", "ENGRAM_SIGNING_KEY_FILE", "ENGRAM_ANCHOR_SINK"):
+        monkeypatch.delenv(name, raising=False)
+    env = web_environment({}, tmp_path)
+    key_file = Path(env["ENGRAM_SIGNING_KEY_FILE"])
+    assert key_file == tmp_path / "secrets" / "signing-key.pem"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    assert isinstance(key, Ed25519PrivateKey)
+    first = key_file.read_bytes()
+    assert Path(web_environment({}, tmp_path)["ENGRAM_SIGNING_KEY_FILE"]).read_bytes() == first  # kept
+    assert env["ENGRAM_ANCHOR_SINK"] == str(tmp_path / "anchors.jsonl")

@@ -1,0 +1,328 @@
+"""Compliance in the tenant admin: chain checks (the history, "verify now", progress), anchors (and
+the public key), exports (form, progress, download), the admin log of people's actions, and the
+admins of agents, keys, users and groups replaced by ones whose changes go through services that
+record the person in the trail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from agents import admin as agents_admin
+from agents.models import Agent, ApiKey, Scope
+from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
+
+from . import admin_views, services
+from .models import Anchor, ChainCheck, Export
+
+
+def _username(request: HttpRequest) -> str:
+    return request.user.get_username()
+
+
+CHECK_FIELDS: tuple[str, ...] = (
+    "status",
+    "requested_by",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "total",
+    "checked",
+    "head_seq",
+    "head_hash",
+    "anchors_checked",
+    "findings_list",
+    "error",
+)
+
+
+@admin.register(ChainCheck)
+class ChainCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The history of chain checks; "verify now" and its progress live on the admin index."""
+
+    list_display = [
+        "id",
+        "status",
+        "requested_by",
+        "created_at",
+        "finished_at",
+        "checked",
+        "head_seq",
+        "first_problem",
+    ]
+    list_filter = ["status"]
+    ordering = ["-created_at", "-id"]
+    fields = CHECK_FIELDS
+    readonly_fields = CHECK_FIELDS
+
+    @admin.display(description="first problem")
+    def first_problem(self, obj: ChainCheck) -> str:
+        first = obj.first_finding
+        return "" if first is None else f"{first['kind']}: {first['message']}"
+
+    @admin.display(description="findings")
+    def findings_list(self, obj: ChainCheck) -> SafeString:
+        if not obj.findings:
+            return format_html("{}", "none")
+        items = "".join(
+            format_html("<li><strong>{}</strong> {}</li>", f.get("kind"), f.get("message"))
+            for f in obj.findings
+        )
+        return format_html("<ul>{}</ul>", SafeString(items))
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "run/",
+                self.admin_site.admin_view(admin_views.chain_check_run_view),
+                name="compliance_chaincheck_run",
+            ),
+            path(
+                "<int:check_id>/progress/",
+                self.admin_site.admin_view(admin_views.chain_check_progress_view),
+                name="compliance_chaincheck_progress",
+            ),
+            *super().get_urls(),
+        ]
+
+
+ANCHOR_FIELDS: tuple[str, ...] = (
+    "seq",
+    "hash",
+    "anchored_at",
+    "key_id",
+    "statement",
+    "signature",
+    "sink",
+    "sink_error",
+)
+
+
+@admin.register(Anchor)
+class AnchorAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Signed chain heads (append-only); the public key to check them is a download away."""
+
+    change_list_template = "admin/compliance/anchor/change_list.html"
+    list_display = ["seq", "anchored_at", "short_hash", "key_id_short", "sink", "sink_error"]
+    ordering = ["-seq", "-id"]
+    fields = ANCHOR_FIELDS
+    readonly_fields = ANCHOR_FIELDS
+
+    @admin.display(description="hash")
+    def short_hash(self, obj: Anchor) -> str:
+        return obj.hash[:16] + "…"
+
+    @admin.display(description="key id")
+    def key_id_short(self, obj: Anchor) -> str:
+        return obj.key_id[:16] + "…"
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "public-key/",
+                self.admin_site.admin_view(admin_views.public_key_view),
+                name="compliance_anchor_public_key",
+            ),
+            *super().get_urls(),
+        ]
+
+
+EXPORT_FIELDS: tuple[str, ...] = (
+    "requested_by",
+    "scope",
+    "session_id",
+    "agent_name",
+    "occurred_from",
+    "occurred_to",
+    "status",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "events_total",
+    "events_done",
+    "first_seq",
+    "last_seq",
+    "size",
+    "sha256",
+    "error",
+    "progress_link",
+)
+
+
+@admin.register(Export)
+class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Exports made (who, scope, archive hash); new ones from the export form."""
+
+    change_list_template = "admin/compliance/export/change_list.html"
+    list_display = [
+        "short_id",
+        "scope_text",
+        "requested_by",
+        "status",
+        "created_at",
+        "events_done",
+        "sha256_short",
+    ]
+    list_filter = ["status", "scope"]
+    ordering = ["-created_at"]
+    fields = EXPORT_FIELDS
+    readonly_fields = EXPORT_FIELDS
+
+    @admin.display(description="export")
+    def short_id(self, obj: Export) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="scope")
+    def scope_text(self, obj: Export) -> str:
+        return obj.scope_description()
+
+    @admin.display(description="archive SHA-256")
+    def sha256_short(self, obj: Export) -> str:
+        return obj.sha256[:16] + "…" if obj.sha256 else ""
+
+    @admin.display(description="progress and download")
+    def progress_link(self, obj: Export) -> SafeString:
+        url = reverse("admin:compliance_export_progress", args=[obj.pk])
+        return format_html('<a href="{}">open</a>', url)
+
+    def get_urls(self) -> list[URLPattern]:
+        site = self.admin_site
+        return [
+            path("new/", site.admin_view(admin_views.export_new_view), name="compliance_export_new"),
+            path(
+                "<uuid:export_id>/progress/",
+                site.admin_view(admin_views.export_progress_view),
+                name="compliance_export_progress",
+            ),
+            path(
+                "<uuid:export_id>/download/",
+                site.admin_view(admin_views.export_download_view),
+                name="compliance_export_download",
+            ),
+            *super().get_urls(),
+        ]
+
+
+@admin.register(LogEntry)
+class LogEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Django's log of admin users' actions (the trail holds the same changes, hash-chained)."""
+
+    list_display = ["action_time", "user", "content_type", "object_repr", "action_flag", "short_message"]
+    list_filter = ["action_flag", "content_type"]
+    list_select_related = ["user", "content_type"]
+    search_fields = ["object_repr", "change_message", "user__username"]
+    date_hierarchy = "action_time"
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+
+    @admin.display(description="change")
+    def short_message(self, obj: LogEntry) -> str:
+        return shown(obj.get_change_message(), 200)
+
+
+# --- the admins whose changes are recorded as the person ----------------------------------------------------
+
+admin.site.unregister(Agent)
+admin.site.unregister(ApiKey)
+
+
+@admin.register(Agent)
+class RecordedAgentAdmin(agents_admin.AgentAdmin):
+    """Agents: saves and key minting go through services that record the person."""
+
+    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        services.agent_save(
+            agent=obj, username=_username(request), changed=form.changed_data, created=not change
+        )
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # events, facts and memories refer to agents: deactivate instead
+
+    def key_issue(self, request: HttpRequest, agent: Agent, scopes: list[str], name: str) -> str:
+        """The key is minted by the service that records the person (``api_key_issue``)."""
+        return services.api_key_issue(agent=agent, scopes=scopes, name=name, username=_username(request))[1]
+
+
+@admin.register(ApiKey)
+class RecordedApiKeyAdmin(agents_admin.ApiKeyAdmin):
+    """API keys: created, renamed and revoked through services that record the person."""
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+        if change:
+            services.api_key_rename(api_key=obj, name=obj.name, username=_username(request))
+            return
+        key, raw = services.api_key_issue(
+            agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name, username=_username(request)
+        )
+        obj.pk, obj.key_id = key.pk, key.key_id
+        agents_admin._announce_key(request, obj.agent, raw)
+
+    @admin.action(description="Revoke selected keys", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        count = 0
+        for key in queryset.filter(revoked_at__isnull=True).select_related("agent"):
+            services.api_key_revoke_by(api_key=key, username=_username(request))
+            count += 1
+        self.message_user(request, f"Revoked {count} key(s) at {timezone.now():%Y-%m-%d %H:%M} UTC.")
+
+
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class RecordedUserAdmin(UserAdmin):
+    """The tenant's admin users: every add, change, password change and delete is recorded."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        services.user_save(
+            user=obj, username=_username(request), created=not change, changed=form.changed_data
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        services.account_delete(obj=obj, username=_username(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for obj in queryset:
+            services.account_delete(obj=obj, username=_username(request))
+
+    def log_change(self, request: HttpRequest, obj: Any, message: Any) -> Any:
+        # the password form saves the user itself (no save_model): record it here
+        match = request.resolver_match
+        if match is not None and match.url_name == "auth_user_password_change":
+            services.account_change_record(
+                username=_username(request),
+                model="user",
+                object_label=obj.get_username(),
+                object_id=obj.pk,
+                action="update",
+                changed=["password"],
+            )
+        return super().log_change(request, obj, message)
+
+
+@admin.register(Group)
+class RecordedGroupAdmin(GroupAdmin):
+    """The tenant's groups (operator, compliance officer, ...): every change is recorded."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        services.group_save(
+            group=obj, username=_username(request), created=not change, changed=form.changed_data
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        services.account_delete(obj=obj, username=_username(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for obj in queryset:
+            services.account_delete(obj=obj, username=_username(request))

@@ -1,0 +1,257 @@
+"""The compliance console's admin pages: the integrity panel and "verify now" (htmx, polling the
+check's progress), the public key, exports (a form, a progress bar polling the task, the download)
+and the session timeline. Mounted by ``compliance.admin`` (``admin.site.admin_view`` does the login
+and staff checks); each view checks the permission its effect needs and raises ``PermissionDenied``
+otherwise, which ``compliance.views.permission_denied`` renders in the admin's style."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_safe
+from django_htmx.http import HttpResponseClientRedirect
+
+from core.admin import HtmxHttpRequest
+from core.errors import DomainError
+from memory.episodic.models import EventKind
+
+from . import selectors, services, signing
+from .models import Export, ExportStatus, ScopeKind
+
+VIEW_STATUS = "compliance.view_chaincheck"
+RUN_CHECK = "compliance.run_chaincheck"
+VIEW_EXPORTS = "compliance.view_export"
+EXPORT = "compliance.export_trail"
+VIEW_ANCHORS = "compliance.view_anchor"
+VIEW_EVENTS = "memory.view_event"
+POLL_SECONDS = 1
+
+
+def _require(request: HtmxHttpRequest, perm: str) -> None:
+    if not request.user.has_perm(perm):
+        raise PermissionDenied(f"This page needs the {perm} permission.")
+
+
+def _context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
+    return {**admin.site.each_context(request), **extra}
+
+
+def status_context(request: HtmxHttpRequest) -> dict[str, Any]:
+    """What the integrity panel shows (see ``selectors.chain_status``) and what the user may do."""
+    return {
+        "status": selectors.chain_status(),
+        "can_run": request.user.has_perm(RUN_CHECK),
+        "can_export": request.user.has_perm(EXPORT),
+        "can_see_anchors": request.user.has_perm(VIEW_ANCHORS),
+        "poll_seconds": POLL_SECONDS,
+    }
+
+
+def chain_check_run_view(request: HtmxHttpRequest) -> HttpResponse:
+    """POST: queue a verification as this person; answers the panel (htmx) or goes back to the index."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    _require(request, RUN_CHECK)
+    services.chain_check_request(requested_by=f"user:{request.user.get_username()}")
+    if request.htmx:
+        return TemplateResponse(request, "admin/compliance/_status_panel.html", status_context(request))
+    return HttpResponseRedirect(reverse("admin:index"))
+
+
+@require_safe
+def chain_check_progress_view(request: HtmxHttpRequest, check_id: int) -> HttpResponse:
+    """GET: the panel as it is now (htmx polls it while a check runs)."""
+    _require(request, VIEW_STATUS)
+    if selectors.chain_check_get(check_id=check_id) is None:
+        raise Http404("No such check.")
+    return TemplateResponse(request, "admin/compliance/_status_panel.html", status_context(request))
+
+
+@require_safe
+def public_key_view(request: HtmxHttpRequest) -> HttpResponse:
+    """GET: the signing key's public half as a PEM file, to check anchors and exports without Engram."""
+    _require(request, VIEW_ANCHORS)
+    try:
+        pem = signing.public_key_pem()
+    except DomainError as error:
+        return HttpResponse(error.message, status=503, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(pem, content_type="application/x-pem-file")
+    response["Content-Disposition"] = 'attachment; filename="engram-signing-key.pub.pem"'
+    return response
+
+
+class ExportForm(forms.Form):
+    """The scope of an export; times are UTC (the admin's timezone)."""
+
+    scope = forms.ChoiceField(choices=ScopeKind.choices, initial=ScopeKind.SESSION, widget=forms.RadioSelect)
+    session_id = forms.CharField(required=False, max_length=200, label="Session")
+    agent_name = forms.ChoiceField(required=False, label="Agent")
+    occurred_from = forms.DateTimeField(required=False, label="From (UTC)", help_text="YYYY-MM-DD HH:MM")
+    occurred_to = forms.DateTimeField(
+        required=False, label="Until (UTC, exclusive)", help_text="YYYY-MM-DD HH:MM"
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["agent_name"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "—"), *((name, name) for name in selectors.agent_names())]
+
+
+def export_new_view(request: HtmxHttpRequest) -> HttpResponse:
+    """GET: the export form (``?session=`` fills in a session); POST: queue the export as this
+    person and go to its progress page. Invalid input is shown on the form with a 400."""
+    _require(request, EXPORT)
+    if request.method == "POST":
+        form = ExportForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                export = services.export_request(
+                    username=request.user.get_username(),
+                    scope=data["scope"],
+                    session_id=data.get("session_id") or "",
+                    agent_name=data.get("agent_name") or "",
+                    occurred_from=data.get("occurred_from"),
+                    occurred_to=data.get("occurred_to"),
+                )
+            except DomainError as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+            else:
+                url = reverse("admin:compliance_export_progress", args=[export.pk])
+                return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+        status = 400
+    elif request.method in ("GET", "HEAD"):
+        session = request.GET.get("session", "")
+        form = ExportForm(
+            initial={"scope": ScopeKind.SESSION if session else ScopeKind.ALL, "session_id": session}
+        )
+        status = 200
+    else:
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    context = _context(request, title="Export the trail", form=form, opts=_export_opts())
+    return TemplateResponse(request, "admin/compliance/export_new.html", context, status=status)
+
+
+def _export_opts() -> Any:
+    return Export._meta
+
+
+@require_safe
+def export_progress_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponse:
+    """GET: the export's page with its progress bar (htmx polls the bar alone until it is done)."""
+    _require(request, VIEW_EXPORTS)
+    export = selectors.export_get(export_id=export_id)
+    if export is None:
+        raise Http404("No such export.")
+    context = _context(
+        request,
+        title=f"Export {str(export.pk)[:8]}",
+        export=export,
+        can_download=request.user.has_perm(EXPORT) and export.status == ExportStatus.DONE,
+        poll_seconds=POLL_SECONDS,
+        opts=_export_opts(),
+    )
+    template = (
+        "admin/compliance/_export_progress.html" if request.htmx else "admin/compliance/export_progress.html"
+    )
+    return TemplateResponse(request, template, context)
+
+
+@require_safe
+def export_download_view(request: HtmxHttpRequest, export_id: Any) -> FileResponse:
+    """GET: the archive of a finished export (the download is recorded in the trail)."""
+    _require(request, EXPORT)
+    export = selectors.export_get(export_id=export_id)
+    if export is None or export.status != ExportStatus.DONE or not export.path:
+        raise Http404("No finished export with that id.")
+    try:
+        handle = open(export.path, "rb")
+    except OSError:
+        raise Http404("The archive is no longer on the server.") from None
+    services.export_download_record(export=export, username=request.user.get_username())
+    response = FileResponse(
+        handle, as_attachment=True, filename=export.filename, content_type="application/x-tar"
+    )
+    response["X-Archive-SHA256"] = export.sha256
+    return response
+
+
+def _when(value: str) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)  # the admin shows and takes UTC
+    return moment
+
+
+@require_safe
+def timeline_view(request: HtmxHttpRequest) -> HttpResponse:
+    """GET ``?session=ID``: the session's timeline (filters ``agent``, ``kind`` (repeatable),
+    ``since``, ``until``; pages ``after`` / ``before``). Without a session: the latest sessions."""
+    _require(request, VIEW_EVENTS)
+    session_id = request.GET.get("session", "")
+    if not session_id:
+        context = _context(request, title="Sessions", sessions=selectors.recent_sessions())
+        return TemplateResponse(request, "admin/compliance/sessions.html", context)
+    kinds = [k for k in request.GET.getlist("kind") if k in EventKind.values]
+    agent = request.GET.get("agent") or None
+    since, until = _when(request.GET.get("since", "")), _when(request.GET.get("until", ""))
+    after = selectors.Cursor.parse(request.GET.get("after", ""))
+    before = selectors.Cursor.parse(request.GET.get("before", ""))
+    page = selectors.session_timeline(
+        session_id=session_id,
+        agent_name=agent,
+        kinds=kinds,
+        since=since,
+        until=until,
+        after=after,
+        before=before,
+    )
+    filters = {"session": session_id}
+    if agent:
+        filters["agent"] = agent
+    if request.GET.get("since"):
+        filters["since"] = request.GET["since"]
+    if request.GET.get("until"):
+        filters["until"] = request.GET["until"]
+    base = urlencode(filters) + "".join(f"&kind={k}" for k in kinds)
+    context = _context(
+        request,
+        title=f"Session {session_id}",
+        page=page,
+        kinds=EventKind.choices,
+        chosen_kinds=kinds,
+        chosen_agent=agent or "",
+        since=request.GET.get("since", ""),
+        until=request.GET.get("until", ""),
+        next_url=f"?{base}&{urlencode({'after': page.next_cursor.token()})}" if page.next_cursor else "",
+        prev_url=f"?{base}&{urlencode({'before': page.prev_cursor.token()})}" if page.prev_cursor else "",
+        can_export=request.user.has_perm(EXPORT),
+        # the objects' admin pages are <changelist><pk>/change/: reversed once, not per row
+        urls={
+            name: reverse(f"admin:{label}_changelist")
+            for name, label in (
+                ("event", "memory_event"),
+                ("memory", "memory_semanticmemory"),
+                ("fact", "memory_fact"),
+                ("contradiction", "memory_contradiction"),
+                ("checkpoint", "memory_checkpoint"),
+                ("export", "compliance_export"),
+            )
+        },
+        is_nav_sidebar_enabled=False,  # the timeline needs the width; the breadcrumbs lead back
+    )
+    return TemplateResponse(request, "admin/compliance/timeline.html", context)

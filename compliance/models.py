@@ -1,0 +1,167 @@
+"""What compliance keeps beside the trail: chain checks (their history), signed anchors of the chain
+head, and exports. Per tenant schema; none of it is in ``memory_event``, so deleting events cannot
+delete the evidence that they existed (and each anchor also goes to a sink outside the database)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+
+class CheckStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    INTACT = "intact"
+    BROKEN = "broken"
+    FAILED = "failed"  # the check itself could not run (an error, not a verdict on the chain)
+
+
+class ChainCheck(models.Model):
+    """One verification of the tenant's chain and its anchors (``compliance.services.chain_check_run``).
+
+    ``requested_by``: ``user:<username>`` or ``job:<name>``. ``checked`` / ``total``: events verified
+    so far and the chain length when it started (the progress bar). ``findings``: what is wrong,
+    ``[{"kind", "seq", "message"}]`` (``memory.episodic.selectors.FindingKind``); ``head_seq`` /
+    ``head_hash``: the last event found; ``anchors_checked``: signed anchors compared.
+    """
+
+    requested_by = models.CharField(max_length=200)
+    status = models.CharField(max_length=8, choices=CheckStatus.choices, default=CheckStatus.QUEUED)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    total = models.BigIntegerField(default=0)
+    checked = models.BigIntegerField(default=0)
+    head_seq = models.BigIntegerField(null=True, blank=True)
+    head_hash = models.CharField(max_length=64, blank=True)
+    anchors_checked = models.PositiveIntegerField(default=0)
+    findings = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        permissions = [("run_chaincheck", "Can run a verification of the trail")]
+        indexes = [models.Index(fields=["status", "finished_at"], name="chaincheck_status_idx")]
+
+    def __str__(self) -> str:
+        return f"chain check #{self.pk} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in (CheckStatus.INTACT, CheckStatus.BROKEN, CheckStatus.FAILED)
+
+    @property
+    def percent(self) -> int:
+        """Progress in whole percent (0-100)."""
+        if self.is_done:
+            return 100
+        return min(99, int(100 * self.checked / self.total)) if self.total else 0
+
+    @property
+    def first_finding(self) -> dict[str, object] | None:
+        return self.findings[0] if self.findings else None
+
+
+class Anchor(models.Model):
+    """A signed statement of the chain head: ``statement`` is the RFC 8785 text of
+    ``{"v": 1, "tenant", "seq", "hash", "anchored_at"}`` exactly as signed, ``signature`` its Ed25519
+    signature (hex, 128 chars) by the key whose ``key_id`` (SHA-256 of the raw public key, hex) is
+    given. Rows are never updated or deleted (a trigger enforces it, as for events).
+    ``sink``: where a copy went (a file path or URL) and ``sink_error`` why it did not."""
+
+    seq = models.BigIntegerField()
+    hash = models.CharField(max_length=64)
+    anchored_at = models.DateTimeField()
+    key_id = models.CharField(max_length=64)
+    statement = models.TextField()
+    signature = models.CharField(max_length=128)
+    sink = models.CharField(max_length=500, blank=True)
+    sink_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-seq", "-id"]
+        indexes = [models.Index(fields=["seq"], name="anchor_seq_idx")]
+
+    def __str__(self) -> str:
+        return f"anchor of #{self.seq} at {self.anchored_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+class ScopeKind(models.TextChoices):
+    SESSION = "session", "one session"
+    AGENT = "agent", "one agent's events"
+    RANGE = "range", "a time range"
+    ALL = "all", "everything"
+
+
+class ExportStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Export(models.Model):
+    """An archive of part of the trail (``compliance.exporting``), made by a Celery task.
+
+    Scope: ``scope`` with ``session_id``, ``agent_name`` and/or ``occurred_from`` (inclusive) /
+    ``occurred_to`` (exclusive). ``events_total`` / ``events_done``: the progress bar. ``sha256``:
+    the archive's digest (hex), ``size`` its bytes, ``path`` where it is stored.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    requested_by = models.CharField(max_length=200)
+    scope = models.CharField(max_length=8, choices=ScopeKind.choices)
+    session_id = models.CharField(max_length=200, blank=True)
+    agent_name = models.CharField(max_length=100, blank=True)
+    occurred_from = models.DateTimeField(null=True, blank=True)
+    occurred_to = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=8, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    events_total = models.BigIntegerField(default=0)
+    events_done = models.BigIntegerField(default=0)
+    first_seq = models.BigIntegerField(null=True, blank=True)
+    last_seq = models.BigIntegerField(null=True, blank=True)
+    path = models.CharField(max_length=500, blank=True)
+    size = models.BigIntegerField(null=True, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("export_trail", "Can export the trail")]
+
+    def __str__(self) -> str:
+        return f"export {str(self.pk)[:8]} ({self.get_scope_display()}, {self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in (ExportStatus.DONE, ExportStatus.FAILED)
+
+    @property
+    def percent(self) -> int:
+        if self.is_done:
+            return 100
+        return min(99, int(100 * self.events_done / self.events_total)) if self.events_total else 0
+
+    @property
+    def filename(self) -> str:
+        return f"engram-export-{str(self.pk)[:8]}.tar"
+
+    def scope_description(self) -> str:
+        """The scope in words (``session s1``, ``agent planner from … to …``)."""
+        parts = []
+        if self.scope == ScopeKind.SESSION:
+            parts.append(f"session {self.session_id}")
+        elif self.scope == ScopeKind.AGENT:
+            parts.append(f"agent {self.agent_name}")
+        elif self.scope == ScopeKind.ALL:
+            parts.append("everything")
+        if self.occurred_from:
+            parts.append(f"from {self.occurred_from:%Y-%m-%d %H:%M} UTC")
+        if self.occurred_to:
+            parts.append(f"until {self.occurred_to:%Y-%m-%d %H:%M} UTC")
+        return " ".join(parts) or "a time range"

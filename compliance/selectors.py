@@ -1,0 +1,379 @@
+"""Reads of the compliance console: the integrity status, the history of checks and exports, and
+the session timeline (keyset pages; no ``COUNT`` over the log)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from agents.models import Agent
+from memory.checkpoints.models import Checkpoint
+from memory.episodic.models import ChainHead, Event, EventKind, EventRole
+from memory.knowledge.models import Fact, FactProvenance
+from memory.semantic.models import SemanticMemory
+
+from .models import Anchor, ChainCheck, CheckStatus, Export
+
+KIND_LABELS = dict(EventKind.choices)
+ROLE_LABELS = dict(EventRole.choices)
+TIMELINE_PAGE = 30  # rows rendered per page: the page's cost is mostly rendering them
+RECENT_SESSIONS = 30
+NEIGHBOUR_SCAN = 200  # events looked at to find the next / previous session of an agent
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """What the admin index shows: the last finished check, one still running, the head and the
+    last anchor (each ``None`` when there is none yet)."""
+
+    last_check: ChainCheck | None
+    running: ChainCheck | None
+    head_seq: int
+    head_hash: str
+    last_anchor: Anchor | None
+
+    @property
+    def broken(self) -> bool:
+        return self.last_check is not None and self.last_check.status in (
+            CheckStatus.BROKEN,
+            CheckStatus.FAILED,
+        )
+
+
+def chain_status() -> ChainStatus:
+    """The current tenant's integrity status (a handful of indexed queries)."""
+    finished = ChainCheck.objects.filter(finished_at__isnull=False).order_by("-finished_at", "-id").first()
+    running = (
+        ChainCheck.objects.filter(status__in=[CheckStatus.QUEUED, CheckStatus.RUNNING])
+        .order_by("-created_at")
+        .first()
+    )
+    head = ChainHead.objects.filter(pk=1).first()
+    return ChainStatus(
+        last_check=finished,
+        running=running,
+        head_seq=head.last_seq if head else 0,
+        head_hash=head.last_hash if head else "",
+        last_anchor=Anchor.objects.order_by("-seq", "-id").first(),
+    )
+
+
+def chain_check_get(*, check_id: int) -> ChainCheck | None:
+    return ChainCheck.objects.filter(pk=check_id).first()
+
+
+def export_get(*, export_id: Any) -> Export | None:
+    return Export.objects.filter(pk=export_id).first()
+
+
+def agent_names() -> list[str]:
+    return list(Agent.objects.order_by("name").values_list("name", flat=True))
+
+
+# --- the session timeline -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A position in a session's events: ``(occurred_at, seq)``, the timeline's order."""
+
+    occurred_at: datetime
+    seq: int
+
+    def token(self) -> str:
+        return f"{self.occurred_at.isoformat()}|{self.seq}"
+
+    @classmethod
+    def parse(cls, token: str) -> Cursor | None:
+        try:
+            when, seq = token.rsplit("|", 1)
+            moment = datetime.fromisoformat(when)
+        except ValueError:
+            return None
+        if moment.tzinfo is None or not seq.isdigit():
+            return None
+        return cls(moment, int(seq))
+
+
+@dataclass
+class TimelineItem:
+    """One row of the timeline: an event, or an object the session touched (a memory stored, a fact
+    asserted, an assertion, a checkpoint) at ``at``."""
+
+    at: datetime
+    kind: str  # "event", "memory", "fact", "assertion", "checkpoint"
+    event: Event | None = None
+    obj: Any = None
+    payload_pretty: str = ""
+    refs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_decision(self) -> bool:
+        return self.event is not None and self.event.kind == EventKind.DECISION
+
+    @property
+    def at_text(self) -> str:
+        """``at`` in UTC to the millisecond (formatted here: the template's date filter is slow)."""
+        return self.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
+
+    @property
+    def kind_label(self) -> str:
+        if self.event is None:
+            return self.kind.capitalize()
+        return KIND_LABELS.get(self.event.kind, self.event.kind)
+
+    @property
+    def role_label(self) -> str:
+        return ROLE_LABELS.get(self.event.role, self.event.role) if self.event is not None else ""
+
+
+@dataclass
+class TimelinePage:
+    """A page of a session's timeline, with the cursors of the pages around it and the sessions
+    before and after it of the same agent."""
+
+    session_id: str
+    items: list[TimelineItem]
+    next_cursor: Cursor | None
+    prev_cursor: Cursor | None
+    agents: list[str]
+    agent: str | None
+    previous_session: str | None
+    next_session: str | None
+    first_at: datetime | None
+    last_at: datetime | None
+
+
+def _pretty(payload_json: str) -> str:
+    if payload_json in ("", "{}"):
+        return ""
+    return json.dumps(json.loads(payload_json), indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _refs(payload_json: str) -> dict[str, Any]:
+    """Ids of objects a decision's payload names (a memory, a fact, a contradiction, an export)."""
+    payload = json.loads(payload_json) if payload_json not in ("", "{}") else {}
+    return {
+        name: payload[name]
+        for name in (
+            "memory_id",
+            "fact_id",
+            "contradiction_id",
+            "existing_fact",
+            "new_fact",
+            "export_id",
+            "key_id",
+            "predicate",
+        )
+        if payload.get(name) is not None
+    }
+
+
+def session_events(
+    *,
+    session_id: str,
+    agent_name: str | None = None,
+    kinds: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[Event]:
+    """The session's events matching the filters, in timeline order (``occurred_at``, ``seq``)."""
+    qs = Event.objects.filter(session_id=session_id).select_related("agent").defer("search", "payload_index")
+    if agent_name:
+        qs = qs.filter(agent__name=agent_name)
+    if kinds:
+        qs = qs.filter(kind__in=kinds)
+    if since is not None:
+        qs = qs.filter(occurred_at__gte=since)
+    if until is not None:
+        qs = qs.filter(occurred_at__lt=until)
+    return qs
+
+
+def _neighbour_session(agent_id: int, session_id: str, start: Event, *, later: bool) -> str | None:
+    """The session of ``agent_id`` that starts next after (``later``) or last before the session
+    that starts with ``start``: the agent's events are scanned in time from there (index on agent
+    and time), at most ``NEIGHBOUR_SCAN`` of them."""
+    # one bound on occurred_at alone, so the (agent, occurred_at) index is scanned in order and the
+    # LIMIT stops it: an OR with the seq tie-break made PostgreSQL sort all the agent's events
+    if later:
+        rows = Event.objects.filter(agent_id=agent_id, occurred_at__gte=start.occurred_at).order_by(
+            "occurred_at"
+        )
+    else:
+        rows = Event.objects.filter(agent_id=agent_id, occurred_at__lte=start.occurred_at).order_by(
+            "-occurred_at"
+        )
+    seen: set[str] = {session_id}
+    for other in rows.values_list("session_id", flat=True)[:NEIGHBOUR_SCAN]:
+        if other in seen:
+            continue
+        seen.add(other)
+        first = (
+            Event.objects.filter(session_id=other)
+            .order_by("occurred_at", "seq")
+            .values_list("occurred_at", "seq")
+            .first()
+        )
+        if first is None:
+            continue
+        starts_after = first > (start.occurred_at, start.seq)
+        if starts_after == later:
+            return other
+    return None
+
+
+def session_timeline(
+    *,
+    session_id: str,
+    agent_name: str | None = None,
+    kinds: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+    page_size: int = TIMELINE_PAGE,
+) -> TimelinePage:
+    """One page of the session's timeline: ``page_size`` events after ``after`` (or before
+    ``before``; the first page without either), with the objects the session touched in the same
+    time span (memories, facts and assertions, checkpoints; with ``kinds`` given, events only).
+    Keyset pagination on (``occurred_at``, ``seq``) over the session index: the cost of a page does
+    not depend on the size of the log."""
+    events = session_events(
+        session_id=session_id, agent_name=agent_name, kinds=kinds, since=since, until=until
+    )
+    if before is not None:
+        older = Q(occurred_at__lt=before.occurred_at) | Q(occurred_at=before.occurred_at, seq__lt=before.seq)
+        rows = list(events.filter(older).order_by("-occurred_at", "-seq")[: page_size + 1])
+        has_more_before = len(rows) > page_size
+        rows = list(reversed(rows[:page_size]))
+        has_more_after = True
+    else:
+        if after is not None:
+            newer = Q(occurred_at__gt=after.occurred_at) | Q(occurred_at=after.occurred_at, seq__gt=after.seq)
+            events = events.filter(newer)
+        rows = list(events.order_by("occurred_at", "seq")[: page_size + 1])
+        has_more_after = len(rows) > page_size
+        rows = rows[:page_size]
+        has_more_before = after is not None
+    next_cursor = Cursor(rows[-1].occurred_at, rows[-1].seq) if rows and has_more_after else None
+    prev_cursor = Cursor(rows[0].occurred_at, rows[0].seq) if rows and has_more_before else None
+
+    items = [
+        TimelineItem(
+            e.occurred_at,
+            "event",
+            event=e,
+            payload_pretty=_pretty(e.payload_json),
+            refs=_refs(e.payload_json),
+        )
+        for e in rows
+    ]
+    if not kinds and rows:
+        low = None if prev_cursor is None else rows[0].occurred_at
+        high = None if next_cursor is None else rows[-1].occurred_at
+
+        def window(name: str) -> Q:
+            q = Q()
+            if low is not None:
+                q &= Q(**{f"{name}__gte": low})
+            if high is not None:
+                q &= Q(**{f"{name}__lt": high})
+            if since is not None:
+                q &= Q(**{f"{name}__gte": since})
+            if until is not None:
+                q &= Q(**{f"{name}__lt": until})
+            return q
+
+        by_agent = Q(agent__name=agent_name) if agent_name else Q()
+        limit = 200  # objects per page: a session's objects come with its events
+        for memory in (
+            SemanticMemory.objects.filter(window("created_at"), by_agent, session_id=session_id)
+            .select_related("agent")
+            .defer("embedding", "search")[:limit]
+        ):
+            items.append(TimelineItem(memory.created_at, "memory", obj=memory))
+        for fact in Fact.objects.filter(
+            window("recorded_at"), by_agent, session_id=session_id
+        ).select_related("subject", "predicate", "object_entity", "agent")[:limit]:
+            items.append(TimelineItem(fact.recorded_at, "fact", obj=fact))
+        for assertion in (
+            FactProvenance.objects.filter(window("asserted_at"), by_agent, session_id=session_id)
+            # a fact first asserted in this session is shown as the fact; here its other assertions
+            .exclude(fact__session_id=session_id)
+            .select_related("fact__subject", "fact__predicate", "fact__object_entity", "agent")[:limit]
+        ):
+            items.append(TimelineItem(assertion.asserted_at, "assertion", obj=assertion))
+        for checkpoint in (
+            Checkpoint.objects.filter(window("created_at"), by_agent, session_id=session_id)
+            .select_related("agent")
+            .defer("state", "plan")[:limit]
+        ):
+            items.append(TimelineItem(checkpoint.created_at, "checkpoint", obj=checkpoint))
+        items.sort(key=lambda item: (item.at, 0 if item.kind == "event" else 1))
+
+    unfiltered = not (agent_name or kinds or since or until)
+    # the session's first and last events: the page's own rows when it holds them (each query
+    # is a round trip the page waits for)
+    if unfiltered and rows and prev_cursor is None:
+        first: Event | None = rows[0]
+    else:
+        first = (
+            Event.objects.filter(session_id=session_id)
+            .order_by("occurred_at", "seq")
+            .select_related("agent")
+            .first()
+        )
+    if unfiltered and rows and next_cursor is None:
+        last: Event | None = rows[-1]
+    else:
+        last = Event.objects.filter(session_id=session_id).order_by("-occurred_at", "-seq").first()
+    agents = sorted({e.agent.name for e in rows} | ({first.agent.name} if first else set()))
+    chosen = agent_name or (first.agent.name if first else None)
+    previous_session = next_session = None
+    if first is not None and chosen:
+        if agent_name:
+            agent = Agent.objects.filter(name=chosen).first()
+            start = (
+                Event.objects.filter(session_id=session_id, agent=agent)
+                .order_by("occurred_at", "seq")
+                .first()
+                if agent is not None
+                else None
+            )
+        else:
+            agent, start = first.agent, first
+        if agent is not None and start is not None:
+            previous_session = _neighbour_session(agent.pk, session_id, start, later=False)
+            next_session = _neighbour_session(agent.pk, session_id, start, later=True)
+    return TimelinePage(
+        session_id=session_id,
+        items=items,
+        next_cursor=next_cursor,
+        prev_cursor=prev_cursor,
+        agents=agents,
+        agent=chosen,
+        previous_session=previous_session,
+        next_session=next_session,
+        first_at=first.occurred_at if first else None,
+        last_at=last.occurred_at if last else None,
+    )
+
+
+def recent_sessions(*, limit: int = RECENT_SESSIONS) -> list[tuple[str, datetime, str]]:
+    """The sessions of the latest events (``(session_id, occurred_at, agent name)``, newest first),
+    from the last few thousand events (an index scan, never the whole log)."""
+    seen: dict[str, tuple[str, datetime, str]] = {}
+    rows = Event.objects.order_by("-seq").values_list("session_id", "occurred_at", "agent__name")[
+        : limit * 50
+    ]
+    for session_id, occurred_at, agent in rows:
+        if session_id not in seen:
+            seen[session_id] = (session_id, occurred_at, agent)
+            if len(seen) >= limit:
+                break
+    return list(seen.values())
