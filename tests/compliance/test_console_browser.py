@@ -52,7 +52,7 @@ def console_site(scratch_tenant: Tenant, celery_worker) -> Iterator[Site]:  # ty
                 subject="Ana", predicate="works_at", object=FactObject(entity="Acme"), session_id="s-audit"
             ),
         ).fact
-        knowledge.fact_retract(agent=critic, fact_id=fact.pk, reason="stale badge")
+        knowledge.fact_retract(agent=critic, fact_id=fact.pk, reason="stale badge", may_curate=True)
         append(planner, 3, session_id="s-later", start=50)
     connection.set_schema_to_public()
     with asgi_server(ENGRAM_SERVE_STATIC="1") as port:

@@ -8,8 +8,9 @@ import uuid
 
 from django_tenants.utils import tenant_context
 
+from agents.models import Scope
 from memory.episodic.models import Event
-from tests.factories import Caller, assert_fact, fact, requires_model
+from tests.factories import Caller, assert_fact, fact, make_caller, requires_model
 
 
 def decision(caller: Caller, event_id: int) -> Event:
@@ -43,14 +44,15 @@ def test_a_forget_of_a_sessionless_memory_takes_the_requests_session_or_the_agen
     assert alice.client.delete(f"/api/v1/memories/{first['id']}?bogus=1").status_code == 400
 
 
-def test_a_retraction_lands_in_the_facts_session(alice: Caller, bob: Caller) -> None:
+def test_a_retraction_lands_in_the_facts_session(alice: Caller) -> None:
     created = assert_fact(alice, fact("Ana", "works_at", {"entity": "Acme"}, session_id="s-hr"))
-    response = bob.post(
+    critic = make_caller(alice.tenant, "critic", (Scope.READ, Scope.WRITE, Scope.CURATE))
+    response = critic.post(
         f"/api/v1/facts/{created['fact']['id']}/retract", {"reason": "left", "session_id": "s-bob"}
     )
     assert response.status_code == 200, response.content
     event = last_decision(alice, "fact_retract")
-    assert event.session_id == "s-hr" and event.agent.name == "bob"
+    assert event.session_id == "s-hr" and event.agent.name == "critic"
 
 
 def test_a_retraction_of_a_sessionless_fact_takes_the_requests_session(alice: Caller) -> None:
@@ -67,7 +69,7 @@ def test_a_close_lands_in_the_session_its_first_write_named(alice: Caller, bob: 
     board = f"/api/v1/executions/{execution}/blackboard"
     assert (
         alice.client.put(f"{board}/plan", {"value": 1, "session_id": "s-run"}, format="json").status_code
-        == 200
+        == 201
     )
     # a later write naming another session does not move the execution
     bob.client.put(f"{board}/note", {"value": 2, "session_id": "s-hijack"}, format="json")

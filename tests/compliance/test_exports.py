@@ -42,7 +42,7 @@ def trail(alice: Caller, bob: Caller, mallory: Caller) -> Caller:
                 subject="Ana", predicate="lives_in", object=FactObject(entity="Porto"), session_id="s-audit"
             ),
         ).fact
-        knowledge.fact_retract(agent=bob.agent, fact_id=fact.pk, reason="moved")
+        knowledge.fact_retract(agent=bob.agent, fact_id=fact.pk, reason="moved", may_curate=True)
         append(bob.agent, 2, session_id="s-audit", start=20)
         append(alice.agent, 2, session_id="s-later", start=30)
         services.anchor_head()

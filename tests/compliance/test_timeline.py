@@ -48,7 +48,7 @@ def test_a_session_page_shows_events_objects_and_decisions(alice: Caller, bob: C
                 subject="Ana", predicate="lives_in", object=FactObject(entity="Porto"), session_id="s-main"
             ),
         ).fact
-        knowledge.fact_retract(agent=bob.agent, fact_id=fact.pk, reason="wrong city")
+        knowledge.fact_retract(agent=bob.agent, fact_id=fact.pk, reason="wrong city", may_curate=True)
     page = officer.get("/admin/sessions/", {"session": "s-main"})
     assert page.status_code == 200
     html = page.content.decode()
