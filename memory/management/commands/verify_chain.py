@@ -1,9 +1,10 @@
 """``manage.py verify_chain --tenant SLUG``: recompute a tenant's episodic hash chain."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from memory.episodic.selectors import chain_verify
+from tenants.selectors import tenant_get
 
 
 class Command(BaseCommand):
@@ -13,7 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True, help="tenant slug (schema name)")
 
     def handle(self, *args: object, tenant: str, **options: object) -> None:
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
         with tenant_context(obj):
