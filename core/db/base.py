@@ -13,7 +13,9 @@ transaction gets no ``SET`` at all (its next statement can only be a rollback, a
 
 With the connection pool on, a connection returned to the pool is reset to the login role and the
 default search path (``RESET ROLE; RESET search_path``, by the pool, before anyone borrows it
-again), so no tenant's role survives its request or task, whether it ended well or not.
+again), so no tenant's role survives its request or task, whether it ended well or not. Without
+the pool (persistent connections), the next unit's first cursor sets its own role before its first
+query all the same.
 """
 
 from __future__ import annotations
