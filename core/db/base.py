@@ -50,6 +50,7 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         #: None, or the role that ``core.tenancy.maintenance()`` / ``login_role()`` asked for
         self.role_override: RoleOverride | None = None
+        self._unit_roles: dict[tuple[RoleOverride | None, str, str], str | None] = {}
         super().__init__(*args, **kwargs)
         self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
         pool = self.settings_dict["OPTIONS"].get("pool")
@@ -60,11 +61,22 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
 
     def unit_role(self) -> str | None:
         """The role the connection's next statement runs as (``None``: the login role)."""
+        key = (self.role_override, self.schema_name, self.settings_dict["NAME"])
+        try:
+            return self._unit_roles[key]
+        except KeyError:
+            pass
+        role: str | None
         if self.role_override == "login":
-            return None
-        if self.role_override == "maintenance" or self.schema_name == get_public_schema_name():
-            return maintenance_role()
-        return tenant_role(self.schema_name, database=self.settings_dict["NAME"])
+            role = None
+        elif self.role_override == "maintenance" or self.schema_name == get_public_schema_name():
+            role = maintenance_role()
+        else:
+            role = tenant_role(self.schema_name, database=self.settings_dict["NAME"])
+        # the names follow from settings: looked up once, not ~5 µs of settings reads per cursor (the
+        # database's name is in the key because the test runner renames it after connecting)
+        self._unit_roles[key] = role
+        return role
 
     def _handle_search_path(self, cursor: Any = None) -> None:
         if not self.tenant_roles:
