@@ -9,11 +9,14 @@ would set it), this script measures:
 - the bare round trip of each form of the ``SET`` (``--statements`` of each, Django's cursor
   wrapper, no query after it);
 - a small ORM read in the tenant (``ApiKey.objects.filter(key_id=...).first()``, the first query of
-  every API request), which pays one ``SET`` per query;
+  every API request), which pays one ``SET`` per query, and the query runs as a role that is not a
+  superuser (privilege checks);
+- a read in the public schema then one in the tenant, as every request does (the domain or key
+  lookup as the maintenance role, then the tenant's work): the role changes at each cursor;
 - the ``SET`` statements one request makes: ``GET /api/v1/me``, ``POST /api/v1/memories/search``
   (k=10, over a handful of memories) and ``GET /api/v1/sessions/{id}/checkpoints/latest`` with the
   Redis copy gone (served from PostgreSQL), through Django's test client in this process, so the
-  per-request overhead is about (added cost per ``SET``) x (``SET`` per request).
+  per-request overhead is about (added cost per ORM read) x (``SET`` per request).
 
 End to end, run ``search_latency.py`` and ``checkpoint_restore.py`` twice on the same services, with
 ``ENGRAM_TENANT_ROLES=0`` (search path only, as before issue 12) and without (see README,
@@ -90,7 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     django_setup()
     from django.db import connection
-    from django_tenants.utils import tenant_context
+    from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
     from rest_framework.test import APIClient
 
     from agents.models import ApiKey
@@ -99,6 +102,7 @@ def main() -> None:
     from memory.checkpoints.services import cache_key, checkpoint_save
     from memory.semantic.models import SemanticMemory
     from memory.semantic.services import MemoryData, memory_create
+    from tenants.models import Domain
 
     tenant, agents, keys = bench_key(TENANT, [AGENT])
     agent, key = agents[AGENT], keys[AGENT]
@@ -139,6 +143,15 @@ def main() -> None:
         results["ORM read in the tenant"] = alternate(
             args.blocks, per_block, lambda: ApiKey.objects.filter(key_id=key_id).first()
         )
+
+        def public_then_tenant() -> None:
+            with schema_context(get_public_schema_name()):
+                Domain.objects.filter(domain="bench.invalid").first()
+            ApiKey.objects.filter(key_id=key_id).first()
+
+        results["read in public, then in the tenant"] = alternate(
+            args.blocks, per_block // 2, public_then_tenant
+        )
         if not SemanticMemory.objects.filter(agent=agent).exists():
             for text in ("Alice lives in Lisbon", "Bob prefers tea", "The report is due in March"):
                 memory_create(
@@ -177,7 +190,6 @@ def main() -> None:
         f"\nTenant roles: cost per statement, {n:,} timed per mode in {args.blocks} alternating blocks (ms)"
     )
     print(f"{'what':<38}{'mode':>6}{'p50':>9}{'p95':>9}{'p99':>9}{'mean':>9}")
-    added: dict[str, float] = {}
     for what, by_mode in results.items():
         for mode in (False, True):
             if not by_mode[mode]:
@@ -188,18 +200,22 @@ def main() -> None:
                 f"{what:<38}{label:>6}{stats['p50']:>9.4f}{stats['p95']:>9.4f}"
                 f"{stats['p99']:>9.4f}{stats['mean']:>9.4f}"
             )
-    set_off = percentiles(results["SET search_path (before)"][False])["p50"]
-    set_on = percentiles(results["SET ROLE; SET search_path (after)"][True])["p50"]
-    orm_off = percentiles(results["ORM read in the tenant"][False])["p50"]
-    orm_on = percentiles(results["ORM read in the tenant"][True])["p50"]
-    added["SET"] = set_on - set_off
-    added["ORM read"] = orm_on - orm_off
-    print(
-        f"\nadded per SET (p50): {added['SET'] * 1000:.1f} µs; per ORM read (p50): {added['ORM read'] * 1000:.1f} µs"
+
+    def added(what: str) -> float:
+        """p50 on minus p50 off, in µs."""
+        return 1000 * (percentiles(results[what][True])["p50"] - percentiles(results[what][False])["p50"])
+
+    bare_set = 1000 * (
+        percentiles(results["SET ROLE; SET search_path (after)"][True])["p50"]
+        - percentiles(results["SET search_path (before)"][False])["p50"]
     )
-    print("SET statements per request, and the estimated overhead (added per SET x SETs):")
+    read, pair = added("ORM read in the tenant"), added("read in public, then in the tenant")
+    print(
+        f"\nadded (p50): {bare_set:.1f} µs per bare SET, {read:.1f} µs per ORM read, {pair:.1f} µs per public+tenant pair"
+    )
+    print("SET statements per request, and the estimated overhead (added per ORM read x SETs):")
     for path, count in counts.items():
-        print(f"  {path:<46}{count:>3}  ~{count * added['SET'] * 1000:,.0f} µs")
+        print(f"  {path:<46}{count:>3}  ~{count * read:,.0f} µs")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} CPUs")
 
