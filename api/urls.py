@@ -14,6 +14,15 @@ from api.rest.knowledge import (
     GraphPathView,
 )
 from api.rest.memories import MemoriesView, MemoryDetailView, MemorySearchView
+from api.rest.procedural import (
+    SkillDetailView,
+    SkillRunsView,
+    SkillsView,
+    SkillVersionDetailView,
+    SkillVersionsView,
+    ToolDetailView,
+    ToolsView,
+)
 from api.rest.stream import execution_stream
 from api.rest.working import (
     BlackboardFieldReadView,
@@ -68,6 +77,17 @@ urlpatterns = [
         CheckpointDetailView.as_view(),
         name="checkpoint-detail",
     ),
+    path("tools", ToolsView.as_view(), name="tools"),
+    path("tools/<str:name>", ToolDetailView.as_view(), name="tool-detail"),
+    path("skills", SkillsView.as_view(), name="skills"),
+    path("skills/<str:name>", SkillDetailView.as_view(), name="skill-detail"),
+    path("skills/<str:name>/versions", SkillVersionsView.as_view(), name="skill-versions"),
+    path(
+        "skills/<str:name>/versions/<int:number>",
+        SkillVersionDetailView.as_view(),
+        name="skill-version-detail",
+    ),
+    path("skills/<str:name>/runs", SkillRunsView.as_view(), name="skill-runs"),
     path(
         "schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"
     ),

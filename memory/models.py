@@ -10,6 +10,7 @@ from memory.knowledge.models import (
     GraphOutbox,
     Predicate,
 )
+from memory.procedural.models import Skill, SkillRun, SkillRunStats, SkillVersion, Tool, ToolVersion
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 
 __all__ = [
@@ -27,4 +28,10 @@ __all__ = [
     "MemoryType",
     "Predicate",
     "SemanticMemory",
+    "Skill",
+    "SkillRun",
+    "SkillRunStats",
+    "SkillVersion",
+    "Tool",
+    "ToolVersion",
 ]

@@ -347,3 +347,148 @@ def open_count(html: str) -> int:
 def rows(html: str) -> list[int]:
     """Ids of the queue rows present in ``html`` (not out-of-band deletions)."""
     return [int(i) for i in re.findall(r'<article class="cq-item" id="contradiction-(\d+)"', html)]
+
+
+# --- procedural memory: the password-reset skill of the README, and its tools ---------------------------
+
+
+def object_schema(properties: dict, required: list[str], **extra: object) -> dict:
+    """A JSON Schema 2020-12 object schema."""
+    return {"type": "object", "properties": properties, "required": required, **extra}
+
+
+PASSWORD_RESET_TOOLS = {
+    "send_verification_code": (
+        "E-mail a six-digit code to the address.",
+        object_schema({"email": {"type": "string", "format": "email"}}, ["email"]),
+        object_schema(
+            {"challenge_id": {"type": "string"}, "expires_in": {"type": "integer"}}, ["challenge_id"]
+        ),
+    ),
+    "verify_code": (
+        "Check the code the user typed against the challenge.",
+        object_schema(
+            {"challenge_id": {"type": "string"}, "code": {"type": "string", "pattern": "^[0-9]{6}$"}},
+            ["challenge_id", "code"],
+        ),
+        object_schema(
+            {"verified": {"type": "boolean"}, "user_id": {"type": "string"}}, ["verified", "user_id"]
+        ),
+    ),
+    "reset_password": (
+        "Invalidate the password and issue a one-time reset link.",
+        object_schema({"user_id": {"type": "string"}, "expires_minutes": {"type": "integer"}}, ["user_id"]),
+        object_schema({"reset_link": {"type": "string", "format": "uri"}}, ["reset_link"]),
+    ),
+    "send_email": (
+        "Send a templated e-mail.",
+        object_schema(
+            {
+                "to": {"type": "string", "format": "email"},
+                "template": {"type": "string", "enum": ["password_reset", "follow_up"]},
+                "data": {"type": "object"},
+            },
+            ["to", "template"],
+        ),
+        object_schema({"message_id": {"type": "string"}}, ["message_id"]),
+    ),
+    "ask_user": (
+        "Ask the user a question in the conversation.",
+        object_schema({"question": {"type": "string", "minLength": 1}}, ["question"]),
+        object_schema({"answer": {"type": "string"}}, ["answer"]),
+    ),
+}
+
+PASSWORD_RESET_INPUT = object_schema(
+    {
+        "email": {"type": "string", "format": "email"},
+        "code": {"type": "string"},
+        "channel": {"type": "string", "enum": ["chat", "email"]},
+    },
+    ["email", "code", "channel"],
+)
+
+PASSWORD_RESET_STEPS = [
+    {
+        "id": "send_code",
+        "tool": "send_verification_code",
+        "params": {"email": {"$ref": "input.email"}},
+        "on_error": "retry",
+        "retries": 2,
+    },
+    {
+        "id": "verify",
+        "tool": "verify_code",
+        "params": {
+            "challenge_id": {"$ref": "steps.send_code.output.challenge_id"},
+            "code": {"$ref": "input.code"},
+        },
+        "output_as": "identity",
+    },
+    {"id": "reset", "tool": "reset_password", "params": {"user_id": {"$ref": "identity.user_id"}}},
+    {
+        "id": "notify",
+        "tool": "send_email",
+        "params": {
+            "to": {"$ref": "input.email"},
+            "template": "password_reset",
+            "data": {"link": {"$ref": "steps.reset.output.reset_link"}},
+        },
+    },
+    {
+        "id": "follow_up",
+        "tool": "ask_user",
+        "when": 'input.channel == "chat" && identity.verified',
+        "params": {"question": "Did the reset link work for you?"},
+        "on_error": "skip",
+    },
+]
+
+PASSWORD_RESET = {
+    "name": "reset-password",
+    "title": "Reset a user's password",
+    "description": "Confirm the user's identity with an e-mailed code, reset the password, "
+    "send the reset link and ask whether it worked.",
+    "intents": ["reset my password", "I forgot my password", "cannot log in, locked out of my account"],
+    "tags": ["accounts", "support"],
+    "input_schema": PASSWORD_RESET_INPUT,
+    "steps": PASSWORD_RESET_STEPS,
+}
+
+
+def tools_define(caller: Caller, tools: dict | None = None) -> None:
+    """POST the tools (default: the password-reset ones) as ``caller``."""
+    for name, (description, input_schema, output_schema) in (tools or PASSWORD_RESET_TOOLS).items():
+        response = caller.post(
+            "/api/v1/tools",
+            {
+                "name": name,
+                "description": description,
+                "input_schema": input_schema,
+                "output_schema": output_schema,
+            },
+        )
+        assert response.status_code in (200, 201), response.content
+
+
+def skill_seed(caller: Caller, **overrides: object) -> dict:
+    """The tools and the password-reset skill proposed by ``caller`` (a draft v1); the response body."""
+    tools_define(caller)
+    response = caller.post("/api/v1/skills", {**PASSWORD_RESET, **overrides})
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def skill_publish(tenant: Tenant, name: str, number: int, *, username: str = "op") -> None:
+    """Publish version ``number`` of skill ``name`` as the person ``username`` (services, no admin)."""
+    from memory.procedural import services as procedural
+    from memory.procedural.models import SkillVersion, VersionStatus
+
+    with tenant_context(tenant):
+        current = SkillVersion.objects.filter(skill__name=name, status=VersionStatus.PUBLISHED).first()
+        procedural.version_publish(
+            username=username,
+            name=name,
+            number=number,
+            expected_published=current.number if current else None,
+        )

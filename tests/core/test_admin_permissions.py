@@ -29,10 +29,18 @@ from django_tenants.utils import schema_context, tenant_context
 
 from agents.models import Agent, ApiKey
 from memory.knowledge.models import Contradiction, ContradictionStatus
-from memory.models import SemanticMemory
+from memory.models import SemanticMemory, Skill, SkillVersion, Tool
 from tenants.admin import public_admin_site
 from tenants.models import Tenant
-from tests.factories import PASSWORD, Caller, conflict_make, requires_model
+from tests.factories import (
+    PASSWORD,
+    PASSWORD_RESET_STEPS,
+    Caller,
+    conflict_make,
+    requires_model,
+    skill_publish,
+    skill_seed,
+)
 from tests.memory.checkpoints.test_checkpoints import body as checkpoint_body
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -153,12 +161,22 @@ def logged_in(door: Door, username: str) -> Client:
 @pytest.fixture
 def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     """Tenant alpha with a row in each model its admin registers: agents and keys (the callers),
-    a semantic memory, a checkpoint, events, predicate, entities, facts and an open contradiction;
-    users and the review groups exist already."""
+    a semantic memory, a checkpoint, events, predicate, entities, facts and an open contradiction,
+    tools, a published skill with a reported run and an agent's proposed draft; users and the
+    review groups exist already."""
     created = alice.post("/api/v1/memories", {"content": "Alice prefers tea to coffee."})
     assert created.status_code == 201, created.content
     saved = alice.post("/api/v1/sessions/s-seed/checkpoints", checkpoint_body(1))
     assert saved.status_code == 201, saved.content
+    skill_seed(alice)
+    skill_publish(alice.tenant, "reset-password", 1)
+    ran = alice.post("/api/v1/skills/reset-password/runs", {"version": 1, "success": True})
+    assert ran.status_code == 201, ran.content
+    proposed = bob.post(
+        "/api/v1/skills/reset-password/versions",
+        {"steps": PASSWORD_RESET_STEPS[:4], "change_note": "no follow-up question"},
+    )
+    assert proposed.status_code == 201, proposed.content
     with tenant_context(alice.tenant):
         conflict_make(alice.agent, bob.agent)
         get_user_model().objects.create_user("bystander", "bystander@example.com", PASSWORD)
@@ -320,11 +338,20 @@ def test_a_platform_staff_user_without_permissions_never_gets_a_500(public_seede
 def test_the_walker_covers_both_sites_and_every_custom_url() -> None:
     """The walker's discovery finds what is there today (so it is not walking an empty list)."""
     tenant = Door(admin.site, "alpha.localhost", "config.urls", "alpha", ("alpha", "public"))
-    assert {Agent, ApiKey, SemanticMemory, Contradiction} <= set(tenant.site._registry)
+    assert {Agent, ApiKey, SemanticMemory, Contradiction, Skill, SkillVersion, Tool} <= set(
+        tenant.site._registry
+    )
     assert Tenant in PUBLIC_DOOR.site._registry
     contradiction_admin = tenant.site._registry[Contradiction]
     names = {p.name for p in custom_patterns(contradiction_admin.get_urls(), set())}
     assert {"memory_contradiction_queue", "memory_contradiction_resolve"} <= names
+    skill_urls = {p.name for p in custom_patterns(tenant.site._registry[Skill].get_urls(), set())}
+    assert {
+        "memory_skill_version",
+        "memory_skill_publish",
+        "memory_skill_diff",
+        "memory_skill_proposals",
+    } <= skill_urls
     user_admin = tenant.site._registry[get_user_model()]
     assert "auth_user_password_change" in {p.name for p in custom_patterns(user_admin.get_urls(), set())}
     assert site_level_urls(tenant) == ["/admin/metrics/"]

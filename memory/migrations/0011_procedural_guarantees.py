@@ -1,0 +1,140 @@
+"""Procedural memory's guarantees that the ORM cannot express, and who may do what.
+
+- Tool versions are immutable and never deleted: skills are validated against them and pin them.
+- A skill version that left the draft state keeps its content: only ``status``,
+  ``status_changed_at`` and ``retired_at`` may change (publish, retire, roll back), it never becomes
+  a draft again and is never deleted. The row is compared as ``jsonb`` minus those columns, so a
+  column added later is covered without touching the trigger. TRUNCATE is refused on both tables.
+- One HNSW index (cosine) per supported dimension on ``memory_skill.embedding::vector(d)``, partial
+  on that dimension (the mixed-dimension pattern of migration 0002).
+- The permissions of the tenant groups: operators edit, publish, retire and roll back skills; compliance officers look at everything (see 0005 for why permissions are created
+  here first).
+"""
+
+from django.apps import apps as global_apps
+from django.contrib.auth.management import create_permissions
+from django.db import migrations
+
+from memory.procedural.models import INDEXED_DIMENSIONS
+
+IMMUTABLE = """
+CREATE OR REPLACE FUNCTION engram_reject_toolversion_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'tool versions are immutable: % on % is not allowed (save a new version)', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER memory_toolversion_immutable BEFORE UPDATE OR DELETE ON memory_toolversion
+    FOR EACH ROW EXECUTE FUNCTION engram_reject_toolversion_mutation();
+CREATE TRIGGER memory_toolversion_no_truncate BEFORE TRUNCATE ON memory_toolversion
+    FOR EACH STATEMENT EXECUTE FUNCTION engram_reject_toolversion_mutation();
+
+CREATE OR REPLACE FUNCTION engram_guard_skillversion() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        RAISE EXCEPTION 'skill versions cannot be truncated' USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF OLD.status = 'draft' THEN
+        IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+        RETURN NEW;
+    END IF;
+    IF TG_OP = 'DELETE' THEN
+        RAISE EXCEPTION 'skill version % (%) is %: it cannot be deleted', OLD.id, OLD.number, OLD.status
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NEW.status = 'draft' THEN
+        RAISE EXCEPTION 'skill version % was %: it cannot become a draft again', OLD.id, OLD.status
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF (to_jsonb(NEW) - 'status' - 'status_changed_at' - 'retired_at')
+       IS DISTINCT FROM (to_jsonb(OLD) - 'status' - 'status_changed_at' - 'retired_at') THEN
+        RAISE EXCEPTION 'skill version % is %: its content is immutable (start a new draft)', OLD.id, OLD.status
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER memory_skillversion_immutable BEFORE UPDATE OR DELETE ON memory_skillversion
+    FOR EACH ROW EXECUTE FUNCTION engram_guard_skillversion();
+CREATE TRIGGER memory_skillversion_no_truncate BEFORE TRUNCATE ON memory_skillversion
+    FOR EACH STATEMENT EXECUTE FUNCTION engram_guard_skillversion();
+"""
+DROP_IMMUTABLE = """
+DROP TRIGGER IF EXISTS memory_skillversion_no_truncate ON memory_skillversion;
+DROP TRIGGER IF EXISTS memory_skillversion_immutable ON memory_skillversion;
+DROP FUNCTION IF EXISTS engram_guard_skillversion();
+DROP TRIGGER IF EXISTS memory_toolversion_no_truncate ON memory_toolversion;
+DROP TRIGGER IF EXISTS memory_toolversion_immutable ON memory_toolversion;
+DROP FUNCTION IF EXISTS engram_reject_toolversion_mutation();
+"""
+
+HNSW = "\n".join(
+    f"CREATE INDEX skill_hnsw_{d} ON memory_skill USING hnsw ((embedding::vector({d})) vector_cosine_ops) "
+    f"WHERE embedding_dimensions = {d};"
+    for d in INDEXED_DIMENSIONS
+)
+DROP_HNSW = "\n".join(f"DROP INDEX IF EXISTS skill_hnsw_{d};" for d in INDEXED_DIMENSIONS)
+
+VIEW = [
+    "memory.view_tool",
+    "memory.view_toolversion",
+    "memory.view_skill",
+    "memory.view_skillversion",
+    "memory.view_skillrun",
+]
+GROUPS = {
+    "operator": [
+        *VIEW,
+        "memory.add_skill",
+        "memory.change_skill",
+        "memory.add_skillversion",
+        "memory.change_skillversion",
+        "memory.publish_skillversion",
+    ],
+    "compliance officer": VIEW,
+}
+
+
+def grant(apps, schema_editor):
+    alias = schema_editor.connection.alias
+    ContentType = apps.get_model("contenttypes", "ContentType")
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    ContentType.objects.clear_cache()
+    create_permissions(global_apps.get_app_config("memory"), verbosity=0, using=alias, apps=apps)
+    for name, perms in GROUPS.items():
+        group, _ = Group.objects.using(alias).get_or_create(name=name)
+        for perm in perms:
+            app_label, codename = perm.split(".")
+            group.permissions.add(
+                Permission.objects.using(alias).get(content_type__app_label=app_label, codename=codename)
+            )
+
+
+def revoke(apps, schema_editor):
+    alias = schema_editor.connection.alias
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    for name, perms in GROUPS.items():
+        group = Group.objects.using(alias).filter(name=name).first()
+        if group is None:
+            continue
+        for perm in perms:
+            app_label, codename = perm.split(".")
+            group.permissions.remove(
+                *Permission.objects.using(alias).filter(content_type__app_label=app_label, codename=codename)
+            )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("contenttypes", "0002_remove_content_type_name"),
+        ("memory", "0010_procedural"),
+    ]
+
+    operations = [
+        migrations.RunSQL(IMMUTABLE, DROP_IMMUTABLE),
+        migrations.RunSQL(HNSW, DROP_HNSW),
+        migrations.RunPython(grant, revoke),
+    ]

@@ -1,0 +1,1 @@
+"""Procedural memory: tools (JSON Schema contracts) and versioned skills (validated step lists)."""
