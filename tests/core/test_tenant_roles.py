@@ -9,20 +9,32 @@ SQLSTATE of ``SELECT count(*) FROM "<other>".memory_semanticmemory``.
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 from django.db import DatabaseError, connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import schema_context, tenant_context
 
+from core.db.base import reset_pooled_connection
 from core.tenancy import login_role, maintenance, maintenance_role, tenant_role
+from memory.procedural.models import Skill
 from tenants.models import Tenant
 from tenants.services import tenant_create
 from tests.core.role_probe import probe_sql
 from tests.core.role_probe_tasks import cross_schema_probe
-from tests.factories import Caller, admin_client, asgi_server, make_caller
+from tests.factories import (
+    Caller,
+    admin_client,
+    asgi_server,
+    make_caller,
+    requires_model,
+    skill_publish,
+    skill_seed,
+)
 
 INSUFFICIENT_PRIVILEGE = "42501"
 PROBE_URLS = "tests.core.role_probe"
@@ -78,6 +90,68 @@ def test_a_command_in_a_tenant_cannot_read_another_tenants_schema(tenant_a: Tena
     with schema_context("beta"):  # by schema name alone, too
         seen = probe_sql("alpha")
     assert (seen["role"], seen["other_schema"]) == (tenant_role("beta"), INSUFFICIENT_PRIVILEGE)
+
+
+# the statement the backend sends before a cursor's first query (core/db/base.py)
+SET_ROLE = re.compile(r'^(?:SET ROLE "((?:[^"]|"")+)"|RESET ROLE); SET search_path = ')
+LOGIN = "<the login role>"
+
+
+def statements_by_role(queries: list[dict[str, str]], start: str) -> list[tuple[str, str]]:
+    """(role, sql) of each statement in ``queries`` (``CaptureQueriesContext``), the role being the
+    one the last ``SET ROLE`` before it chose (``start`` before any)."""
+    role, seen = start, []
+    for query in queries:
+        switch = SET_ROLE.match(query["sql"])
+        if switch:
+            role = switch.group(1).replace('""', '"') if switch.group(1) else LOGIN
+        else:
+            seen.append((role, query["sql"]))
+    return seen
+
+
+@requires_model
+def test_procedural_memory_runs_as_the_tenants_role(alice: Caller) -> None:
+    """The procedural layer's API (the skill match's raw SQL too) and its admin pages (the editor,
+    the diff, the proposals queue, from the host name) read and write their tables as the tenant's
+    role; only the routing (domain and tenant lookups) runs as the maintenance role, before it."""
+    skill_seed(alice)
+    skill_publish(alice.tenant, "reset-password", 1)
+    operator = admin_client(alice.tenant, "op-roles", group="operator")
+    with tenant_context(alice.tenant):
+        pk = Skill.objects.get(name="reset-password").pk
+    units: dict[str, Callable[[], object]] = {
+        "match": lambda: alice.get("/api/v1/skills", {"intent": "I forgot my password"}),
+        "skill": lambda: alice.get("/api/v1/skills/reset-password"),
+        "tools": lambda: alice.get("/api/v1/tools"),
+        "run": lambda: alice.post("/api/v1/skills/reset-password/runs", {"version": 1, "success": True}),
+        "admin list": lambda: operator.get("/admin/memory/skill/"),
+        "admin editor": lambda: operator.get(f"/admin/memory/skill/{pk}/versions/1/"),
+        "admin diff": lambda: operator.get(f"/admin/memory/skill/{pk}/diff/"),
+        "admin proposals": lambda: operator.get("/admin/memory/skill/proposals/"),
+    }
+    for name, unit in units.items():
+        connection.set_schema_to_public()  # where every request starts (TenantMainMiddleware)
+        assert current_role()[0] == maintenance_role()
+        with CaptureQueriesContext(connection) as ctx:
+            response = unit()
+        assert response.status_code in (200, 201), (name, response.content[:300])  # type: ignore[attr-defined]
+        statements = statements_by_role(ctx.captured_queries, maintenance_role())
+        procedural = [(role, sql) for role, sql in statements if re.search(r"\bmemory_(skill|tool)", sql)]
+        assert procedural, name  # the unit did read its tables
+        assert {role for role, _ in procedural} == {tenant_role("alpha")}, name
+        routing = {sql for role, sql in statements if role != tenant_role("alpha")}
+        assert all("tenants_" in sql for sql in routing), (name, routing)
+
+
+def test_the_suite_runs_with_the_connection_pool_resetting_roles(db) -> None:  # type: ignore[no-untyped-def]
+    """The acceptance asks for the whole suite with the pool on: the test settings keep
+    ``DATABASE_POOL`` on, this process's connection is lent by the pool, and the pool resets it."""
+    pool = connection.settings_dict["OPTIONS"].get("pool")
+    assert pool, "DATABASE_POOL is off: the suite must run with the connection pool"
+    assert pool["reset"] is reset_pooled_connection
+    connection.ensure_connection()
+    assert getattr(connection.connection, "_pool", None) is connection.pool is not None
 
 
 def current_role() -> tuple[str, str]:
