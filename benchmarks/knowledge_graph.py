@@ -308,6 +308,7 @@ def load(tenant: Any, agents: dict[str, Any], plan: Plan) -> dict[str, Any] | No
     from django_tenants.utils import tenant_context
 
     from config.celery import app as celery_app
+    from core.tenancy import maintenance
     from memory.knowledge.models import FactProvenance
     from memory.knowledge.services import fact_assert
 
@@ -342,7 +343,7 @@ def load(tenant: Any, agents: dict[str, Any], plan: Plan) -> dict[str, Any] | No
                     flush=True,
                 )
         wall = time.perf_counter() - t_start
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:  # ANALYZE is the tables' owner's
             for table in ("memory_entity", "memory_fact", "memory_factprovenance", "memory_graphoutbox",
                           "memory_contradiction", "memory_predicate"):  # fmt: skip
                 cursor.execute(f"ANALYZE {table}")

@@ -93,6 +93,7 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
     from django.utils import timezone
     from django_tenants.utils import tenant_context
 
+    from core.tenancy import maintenance
     from memory.embeddings import get_embedder
     from memory.semantic.models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
     from memory.semantic.services import content_hash
@@ -165,7 +166,7 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
                     print(f"    {inserted:,} rows ({rate:,.0f} rows/s)", flush=True)
         if rows:
             insert(rows, clocks)
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:  # ANALYZE is the tables' owner's
             cursor.execute("ANALYZE memory_semanticmemory")
             cursor.execute("ANALYZE memory_memoryaccess")
         print(f"  filled in {time.perf_counter() - t0:,.0f} s; ANALYZE done", flush=True)

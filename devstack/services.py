@@ -42,7 +42,8 @@ def services(
             env["DATABASE_URL"] = os.environ["DATABASE_URL"]
         else:
             pg = EmbeddedPostgres(VAR_DIR / profile / f"pg{POSTGRES_VERSION}")
-            env["DATABASE_URL"] = pg.start()
+            # ENGRAM_PG_APP_USER: connect as a login role that is not a superuser (CI's tests)
+            env["DATABASE_URL"] = pg.start(app_user=os.environ.get("ENGRAM_PG_APP_USER") or None)
             started.append(pg)
         if os.environ.get("REDIS_URL"):
             env["REDIS_URL"] = os.environ["REDIS_URL"]

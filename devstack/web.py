@@ -11,13 +11,15 @@ from pathlib import Path
 from devstack import VAR_DIR
 
 
-def uvicorn_command(port: int, *, log_level: str = "warning", workers: int = 1) -> list[str]:
-    """The command line of the ASGI web server on 127.0.0.1:``port`` (no access log)."""
+def uvicorn_command(
+    port: int, *, log_level: str = "warning", workers: int = 1, app: str = "config.asgi:application"
+) -> list[str]:
+    """The command line of the ASGI web server for ``app`` on 127.0.0.1:``port`` (no access log)."""
     return [
         sys.executable,
         "-m",
         "uvicorn",
-        "config.asgi:application",
+        app,
         "--host",
         "127.0.0.1",
         "--port",

@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django_tenants.models import DomainMixin, TenantMixin
+from django_tenants.utils import get_public_schema_name, schema_exists
+
+from core.tenancy import maintenance, roles_enabled
+
+from . import roles
 
 unit_interval = [MinValueValidator(0.0), MaxValueValidator(1.0)]
 schema_name_validator = RegexValidator(
@@ -89,6 +94,33 @@ class Tenant(TenantMixin):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.schema_name})"
+
+    def create_schema(
+        self, check_if_exists: bool = False, sync_schema: bool = True, verbosity: int = 1
+    ) -> bool:
+        """django-tenants' schema creation (the schema, then the tenant migrations in it), as the
+        maintenance role, followed by the tenant's role (``tenants.roles.tenant_role_ensure``).
+        Every way of creating a tenant goes through here (``tenant_create``, the platform admin)."""
+        with maintenance():
+            created = super().create_schema(
+                check_if_exists=check_if_exists, sync_schema=sync_schema, verbosity=verbosity
+            )
+            if (
+                roles_enabled()
+                and self.schema_name != get_public_schema_name()
+                and schema_exists(self.schema_name)
+            ):
+                roles.tenant_role_ensure(self.schema_name)
+        return created is not False
+
+    def _drop_schema(self, force_drop: bool = False) -> None:
+        """Drop the tenant's role, then what django-tenants drops (the schema when ``force_drop`` or
+        ``auto_drop_schema``), as the maintenance role. The role goes first: if it cannot be
+        dropped (someone granted it more), nothing has been dropped yet."""
+        with maintenance():
+            if roles_enabled() and self.schema_name != get_public_schema_name():
+                roles.tenant_role_drop(self.schema_name)
+            super()._drop_schema(force_drop)
 
     @property
     def slug(self) -> str:

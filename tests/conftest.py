@@ -23,6 +23,8 @@ from tenants.services import public_tenant_ensure, tenant_create
 from tests.factories import (
     BASE_DIR,
     Caller,
+    drop_stale_test_roles,
+    drop_tenant_roles_of,
     make_caller,
     shared_missing,
     test_database_env,
@@ -39,7 +41,9 @@ def django_db_setup(django_test_environment, django_db_blocker) -> Iterator[None
     from django.test.utils import setup_databases, teardown_databases
 
     with django_db_blocker.unblock():
+        drop_stale_test_roles()
         db_config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+        test_database = connection.settings_dict["NAME"]
         public_tenant_ensure(domain="localhost")
         tenant_create(slug="alpha", name="Alpha", domain="alpha.localhost")
         tenant_create(slug="beta", name="Beta", domain="beta.localhost")
@@ -47,6 +51,7 @@ def django_db_setup(django_test_environment, django_db_blocker) -> Iterator[None
     yield
     with django_db_blocker.unblock():
         teardown_databases(db_config, verbosity=0)
+        drop_tenant_roles_of(test_database)
 
 
 @pytest.fixture(autouse=True)
@@ -121,10 +126,14 @@ def neo4j_driver():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def celery_worker(django_db_setup, django_db_blocker) -> Iterator[subprocess.Popen[bytes]]:  # type: ignore[no-untyped-def]
-    """A real Celery worker process on the test database and the test Redis."""
+    """A real Celery worker process on the test database and the test Redis (it also loads the
+    tenant-role probe task of tests/core/role_probe_tasks.py)."""
     env = test_database_env()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
+        [
+            *(sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo"),
+            *("--loglevel", "WARNING", "--include", "tests.core.role_probe_tasks"),
+        ],
         cwd=BASE_DIR,
         env=env,
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 from django.test import Client
 from django.utils import timezone
 from django_tenants.utils import tenant_context
@@ -90,6 +91,60 @@ def make_caller(tenant: Tenant, name: str, scopes: tuple[str, ...] = (Scope.READ
     return Caller(tenant, agent, key, client)
 
 
+def drop_tenant_roles_of(database: str) -> None:
+    """Drop the tenant roles of the (dropped) test database ``database``: roles belong to the whole
+    server and outlive the database. Only for a prefix derived from the database's name."""
+    from django.conf import settings
+
+    from core.tenancy import maintenance_role, quote_ident, roles_enabled, tenant_role
+
+    if not roles_enabled() or settings.ENGRAM.get("DB_TENANT_ROLE_PREFIX"):
+        return
+    prefix = tenant_role("", database=database)
+    with connection._nodb_cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute(f"SET ROLE {quote_ident(maintenance_role())}")
+        cursor.execute("SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", [prefix])
+        for (name,) in cursor.fetchall():
+            cursor.execute(f"DROP ROLE {quote_ident(name)}")
+
+
+def drop_stale_test_roles() -> None:
+    """Drop the tenant roles left by test runs whose database is gone (a run killed before its
+    teardown), so they do not pile up on a server the runs share."""
+    from core.tenancy import maintenance_role, quote_ident, roles_enabled
+
+    if not roles_enabled():
+        return
+    with connection._nodb_cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [maintenance_role()])
+        if cursor.fetchone() is None:
+            return  # a fresh server: nothing can be stale yet
+        cursor.execute(f"SET ROLE {quote_ident(maintenance_role())}")
+        cursor.execute(
+            "SELECT r.rolname FROM pg_roles r WHERE r.rolname ~ '^test_engram_[0-9]+_t_' AND NOT EXISTS "
+            "(SELECT 1 FROM pg_database d WHERE starts_with(r.rolname, d.datname || '_t_'))"
+        )
+        for (name,) in cursor.fetchall():
+            cursor.execute(f"DROP ROLE {quote_ident(name)}")
+
+
+@contextmanager
+def behind_the_triggers() -> Iterator[CursorWrapper]:
+    """A cursor in the current tenant's schema with the episodic log's append-only trigger off for
+    the block: what the owner of the tables (the maintenance role) could do behind the API's back.
+    The chain must still tell."""
+    from core.tenancy import maintenance
+
+    with maintenance(), connection.cursor() as cursor:
+        # ALTER TABLE refuses while the transaction's deferred FK checks on the table are pending
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("ALTER TABLE memory_event DISABLE TRIGGER memory_event_append_only")
+        try:
+            yield cursor
+        finally:
+            cursor.execute("ALTER TABLE memory_event ENABLE TRIGGER memory_event_append_only")
+
+
 def test_database_env(**extra: str) -> dict[str, str]:
     """Environment for a child process (Celery worker, web server) using this run's test database
     on the suite's PostgreSQL server, and the suite's Redis and Neo4j."""
@@ -98,13 +153,16 @@ def test_database_env(**extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def asgi_server(**extra_env: str) -> Iterator[int]:
-    """A real uvicorn process on the test database for the ``with`` block; yields its port."""
+def asgi_server(app: str = "config.asgi:application", **extra_env: str) -> Iterator[int]:
+    """A real uvicorn process serving ``app`` on the test database for the ``with`` block; yields
+    its port."""
     from devstack import free_port
     from devstack.web import uvicorn_command, wait_for_http
 
     port = free_port()
-    server = subprocess.Popen(uvicorn_command(port), cwd=BASE_DIR, env=test_database_env(**extra_env))
+    server = subprocess.Popen(
+        uvicorn_command(port, app=app), cwd=BASE_DIR, env=test_database_env(**extra_env)
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/api/v1/me", server)
         yield port

@@ -104,7 +104,8 @@ ASGI_APPLICATION = "config.asgi.application"
 
 # --- data stores ------------------------------------------------------------------------------------
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/engram")}
-DATABASES["default"]["ENGINE"] = "django_tenants.postgresql_backend"
+# django-tenants' backend, with each unit of work under its tenant's PostgreSQL role (core/db/base.py)
+DATABASES["default"]["ENGINE"] = "core.db"
 # a Unix-socket directory arrives percent-encoded in the URL host (postgres://user@%2Fpath/db)
 DATABASES["default"]["HOST"] = unquote(DATABASES["default"].get("HOST", ""))
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
@@ -293,6 +294,12 @@ ENGRAM = {
     "ANCHOR_SINK_TIMEOUT": env.float("ENGRAM_ANCHOR_SINK_TIMEOUT", default=5.0),
     # compliance export archives, one folder per tenant
     "EXPORT_DIR": env("ENGRAM_EXPORT_DIR", default=str(BASE_DIR / "var" / "exports")),
+    # Tenant isolation by the database (core/tenancy.py): each unit of work runs as its tenant's
+    # role, the public schema's work as the maintenance role. Off: search_path only (for measuring).
+    "TENANT_ROLES": env.bool("ENGRAM_TENANT_ROLES", default=True),
+    "DB_MAINTENANCE_ROLE": env("ENGRAM_DB_MAINTENANCE_ROLE", default="engram_maint"),
+    # empty: "<database name>_t_" (roles are per cluster; the prefix keeps databases apart)
+    "DB_TENANT_ROLE_PREFIX": env("ENGRAM_DB_TENANT_ROLE_PREFIX", default=""),
 }
 
 LOGGING = {

@@ -10,6 +10,7 @@ from agents.models import Agent
 from agents.services import agent_create
 from memory.episodic.services import EventData, events_append
 from memory.episodic.tasks import verify_chain
+from tests.factories import behind_the_triggers
 
 
 def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) -> None:  # type: ignore[no-untyped-def]
@@ -32,10 +33,8 @@ def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) 
         "reason": "",
     }
 
-    with tenant_context(scratch_tenant), connection.cursor() as cursor:
-        cursor.execute("SET session_replication_role = replica")
+    with tenant_context(scratch_tenant), behind_the_triggers() as cursor:
         cursor.execute("UPDATE memory_event SET content = 'forged' WHERE seq = 2")
-        cursor.execute("SET session_replication_role = origin")
     with tenant_context(scratch_tenant):
         result = verify_chain.delay().get(timeout=90)
     assert result["ok"] is False and result["broken_seq"] == 2

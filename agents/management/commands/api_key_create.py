@@ -1,11 +1,12 @@
 """``manage.py api_key_create --tenant SLUG --agent NAME [--scopes read,write]``."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from agents.models import Agent, Scope
 from agents.services import agent_create, api_key_create
 from core.errors import InvalidInput
+from tenants.selectors import tenant_get
 
 
 class Command(BaseCommand):
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         wanted = [s.strip() for s in scopes.split(",") if s.strip()]
         if not wanted or set(wanted) - set(Scope.values):
             raise CommandError(f"--scopes must be a comma list of {', '.join(Scope.values)}")
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
         with tenant_context(obj):

@@ -1,10 +1,11 @@
 """``manage.py api_key_revoke --tenant SLUG KEY_ID``: revoke a key (it answers 401 from then on)."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from agents.models import ApiKey
 from agents.services import api_key_revoke
+from tenants.selectors import tenant_get
 
 
 class Command(BaseCommand):
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True)
 
     def handle(self, *args: object, key_id: str, tenant: str, **options: object) -> None:
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
         with tenant_context(obj):

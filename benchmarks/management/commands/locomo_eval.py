@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from agents.models import Agent
 from benchmarks import locomo
@@ -23,6 +23,7 @@ from benchmarks.management.commands.locomo_ingest import load_samples
 from memory.episodic.models import Event, EventKind
 from memory.semantic.selectors import MemoryFilters
 from memory.semantic.services import memory_search
+from tenants.selectors import tenant_get
 
 
 def parse_ks(text: str) -> list[int]:
@@ -51,7 +52,7 @@ class Command(BaseCommand):
         ks = parse_ks(k)
         depth = ks[-1]
         samples = load_samples(path)
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}: run locomo_ingest first")
         stats = locomo.EvidenceStats()

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from agents.models import Agent
 from agents.services import agent_create
@@ -32,6 +32,7 @@ from memory.episodic.models import Event, EventKind, EventRole
 from memory.episodic.services import EventData, events_append
 from memory.semantic.models import MemoryScope, MemoryType
 from memory.semantic.services import MemoryData, memory_create
+from tenants.selectors import tenant_get
 from tenants.services import tenant_create
 
 # Texts are embedded shortest first in small batches: a batch is padded to its longest text, so
@@ -72,7 +73,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, path: str, tenant: str, agent: str, **options: Any) -> None:
         samples = load_samples(path)
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             obj, _ = tenant_create(slug=tenant)
             self.stdout.write(f"created tenant {tenant}")

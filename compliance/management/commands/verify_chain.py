@@ -1,10 +1,11 @@
 """``manage.py verify_chain --tenant SLUG [--anchors-file FILE]``: verify a tenant's trail."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from compliance.verification import sink_records, trail_verify
 from core.errors import ServiceUnavailable
+from tenants.selectors import tenant_get
 
 
 class Command(BaseCommand):
@@ -20,7 +21,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, tenant: str, anchors_file: str | None = None, **options: object) -> None:
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
         with tenant_context(obj):

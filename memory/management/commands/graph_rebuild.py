@@ -3,9 +3,10 @@
 import time
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django_tenants.utils import get_tenant_model, tenant_context
+from django_tenants.utils import tenant_context
 
 from memory.knowledge.projection import graph_rebuild
+from tenants.selectors import tenant_get
 
 
 class Command(BaseCommand):
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", required=True)
 
     def handle(self, *args: object, tenant: str, **options: object) -> None:
-        obj = get_tenant_model().objects.filter(schema_name=tenant).first()
+        obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
         started = time.perf_counter()

@@ -18,9 +18,10 @@ from django.db import connection
 from django_tenants.utils import tenant_context
 
 from core.canonical_json import canonical_json
+from core.tenancy import maintenance
 from memory.episodic.models import Event
 from memory.episodic.selectors import chain_verify
-from tests.factories import Caller
+from tests.factories import Caller, behind_the_triggers
 
 EDGE_PAYLOADS: list[dict[str, Any]] = [
     {"big": 1e20, "bigger": 1e21, "neg": -1e20},
@@ -119,14 +120,13 @@ def test_verify_chain_command_passes_on_honest_edge_events(alice: Caller, capsys
 
 def test_a_payload_altered_behind_the_trigger_is_detected(alice: Caller) -> None:
     post_events(alice, EDGE_PAYLOADS[:3])
-    with tenant_context(alice.tenant), connection.cursor() as cursor:
-        cursor.execute("SET session_replication_role = replica")  # a superuser switches triggers off
-        # the same numbers as a person would read them, written in another form
+    with tenant_context(alice.tenant), behind_the_triggers() as cursor:
+        # the same numbers as a person would read them, written in another form by the tables' owner
         cursor.execute(
             "UPDATE memory_event SET payload_json = %s WHERE seq = 2",
             [json.dumps({"also": 0.0, "int_zero": 0, "zero": 0.0})],
         )
-        cursor.execute("SET session_replication_role = origin")
+    with tenant_context(alice.tenant):
         report = chain_verify()
     assert not report.ok
     assert report.broken_seq == 2
@@ -147,7 +147,8 @@ def test_events_written_before_format_2_keep_verifying(scratch_tenant, django_db
 
     with django_db_blocker.unblock(), tenant_context(scratch_tenant):
         executor = MigrationExecutor(connection)
-        executor.migrate([("memory", "0007_memory_access")])
+        with maintenance():  # migrations run as the tables' owner
+            executor.migrate([("memory", "0007_memory_access")])
         agent = agent_create(name="legacy")
         prev = GENESIS_HASH
         when = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
@@ -174,7 +175,8 @@ def test_events_written_before_format_2_keep_verifying(scratch_tenant, django_db
                 prev = digest
             cursor.execute("UPDATE memory_chainhead SET last_seq = 2, last_hash = %s WHERE id = 1", [prev])
         executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes("memory"))
+        with maintenance():
+            executor.migrate(executor.loader.graph.leaf_nodes("memory"))
         assert list(Event.objects.order_by("seq").values_list("hash_version", flat=True)) == [1, 1]
         assert Event.objects.get(seq=2).payload == {"ok": True, "score": 0.25}
         events_append(

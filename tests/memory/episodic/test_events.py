@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 
 import pytest
@@ -10,9 +11,10 @@ from django.db import DatabaseError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import tenant_context
 
+from core.tenancy import maintenance
 from memory.episodic.models import Event
 from memory.episodic.selectors import chain_verify
-from tests.factories import UNICODE_SAMPLES, Caller, event
+from tests.factories import UNICODE_SAMPLES, Caller, behind_the_triggers, event
 
 
 def test_single_and_batch_append_form_a_chain(alice: Caller) -> None:
@@ -135,21 +137,26 @@ def test_other_tenant_sees_no_events(alice: Caller, mallory: Caller) -> None:
 
 
 @pytest.mark.parametrize(
-    "statement",
+    ("statement", "as_owner", "refusal"),
     [
-        "UPDATE memory_event SET content = 'rewritten'",
-        "DELETE FROM memory_event",
-        "TRUNCATE memory_event CASCADE",
+        ("UPDATE memory_event SET content = 'rewritten'", False, "append-only"),
+        ("DELETE FROM memory_event", False, "append-only"),
+        # the tenant's role may not truncate at all; the tables' owner is stopped by the trigger
+        ("TRUNCATE memory_event CASCADE", False, "permission denied for table memory_event"),
+        ("TRUNCATE memory_event CASCADE", True, "append-only"),
     ],
 )
-def test_raw_sql_cannot_change_or_remove_events(alice: Caller, statement: str) -> None:
+def test_raw_sql_cannot_change_or_remove_events(
+    alice: Caller, statement: str, as_owner: bool, refusal: str
+) -> None:
     alice.post("/api/v1/events", event("immutable"))
     with tenant_context(alice.tenant):
         with connection.cursor() as cursor:
             # flush the deferred FK checks of the insert, or TRUNCATE refuses for that reason instead
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         with (
-            pytest.raises(DatabaseError, match="append-only"),
+            pytest.raises(DatabaseError, match=refusal),
+            maintenance() if as_owner else contextlib.nullcontext(),
             transaction.atomic(),
             connection.cursor() as cursor,
         ):
@@ -163,11 +170,9 @@ def test_verify_chain_finds_a_row_altered_behind_the_triggers_back(alice: Caller
     call_command("verify_chain", tenant="alpha", stdout=out)
     assert "chain intact: 10 events verified" in out.getvalue()
 
-    with tenant_context(alice.tenant), connection.cursor() as cursor:
-        # a superuser can switch triggers off for a session; the chain still tells
-        cursor.execute("SET session_replication_role = replica")
+    with tenant_context(alice.tenant), behind_the_triggers() as cursor:
+        # the tables' owner can switch the trigger off; the chain still tells
         cursor.execute("UPDATE memory_event SET content = 'forged' WHERE seq = 7")
-        cursor.execute("SET session_replication_role = origin")
     out = io.StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("verify_chain", tenant="alpha", stdout=out)
@@ -179,10 +184,8 @@ def test_verify_chain_finds_a_row_altered_behind_the_triggers_back(alice: Caller
 def test_verify_chain_finds_a_deleted_row(alice: Caller) -> None:
     alice.post("/api/v1/events", [event(f"turn {i}") for i in range(5)])
     with tenant_context(alice.tenant):
-        with connection.cursor() as cursor:
-            cursor.execute("SET session_replication_role = replica")
+        with behind_the_triggers() as cursor:
             cursor.execute("DELETE FROM memory_event WHERE seq IN (3, 5)")
-            cursor.execute("SET session_replication_role = origin")
         report = chain_verify()
     assert not report.ok and report.broken_seq == 4 and "gap" in report.reason
 

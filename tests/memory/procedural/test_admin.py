@@ -311,8 +311,10 @@ def test_a_staff_user_without_permissions_sees_nothing_of_a_skill(alice: Caller,
 
 
 def test_another_tenants_admin_shows_nothing_of_the_skill(
-    alice: Caller, draft: SkillVersion, tenant_b
+    tenant_b, alice: Caller, draft: SkillVersion
 ) -> None:  # type: ignore[no-untyped-def]
+    # tenant_b first: it reads the public schema, which ``draft``'s API requests leave for alpha's
+    # (and alpha's database role may not read tenants_tenant)
     outsider = admin_client(tenant_b, "op-beta", group="operator")
     assert "reset-password" not in outsider.get("/admin/memory/skill/").content.decode()
     for url in (

@@ -1,0 +1,111 @@
+"""django-tenants' PostgreSQL backend, with every unit of work under its tenant's role (issue 12).
+
+django-tenants runs ``SET search_path = <schema>, public`` on each cursor before its first query.
+This backend puts ``SET ROLE <role>`` in the same statement (one round trip, as before), with the
+role chosen by ``unit_role``: the tenant's role in a tenant's schema, the maintenance role in the
+public schema or inside ``core.tenancy.maintenance()``, the login role inside ``login_role()``.
+
+A ``SET`` that fails is raised, never passed over: django-tenants ignores a failed ``SET search_path``
+(the transaction is already aborted, the next statement is a rollback), which would leave the
+previous role and schema in force if the role were missing. Here a connection in an aborted
+transaction gets no ``SET`` at all (its next statement can only be a rollback, after which the
+``SET`` is issued again); any other failure is an error for the caller.
+
+With the connection pool on, a connection returned to the pool is reset to the login role and the
+default search path (``RESET ROLE; RESET search_path``, by the pool, before anyone borrows it
+again), so no tenant's role survives its request or task, whether it ended well or not. Without
+the pool (persistent connections), the next unit's first cursor sets its own role before its first
+query all the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from django.db.backends.base.base import NO_DB_ALIAS
+from django_tenants.postgresql_backend.base import DatabaseWrapper as TenantsDatabaseWrapper
+from django_tenants.utils import get_limit_set_calls, get_public_schema_name, quote_schema_name
+
+from core.tenancy import RoleOverride, maintenance_role, quote_ident, roles_enabled, tenant_role
+
+RESET_SQL = "RESET ROLE; RESET search_path"
+
+
+def reset_pooled_connection(conn: psycopg.Connection[Any]) -> None:
+    """The pool's ``reset``: run on every connection given back, before it is lent again (the pool
+    has rolled back what the borrower left open). Raising makes the pool discard the connection."""
+    conn.execute(RESET_SQL)
+    if not conn.autocommit:
+        conn.commit()
+
+
+class DatabaseWrapper(TenantsDatabaseWrapper):
+    """See the module docstring."""
+
+    # django-tenants' state, set in its __init__
+    _setting_search_path: bool
+    search_path_set_schemas: object
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: None, or the role that ``core.tenancy.maintenance()`` / ``login_role()`` asked for
+        self.role_override: RoleOverride | None = None
+        self._unit_roles: dict[tuple[RoleOverride | None, str, str], str | None] = {}
+        super().__init__(*args, **kwargs)
+        self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
+        pool = self.settings_dict["OPTIONS"].get("pool")
+        if pool and self.tenant_roles:
+            options = {} if pool is True else dict(pool)
+            options.setdefault("reset", reset_pooled_connection)
+            self.settings_dict["OPTIONS"]["pool"] = options
+
+    def unit_role(self) -> str | None:
+        """The role the connection's next statement runs as (``None``: the login role)."""
+        key = (self.role_override, self.schema_name, self.settings_dict["NAME"])
+        try:
+            return self._unit_roles[key]
+        except KeyError:
+            pass
+        role: str | None
+        if self.role_override == "login":
+            role = None
+        elif self.role_override == "maintenance" or self.schema_name == get_public_schema_name():
+            role = maintenance_role()
+        else:
+            role = tenant_role(self.schema_name, database=self.settings_dict["NAME"])
+        # the names follow from settings: looked up once, not ~5 µs of settings reads per cursor (the
+        # database's name is in the key because the test runner renames it after connecting)
+        self._unit_roles[key] = role
+        return role
+
+    def _handle_search_path(self, cursor: Any = None) -> None:
+        if not self.tenant_roles:
+            super()._handle_search_path(cursor)
+            return
+        if self._setting_search_path:
+            return
+        if not self.schema_name:
+            super()._handle_search_path(cursor)  # raises ImproperlyConfigured
+            return
+        role = self.unit_role()
+        search_paths = self._get_cursor_search_paths()
+        wanted = (role, tuple(search_paths))
+        if get_limit_set_calls() and self.search_path_set_schemas == wanted:
+            return
+        if self.connection.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            # the next statement is a rollback (or fails); the SET follows it on the next cursor
+            self.search_path_set_schemas = None
+            return
+        set_role = f"SET ROLE {quote_ident(role)}" if role else "RESET ROLE"
+        paths = ",".join(quote_schema_name(s) for s in search_paths)
+        self._setting_search_path = True
+        target = self.connection.cursor() if cursor is None else cursor
+        self.search_path_set_schemas = None
+        try:
+            with self.wrap_database_errors:
+                target.execute(f"{set_role}; SET search_path = {paths}")
+            self.search_path_set_schemas = wanted
+        finally:
+            self._setting_search_path = False
+            if cursor is None:
+                target.close()
