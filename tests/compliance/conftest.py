@@ -10,8 +10,12 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from agents.models import Agent
+from core.tenancy import maintenance
 from memory.episodic.models import Event, EventKind
 from memory.episodic.services import EventData, events_append
+
+# the tables whose triggers refuse changes: the episodic log, its head and the signed anchors
+GUARDED = ("memory_event", "memory_chainhead", "compliance_anchor")
 
 
 def append(agent: Agent, count: int, *, session_id: str = "s-drill", start: int = 0) -> list[Event]:
@@ -33,11 +37,16 @@ def append(agent: Agent, count: int, *, session_id: str = "s-drill", start: int 
 
 @contextmanager
 def behind_the_triggers() -> Iterator[CursorWrapper]:
-    """A cursor with triggers switched off (``session_replication_role = replica``), as a database
-    superuser could: what an attacker with the keys to the database does."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET session_replication_role = replica")
+    """A cursor in the current tenant's schema with the append-only triggers of the episodic log and
+    of the anchors off for the block, as the tables' owner (the maintenance role) could: what an
+    attacker with the keys to the database does. The chain and the anchors must still tell."""
+    with maintenance(), connection.cursor() as cursor:
+        # ALTER TABLE refuses while the transaction's deferred FK checks on the table are pending
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        for table in GUARDED:
+            cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
         try:
             yield cursor
         finally:
-            cursor.execute("SET session_replication_role = origin")
+            for table in GUARDED:
+                cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
