@@ -247,6 +247,10 @@ SPECTACULAR_SETTINGS = {
         },
         {"name": "checkpoints", "description": "Agent state per session step (state hydration)."},
         {"name": "procedural", "description": "Tools (JSON Schema contracts) and versioned skills."},
+        {
+            "name": "context",
+            "description": "The context of an agent's step, across layers, within a token budget.",
+        },
     ],
 }
 
@@ -279,6 +283,14 @@ ENGRAM = {
     # loopback clients may read it only where METRICS_LOOPBACK is on (never in production)
     "METRICS_TOKEN": env_secret("ENGRAM_METRICS_TOKEN", "") or "",
     "METRICS_LOOPBACK": env.bool("ENGRAM_METRICS_LOOPBACK", default=True),
+    # context assembly's token counters: name -> a tokenizer.json (Hugging Face `tokenizers` format),
+    # e.g. ENGRAM_TOKENIZERS="llama3=/models/llama3/tokenizer.json"; a tenant picks one by name
+    # (Tenant.context_tokenizer). "minilm" (the default) is all-MiniLM-L6-v2's WordPiece tokenizer.
+    "TOKENIZERS": {
+        "minilm": env("ENGRAM_TOKENIZER_PATH", default=str(_LOCAL_MINILM / "tokenizer.json")),
+        **env.dict("ENGRAM_TOKENIZERS", default={}),
+    },
+    "DEFAULT_TOKENIZER": env("ENGRAM_DEFAULT_TOKENIZER", default="minilm"),
 }
 
 LOGGING = {
