@@ -7,6 +7,9 @@ many thread hops per request (about 5.5 ms of server time for a checkpoint resto
 2.8 ms through WSGI: benchmarks/checkpoint_restore.py), and every view here except the stream is
 sync.
 
+``/mcp`` is the MCP server over Streamable HTTP (``api.mcp.asgi``, the official SDK's ASGI app);
+its session manager runs for the app's lifetime, entered at lifespan startup.
+
 Static files (the admin's CSS and JS, the vendored htmx) are served by Django itself when ``DEBUG``
 is on or ``ENGRAM_SERVE_STATIC=1`` is set (the browser tests run uvicorn with the test settings,
 where ``DEBUG`` is off). Otherwise whatever fronts the app must serve ``collectstatic``'s output
@@ -15,6 +18,7 @@ under ``STATIC_URL``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from typing import Any
@@ -37,20 +41,32 @@ django_wsgi = WSGIMiddleware(
     workers=int(os.environ.get("ENGRAM_WSGI_THREADS", "16")),
 )
 
+from api.mcp.asgi import PATH as MCP_PATH  # noqa: E402  # needs Django set up (above)
+from api.mcp.asgi import McpHttp  # noqa: E402
+
 STREAM_PATH = re.compile(r"^/api/v1/executions/[^/]+/stream$")
+mcp_http = McpHttp()
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Route SSE streams to Django's ASGI handler, everything else to WSGI; answer lifespan."""
-    if scope["type"] == "lifespan":  # nothing to set up or tear down
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    if scope["type"] != "http" or STREAM_PATH.match(scope.get("path", "")):
+    """Route ``/mcp`` to the MCP server, SSE streams to Django's ASGI handler, everything else to
+    WSGI; answer lifespan (running the MCP session manager from startup to shutdown)."""
+    if scope["type"] == "lifespan":
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await stack.enter_async_context(mcp_http.lifespan())
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await stack.aclose()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+    path = scope.get("path", "")
+    if scope["type"] == "http" and (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
+        await mcp_http(scope, receive, send)
+        return
+    if scope["type"] != "http" or STREAM_PATH.match(path):
         await django_asgi(scope, receive, send)
         return
     await django_wsgi(scope, receive, send)  # type: ignore[arg-type]  # an HTTP scope here

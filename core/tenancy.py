@@ -24,3 +24,8 @@ def current_tenant() -> Any:
 def activate_tenant(tenant: Any) -> None:
     """Make ``tenant``'s schema the connection's until another is activated."""
     connection.set_tenant(tenant)  # type: ignore[attr-defined]
+
+
+def activate_public() -> None:
+    """Make the public schema the connection's (after work for a tenant on a shared thread)."""
+    connection.set_schema_to_public()  # type: ignore[attr-defined]

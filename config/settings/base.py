@@ -46,6 +46,7 @@ SHARED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our static files
     "benchmarks",  # the LoCoMo ingest/eval commands; no models
+    "api",  # no models: its `mcp` command (the MCP server over stdio)
 ]
 TENANT_APPS = [
     # each tenant has its own users, sessions and admin log: an officer of one tenant never
