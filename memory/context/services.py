@@ -88,7 +88,8 @@ MIN_BUDGET, MAX_BUDGET = 16, 200_000
 WINDOW_TURNS = 20  # candidates per layer: enough to fill a large budget, few enough to stay fast
 EPISODES = 30
 SUMMARIES = 5
-MEMORIES = 12  # recall k: the pool is max(4k, 40) per side, and a budget of ~1,000 tokens holds ~30 items in all
+# recall k: the pool is max(4k, 40) per side, and a budget of ~1,000 tokens holds ~30 items in all
+MEMORIES = 12
 ENTITIES = 5
 FACTS_PER_ENTITY = 20
 SKILL_MIN_SCORE = 0.3  # below this a skill is a guess, not "the matching skill"
