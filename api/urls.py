@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from api.rest.agents import WhoAmIView
 from api.rest.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
+from api.rest.context import ContextView
 from api.rest.events import EventsView
 from api.rest.knowledge import (
     ContradictionsView,
@@ -93,6 +94,7 @@ urlpatterns = [
         CheckpointDetailView.as_view(),
         name="checkpoint-detail",
     ),
+    path("context", ContextView.as_view(), name="context"),
     path("tools", ToolsView.as_view(), name="tools"),
     path("tools/<str:name>", ToolDetailView.as_view(), name="tool-detail"),
     path("skills", SkillsView.as_view(), name="skills"),

@@ -7,6 +7,11 @@ many thread hops per request (about 5.5 ms of server time for a checkpoint resto
 2.8 ms through WSGI: benchmarks/checkpoint_restore.py), and every view here except the stream is
 sync.
 
+``/mcp`` is the MCP server over Streamable HTTP (``api.mcp.asgi``, the official SDK's ASGI app),
+loaded on the first ``/mcp`` request (the SDK costs about 2 s of start-up that a process serving
+only REST and the admin need not pay); its session manager then runs in a task of its own until
+lifespan shutdown.
+
 Static files (the admin's CSS and JS, the vendored htmx) are served by Django itself when ``DEBUG``
 is on or ``ENGRAM_SERVE_STATIC=1`` is set (the browser tests run uvicorn with the test settings,
 where ``DEBUG`` is off). Otherwise whatever fronts the app must serve ``collectstatic``'s output
@@ -15,10 +20,13 @@ under ``STATIC_URL``.
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
 import re
 from typing import Any
 
+import anyio.to_thread
 from a2wsgi import WSGIMiddleware
 from django.conf import settings
 from django.contrib.staticfiles.handlers import StaticFilesHandler
@@ -38,19 +46,66 @@ django_wsgi = WSGIMiddleware(
 )
 
 STREAM_PATH = re.compile(r"^/api/v1/executions/[^/]+/stream$")
+MCP_PATH = "/mcp"
+
+
+class LazyMcp:
+    """The MCP app, imported and started on the first request to ``/mcp``."""
+
+    def __init__(self) -> None:
+        self.app: Any = None
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _load(self) -> Any:
+        async with self._lock:
+            if self.app is None:
+                # the import takes seconds: off the event loop
+                module = await anyio.to_thread.run_sync(importlib.import_module, "api.mcp.asgi")
+                app = module.McpHttp()
+                ready = asyncio.Event()
+
+                async def run() -> None:  # the session manager's task group lives in this task
+                    async with app.lifespan():
+                        ready.set()
+                        await self._stop.wait()
+
+                self._task = asyncio.create_task(run())
+                await ready.wait()
+                self.app = app
+        return self.app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        app = self.app or await self._load()
+        await app(scope, receive, send)
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._stop.set()
+            await self._task
+
+
+mcp_http = LazyMcp()
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Route SSE streams to Django's ASGI handler, everything else to WSGI; answer lifespan."""
-    if scope["type"] == "lifespan":  # nothing to set up or tear down
+    """Route ``/mcp`` to the MCP server, SSE streams to Django's ASGI handler, everything else to
+    WSGI; answer lifespan (stopping the MCP session manager at shutdown)."""
+    if scope["type"] == "lifespan":
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                await mcp_http.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    if scope["type"] != "http" or STREAM_PATH.match(scope.get("path", "")):
+    path = scope.get("path", "")
+    if scope["type"] == "http" and (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
+        await mcp_http(scope, receive, send)
+        return
+    if scope["type"] != "http" or STREAM_PATH.match(path):
         await django_asgi(scope, receive, send)
         return
     await django_wsgi(scope, receive, send)  # type: ignore[arg-type]  # an HTTP scope here

@@ -42,6 +42,25 @@ LOOKUPS = Counter(
 )
 
 
+CONTEXT_TOKENS = Counter(
+    "engram_context_tokens",
+    "Tokens of assembled contexts (kind=used) against what sending the session's whole history "
+    "would have cost on the same calls (kind=full_history): the saving of context assembly.",
+    ["tenant", "kind"],
+)
+CONTEXT_BUILDS = Counter(
+    "engram_context_builds", "Contexts assembled (POST /api/v1/context, MCP).", ["tenant"]
+)
+
+
+def record_context(*, used: int, full_history: int) -> None:
+    """Count one assembled context of ``used`` tokens whose session history held ``full_history``."""
+    schema = current_schema()
+    CONTEXT_BUILDS.labels(schema).inc()
+    CONTEXT_TOKENS.labels(schema, "used").inc(used)
+    CONTEXT_TOKENS.labels(schema, "full_history").inc(full_history)
+
+
 def record_lookup(*, agent: str, layer: Layer, hit: bool) -> None:
     """Count one read of ``layer`` by ``agent`` in the current tenant."""
     LOOKUPS.labels(current_schema(), agent, layer, "hit" if hit else "miss").inc()

@@ -109,3 +109,8 @@ def login_role() -> Iterator[None]:
     the maintenance role before migrating (``tenants.roles.database_prepare``)."""
     with _role_override("login"):
         yield
+
+
+def activate_public() -> None:
+    """Make the public schema the connection's (after work for a tenant on a shared thread)."""
+    connection.set_schema_to_public()  # type: ignore[attr-defined]

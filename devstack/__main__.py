@@ -1,4 +1,4 @@
-"""``./engram up|test|manage|services``: the commands of the development stack (see ``devstack``).
+"""``./engram up|test|manage|services|mcp``: the commands of the development stack (see ``devstack``).
 
 Usage::
 
@@ -6,6 +6,7 @@ Usage::
     python -m devstack test [pytest args]    # services, then the test suite
     python -m devstack manage ARGS           # manage.py against the ./engram up databases
     python -m devstack services              # services only, prints their URLs, waits
+    python -m devstack mcp --key KEY         # the MCP server over stdio, as the key's agent
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--port", type=int, default=8000)
     sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
     sub.add_parser("manage", help="run a manage.py command against the ./engram up databases")
+    sub.add_parser("mcp", help="serve MCP over stdio as the agent of --key (for desktop clients)")
     svc = sub.add_parser("services", help="start PostgreSQL and Redis (and Neo4j with ENGRAM_NEO4J=1) only")
     svc.add_argument("--profile", default="bench")
     args, rest = parser.parse_known_args(argv)
@@ -144,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_test(rest)
     if args.command == "manage":
         return cmd_manage(rest)
+    if args.command == "mcp":  # stdout is the protocol: the services log to stderr only
+        return cmd_manage(["mcp", *rest])
     return cmd_services(args.profile)
 
 

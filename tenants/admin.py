@@ -60,6 +60,7 @@ class TenantAdmin(admin.ModelAdmin):
         ),
         ("Knowledge", {"fields": ["default_predicate_cardinality"]}),
         ("Limits", {"fields": ["json_max_depth"]}),
+        ("Context assembly", {"fields": ["context_tokenizer"]}),
     ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Tenant | None = None) -> list[str]:

@@ -86,6 +86,13 @@ class Tenant(TenantMixin):
         help_text="Cardinality given to a predicate the first time an agent uses it.",
     )
 
+    context_tokenizer = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="The tokenizer context assembly counts tokens with: a name from the ENGRAM_TOKENIZERS "
+        "setting (blank: the default, the WordPiece tokenizer of all-MiniLM-L6-v2).",
+    )
+
     auto_create_schema = True
     auto_drop_schema = False
 

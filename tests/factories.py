@@ -164,7 +164,8 @@ def asgi_server(app: str = "config.asgi:application", **extra_env: str) -> Itera
         uvicorn_command(port, app=app), cwd=BASE_DIR, env=test_database_env(**extra_env)
     )
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/api/v1/me", server)
+        # 60 s: on a loaded 2-core machine (CI beside other runs) importing the app alone took 6 s
+        wait_for_http(f"http://127.0.0.1:{port}/api/v1/me", server, timeout=60)
         yield port
     finally:
         server.terminate()

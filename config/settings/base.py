@@ -46,6 +46,7 @@ SHARED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc served from our static files
     "benchmarks",  # the LoCoMo ingest/eval commands; no models
+    "api",  # no models: its `mcp` command (the MCP server over stdio)
 ]
 TENANT_APPS = [
     # each tenant has its own users, sessions and admin log: an officer of one tenant never
@@ -255,6 +256,10 @@ SPECTACULAR_SETTINGS = {
         },
         {"name": "checkpoints", "description": "Agent state per session step (state hydration)."},
         {"name": "procedural", "description": "Tools (JSON Schema contracts) and versioned skills."},
+        {
+            "name": "context",
+            "description": "The context of an agent's step, across layers, within a token budget.",
+        },
     ],
 }
 
@@ -300,6 +305,14 @@ ENGRAM = {
     "DB_MAINTENANCE_ROLE": env("ENGRAM_DB_MAINTENANCE_ROLE", default="engram_maint"),
     # empty: "<database name>_t_" (roles are per cluster; the prefix keeps databases apart)
     "DB_TENANT_ROLE_PREFIX": env("ENGRAM_DB_TENANT_ROLE_PREFIX", default=""),
+    # context assembly's token counters: name -> a tokenizer.json (Hugging Face `tokenizers` format),
+    # e.g. ENGRAM_TOKENIZERS="llama3=/models/llama3/tokenizer.json"; a tenant picks one by name
+    # (Tenant.context_tokenizer). "minilm" (the default) is all-MiniLM-L6-v2's WordPiece tokenizer.
+    "TOKENIZERS": {
+        "minilm": env("ENGRAM_TOKENIZER_PATH", default=str(_LOCAL_MINILM / "tokenizer.json")),
+        **env.dict("ENGRAM_TOKENIZERS", default={}),
+    },
+    "DEFAULT_TOKENIZER": env("ENGRAM_DEFAULT_TOKENIZER", default="minilm"),
 }
 
 LOGGING = {
@@ -307,5 +320,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # the MCP SDK logs every request and stateless session at INFO
+        "mcp": {"level": "WARNING"},
+    },
 }

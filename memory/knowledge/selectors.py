@@ -3,6 +3,7 @@ neighbourhood, shortest paths, contradictions, the outbox's state."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,28 @@ if TYPE_CHECKING:
 def entity_by_name(name: str) -> Entity | None:
     """The entity whose normalised key matches ``name`` (any spelling, case or width), or None."""
     return Entity.objects.filter(key=entity_key(name)).first()
+
+
+MAX_NAME_WORDS = 4  # entity names in a query are matched as runs of 1 to 4 words
+
+
+def entities_named_in(text: str, *, limit: int = 10) -> list[Entity]:
+    """The entities whose name appears in ``text`` as a run of 1 to ``MAX_NAME_WORDS`` words
+    (compared as ``entity_key``s, so case and width do not matter), longest names first; one
+    indexed query on the unique ``key``."""
+    words = [w for w in re.split(r"[^\w'&.-]+", text) if w]
+    words = [w.strip(".'") for w in words]
+    grams = {
+        entity_key(" ".join(words[i : i + n]))
+        for n in range(1, MAX_NAME_WORDS + 1)
+        for i in range(len(words) - n + 1)
+    }
+    grams.discard("")
+    if not grams:
+        return []
+    found = list(Entity.objects.filter(key__in=grams)[: limit * 4])
+    found.sort(key=lambda e: (-len(e.key), e.pk))
+    return found[:limit]
 
 
 def fact_list(

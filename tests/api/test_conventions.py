@@ -230,8 +230,8 @@ def test_a_key_without_the_scope_gets_the_documented_403(tenant_a) -> None:  # t
     reader = make_caller(tenant_a, "read-only", scopes=(Scope.READ,))
     doc, ops = documented(reader.client)
     for path, method, op in ops:
-        if method not in ("post", "put", "delete") or path.endswith("/search"):
-            continue
+        if method not in ("post", "put", "delete") or path.endswith(("/search", "/context")):
+            continue  # reads with a body: they need the read scope only
         response = getattr(reader.client, method)(concrete(path), {}, format="json")
         assert response.status_code == 403, (method, path, response.status_code)
         jsonschema.validate(response.json(), error_schema(doc))

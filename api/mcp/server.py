@@ -1,0 +1,411 @@
+"""Engram's MCP server (the official ``mcp`` SDK): the agent API's operations as MCP tools.
+
+Each tool is one REST operation run in process (``api.mcp.dispatch``), so it has that operation's
+validation, scope, services and error body. The caller is the API key: over Streamable HTTP
+(``/mcp``) the ``Authorization: Bearer <key>`` header of each request (``api.mcp.asgi`` refuses a
+request without a valid one before the SDK sees it); over stdio (``./engram mcp --key ...``) the key
+the process was started with.
+
+Tool input schemas are objects with ``type``, ``properties`` and ``required``. Arguments are checked
+by the REST operation, not by the SDK (each property's schema is documentation here: pydantic
+accepts any value and passes it on), so a bad argument is answered with the REST API's own 400
+body, naming the field. (No ``from __future__ import annotations`` here: the SDK reads the
+argument annotations at run time, and they are built by ``Arg`` where each tool is defined.)
+"""
+
+import functools
+import json
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import WithJsonSchema
+
+from api.exceptions import error_body
+from memory.context.services import LAYERS
+from memory.episodic.models import EventKind, EventRole
+from memory.semantic.models import MemoryScope, MemoryType
+
+from .dispatch import RestResult, rest_call
+
+INSTRUCTIONS = (
+    "Engram is this agent's memory. Before a step, call build_context with the session, the step's "
+    "question and a token budget: it returns what the step needs from every layer (working state, "
+    "recent turns and episodes, memories, facts, the matching skill) ordered for the prompt. "
+    "Record what happens with append_events, what you learn with store_memory and assert_fact, "
+    "share state with write_blackboard, and save your state with save_checkpoint after each step."
+)
+
+KeySource = Callable[[Context[Any, Any, Any]], tuple[str, str]]
+
+
+def Arg(schema: dict[str, Any], description: str) -> Any:
+    """An argument documented by ``schema`` and ``description`` and passed on unchecked (the REST
+    operation checks it and answers its own 400)."""
+    return Annotated[Any, WithJsonSchema({**schema, "description": description})]
+
+
+STR = {"type": "string"}
+ID = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{1,200}$"}
+UNIT = {"type": "number", "minimum": 0, "maximum": 1}
+ANY_JSON: dict[str, Any] = {}
+FACT_OBJECT = {
+    "type": "object",
+    "description": 'exactly one of: {"entity": "Acme", "type": "company"?}, {"string": ...}, '
+    '{"number": ...}, {"date": "2026-01-31"}, {"boolean": ...}',
+    "properties": {
+        "entity": STR,
+        "type": STR,
+        "string": STR,
+        "number": {"type": "number"},
+        "date": {"type": "string", "format": "date"},
+        "boolean": {"type": "boolean"},
+    },
+}
+EVENT = {
+    "type": "object",
+    "properties": {
+        "session_id": ID,
+        "execution_id": ID,
+        "kind": {"type": "string", "enum": list(EventKind.values)},
+        "role": {"type": "string", "enum": list(EventRole.values)},
+        "content": STR,
+        "payload": {"type": "object"},
+        "occurred_at": {"type": "string", "format": "date-time", "description": "with a timezone"},
+    },
+    "required": ["session_id", "kind", "occurred_at"],
+}
+
+
+class Refused(Exception):
+    """A tool call refused before its REST operation runs; ``body`` is the API's error body."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(body["detail"])
+        self.body = body
+
+
+def _segment(value: Any, field: str) -> str:
+    """A path segment: a string without ``/`` (the REST route would be another one)."""
+    if not isinstance(value, str) or not value or "/" in value:
+        raise Refused(error_body("Expected an id without '/'.", "invalid", field=field))
+    return value
+
+
+def _result(body: dict[str, Any], *, error: bool) -> CallToolResult:
+    text = json.dumps(body, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structuredContent=None if error else body,
+        isError=error,
+    )
+
+
+def _answer(result: RestResult) -> CallToolResult:
+    """The REST body (with ``degraded`` / ``source`` when the REST headers said so) as the tool's
+    JSON text and structured content; on a 4xx/5xx a tool error whose text is the REST error body,
+    exactly (an MCP tool error, not a protocol error: the model reads it and can correct itself)."""
+    if not result.ok:
+        body = result.body if isinstance(result.body, dict) else error_body("Error.", "error")
+        return _result(body, error=True)
+    body = result.body if isinstance(result.body, dict) else {"result": result.body}
+    if "engram-degraded" in result.headers:
+        body = {**body, "degraded": result.headers["engram-degraded"]}
+    if "engram-source" in result.headers:
+        body = {**body, "source": result.headers["engram-source"]}
+    return _result(body, error=False)
+
+
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Awaitable[CallToolResult]])
+
+
+def refusals(fn: ToolFn) -> ToolFn:
+    """A tool whose ``Refused`` errors become tool errors carrying their body (the SDK would
+    prefix the message with its own words)."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+        try:
+            return await fn(*args, **kwargs)
+        except Refused as exc:
+            return _result(exc.body, error=True)
+
+    return wrapper  # type: ignore[return-value]  # same signature (functools.wraps)
+
+
+def _body(**values: Any) -> dict[str, Any]:
+    """A request body without the arguments the caller left out (the REST defaults apply)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -> FastMCP[Any]:
+    """The MCP server with every tool; ``key_source(ctx)`` gives ``(api key, host)`` of a call.
+
+    For Streamable HTTP: stateless with JSON responses (any web process can answer any call: no
+    session affinity behind a load balancer, like the REST API). DNS-rebinding protection (a
+    Host/Origin allow-list) is off: it protects servers that trust the network a browser is on,
+    and this one trusts only the API key, which a rebinding page cannot read.
+    """
+    mcp: FastMCP[Any] = FastMCP(
+        name="engram",
+        instructions=INSTRUCTIONS,
+        streamable_http_path=streamable_http_path,
+        stateless_http=True,
+        json_response=True,
+        log_level="WARNING",
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    async def call(ctx: Context[Any, Any, Any], method: str, path: str, **kwargs: Any) -> CallToolResult:
+        key, host = key_source(ctx)
+        return _answer(await rest_call(key=key, method=method, path=f"/api/v1/{path}", host=host, **kwargs))
+
+    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+    @mcp.tool(annotations=writes)
+    @refusals
+    async def store_memory(
+        ctx: Context[Any, Any, Any],
+        content: Arg(STR, "the memory, as a self-contained sentence"),
+        scope: Arg(
+            {"type": "string", "enum": list(MemoryScope.values)},
+            "private (default: you only), shared (every agent of the tenant) or hierarchical",
+        ) = None,
+        memory_type: Arg({"type": "string", "enum": list(MemoryType.values)}, "default fact") = None,
+        tags: Arg({"type": "array", "items": STR}, "labels to filter recall by") = None,
+        importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
+        session_id: Arg(ID, "the session it was learned in") = None,
+        idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
+    ) -> CallToolResult:
+        """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
+        already see reinforces it instead (`deduplicated: true`)."""
+        body = _body(
+            content=content,
+            scope=scope,
+            memory_type=memory_type,
+            tags=tags,
+            importance=importance,
+            session_id=session_id,
+        )
+        return await call(ctx, "POST", "memories", body=body, idempotency_key=idempotency_key)
+
+    @mcp.tool(annotations=read_only)
+    @refusals
+    async def recall(
+        ctx: Context[Any, Any, Any],
+        layer: Arg(
+            {"type": "string", "enum": ["semantic", "episodic", "working", "procedural", "facts"]},
+            "semantic: memories matching `query`; episodic: the events of `session_id` (full-text "
+            "`query` optional); working: your scratchpad and the blackboard of `execution_id`, or the "
+            "conversation window of `session_id`; procedural: skills matching `query`; facts: what is "
+            "known about the entity named `query`",
+        ),
+        query: Arg(STR, "the question, the request or the entity's name (as the layer needs)") = None,
+        session_id: Arg(ID, "episodic and working (window): the session") = None,
+        execution_id: Arg(ID, "working: the execution") = None,
+        k: Arg({"type": "integer", "minimum": 1, "maximum": 100}, "semantic and procedural: how many") = None,
+    ) -> CallToolResult:
+        """Recall from one memory layer. For the step's whole context across layers within a token
+        budget, use build_context instead."""
+        if layer == "semantic":
+            return await call(ctx, "POST", "memories/search", body=_body(query=query, k=k))
+        if layer == "episodic":
+            return await call(ctx, "GET", "events", query={"session_id": session_id, "q": query})
+        if layer == "procedural":
+            return await call(ctx, "GET", "skills", query={"intent": query, "k": k})
+        if layer == "facts":
+            return await call(ctx, "GET", f"entities/{_segment(query, 'query')}/facts")
+        if layer == "working":
+            if execution_id is not None:
+                execution = _segment(execution_id, "execution_id")
+                scratchpad = await call(ctx, "GET", f"executions/{execution}/scratchpad")
+                if scratchpad.isError:
+                    return scratchpad
+                blackboard = await call(ctx, "GET", f"executions/{execution}/blackboard")
+                if blackboard.isError:
+                    return blackboard
+                both = {
+                    "scratchpad": scratchpad.structuredContent,
+                    "blackboard": blackboard.structuredContent,
+                }
+                return _result(both, error=False)
+            return await call(ctx, "GET", f"sessions/{_segment(session_id, 'session_id')}/window")
+        raise Refused(
+            error_body("Use semantic, episodic, working, procedural or facts.", "invalid", field="layer")
+        )
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False))
+    @refusals
+    async def forget_memory(
+        ctx: Context[Any, Any, Any],
+        memory_id: Arg({"type": "string", "format": "uuid"}, "the memory's id (from store_memory or recall)"),
+    ) -> CallToolResult:
+        """Forget a memory you wrote (or any, with a curate key): hidden from recall from now on, kept
+        for the audit trail, and the forget is logged as a decision."""
+        return await call(ctx, "DELETE", f"memories/{_segment(memory_id, 'memory_id')}")
+
+    @mcp.tool(annotations=writes)
+    @refusals
+    async def append_events(
+        ctx: Context[Any, Any, Any],
+        events: Arg(
+            {"type": "array", "items": EVENT, "minItems": 1, "maxItems": 1000},
+            "what happened, oldest first: messages, tool calls and results, decisions, observations",
+        ),
+        idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
+    ) -> CallToolResult:
+        """Append events to the episodic log (append-only, hash-chained: the audit trail). All or
+        nothing: one bad event and none is stored."""
+        return await call(ctx, "POST", "events", body=events, idempotency_key=idempotency_key)
+
+    @mcp.tool(annotations=writes)
+    @refusals
+    async def assert_fact(
+        ctx: Context[Any, Any, Any],
+        subject: Arg(STR, "the entity the fact is about, by name (e.g. Alice)"),
+        predicate: Arg(
+            {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}, "snake_case relation, e.g. works_at"
+        ),
+        object: Arg(FACT_OBJECT, "the entity or the value"),
+        confidence: Arg(UNIT, "0 to 1, default 1") = None,
+        valid_from: Arg(
+            {"type": "string", "format": "date-time"}, "when it became true (default now)"
+        ) = None,
+        session_id: Arg(ID, "the session it was learned in") = None,
+        source_event_id: Arg({"type": "integer", "minimum": 1}, "the event it was learned from") = None,
+    ) -> CallToolResult:
+        """Assert a fact (subject, predicate, object) in the knowledge graph. Answers created,
+        reinforced (already known) or disputed (it contradicts a held fact: a contradiction is
+        opened for review)."""
+        body = _body(
+            subject=subject,
+            predicate=predicate,
+            object=object,
+            confidence=confidence,
+            valid_from=valid_from,
+            session_id=session_id,
+            source_event_id=source_event_id,
+        )
+        return await call(ctx, "POST", "facts", body=body)
+
+    @mcp.tool(annotations=read_only)
+    @refusals
+    async def entity_facts(
+        ctx: Context[Any, Any, Any],
+        name: Arg(STR, "the entity's name (any case)"),
+        depth: Arg(
+            {"type": "integer", "minimum": 1, "maximum": 3}, "2 or 3 adds the graph neighbourhood"
+        ) = None,
+        as_of: Arg({"type": "string", "format": "date-time"}, "what was held true at that time") = None,
+    ) -> CallToolResult:
+        """The facts with the entity as subject or object (and its neighbourhood at depth 2-3)."""
+        return await call(
+            ctx, "GET", f"entities/{_segment(name, 'name')}/facts", query={"depth": depth, "as_of": as_of}
+        )
+
+    @mcp.tool(annotations=read_only)
+    @refusals
+    async def find_skill(
+        ctx: Context[Any, Any, Any],
+        intent: Arg(STR, "the request in words, e.g. 'I forgot my password'"),
+        k: Arg({"type": "integer", "minimum": 1, "maximum": 50}, "how many, default 5") = None,
+    ) -> CallToolResult:
+        """Find the published skills (validated step lists over tools) that match a request, best
+        first, with their steps, input schema and success rate."""
+        return await call(ctx, "GET", "skills", query={"intent": intent, "k": k})
+
+    @mcp.tool(annotations=read_only)
+    @refusals
+    async def read_blackboard(
+        ctx: Context[Any, Any, Any],
+        execution_id: Arg(ID, "the execution whose blackboard to read"),
+        agent: Arg(STR, "only this agent's fields") = None,
+    ) -> CallToolResult:
+        """Read the execution's shared blackboard: every field `<agent>:<field>` with its version."""
+        return await call(
+            ctx,
+            "GET",
+            f"executions/{_segment(execution_id, 'execution_id')}/blackboard",
+            query={"agent": agent},
+        )
+
+    @mcp.tool(annotations=writes)
+    @refusals
+    async def write_blackboard(
+        ctx: Context[Any, Any, Any],
+        execution_id: Arg(ID, "the execution"),
+        field: Arg(ID, "your field's name (stored as <you>:<field>)"),
+        value: Arg(ANY_JSON, "any JSON value (at most the tenant's limit, 10 KiB by default)"),
+        expected_version: Arg(
+            {"type": "integer", "minimum": 0}, "compare-and-set: the version you read (0: must not exist)"
+        ) = None,
+    ) -> CallToolResult:
+        """Write one of your fields on the execution's shared blackboard; every agent of the tenant
+        can read it. A stale `expected_version` is a conflict naming the current version."""
+        path = f"executions/{_segment(execution_id, 'execution_id')}/blackboard/{_segment(field, 'field')}"
+        body = (
+            {"value": value}
+            if expected_version is None
+            else {"value": value, "expected_version": expected_version}
+        )
+        return await call(ctx, "PUT", path, body=body)
+
+    @mcp.tool(annotations=writes)
+    @refusals
+    async def save_checkpoint(
+        ctx: Context[Any, Any, Any],
+        session_id: Arg(ID, "the session"),
+        step_index: Arg({"type": "integer", "minimum": 0}, "the step just finished; greater than your last"),
+        idempotency_key: Arg(STR, "unique per checkpoint: a retry with the same key and body is a replay"),
+        state: Arg({"type": "object"}, "your working state (JSON object, at most 1 MiB)"),
+        plan: Arg({"type": "array"}, "your active plan (JSON list)") = None,
+    ) -> CallToolResult:
+        """Save your state after a step (state hydration: restore_checkpoint gets it back after a
+        crash or restart). Checkpoints are yours alone within the session."""
+        body = _body(step_index=step_index, idempotency_key=idempotency_key, state=state, plan=plan)
+        return await call(
+            ctx, "POST", f"sessions/{_segment(session_id, 'session_id')}/checkpoints", body=body
+        )
+
+    @mcp.tool(annotations=read_only)
+    @refusals
+    async def restore_checkpoint(
+        ctx: Context[Any, Any, Any],
+        session_id: Arg(ID, "the session"),
+        step_index: Arg({"type": "integer", "minimum": 0}, "one step (default: your latest)") = None,
+    ) -> CallToolResult:
+        """Restore your latest checkpoint in the session (or one step's): state, plan, step."""
+        session = _segment(session_id, "session_id")
+        step = "latest" if step_index is None else _segment(str(step_index), "step_index")
+        return await call(ctx, "GET", f"sessions/{session}/checkpoints/{step}")
+
+    weights_schema = {
+        "type": "object",
+        "properties": {layer: UNIT for layer in LAYERS},
+        "description": "0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
+        "0.8, semantic 0.7, facts 0.6, procedures 0.5",
+    }
+
+    @mcp.tool(annotations=read_only)
+    @refusals
+    async def build_context(
+        ctx: Context[Any, Any, Any],
+        session_id: Arg(ID, "the session"),
+        query: Arg(STR, "what the current step needs, in words"),
+        budget: Arg({"type": "integer", "minimum": 16, "maximum": 200000}, "tokens the context may use"),
+        execution_id: Arg(ID, "the execution whose working memory counts") = None,
+        weights: Arg(weights_schema, "layer weights") = None,
+    ) -> CallToolResult:
+        """Assemble the context of the current step within a token budget: working state, recent
+        turns and episodes, memories, facts about the entities the query names and the matching
+        skill, deduplicated, most relevant at the start and the end. `text` is ready for the prompt;
+        `saved_tokens` is what it saved against sending the whole history."""
+        body = _body(
+            session_id=session_id, query=query, budget=budget, execution_id=execution_id, weights=weights
+        )
+        return await call(ctx, "POST", "context", body=body)
+
+    return mcp
