@@ -36,6 +36,7 @@ average. Needs PostgreSQL (pgvector) and Redis from the environment::
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import random
@@ -66,7 +67,7 @@ def _libpq_url(schema: str) -> str:
 def _ensure_schema(schema: str) -> None:
     from django.db import connection
 
-    connection.set_schema_to_public()
+    connection.set_schema_to_public()  # type: ignore[attr-defined]  # django-tenants' wrapper
     with connection.cursor() as cursor:
         cursor.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
 
@@ -178,13 +179,14 @@ class LangGraph:
         def embed(batch: list[str]) -> list[list[float]]:
             return vectors.fill(batch) if self._filling else vectors.fresh(batch)
 
-        index = {"dims": vectors.embedder.dimensions, "embed": embed, "fields": ["text"]}
+        index: Any = {"dims": vectors.embedder.dimensions, "embed": embed, "fields": ["text"]}
         schema = f"peer_langgraph_{n}"
         _ensure_schema(schema)
         kw: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-        self.store = PostgresStore(Connection.connect(_libpq_url(schema), **kw), index=index)  # type: ignore[arg-type]
+        conn: Any = Connection.connect(_libpq_url(schema), **kw)
+        self.store = PostgresStore(conn, index=index)
         self.store.setup()
-        have = self.store.conn.execute("SELECT count(*) AS n FROM store").fetchone()["n"]
+        have = conn.execute("SELECT count(*) AS n FROM store").fetchone()["n"]
         if have < n:
             print(f"  LangGraph: putting {n - have:,} memories into {schema}...", flush=True)
             for start in range(have, n, 500):
@@ -193,16 +195,15 @@ class LangGraph:
                     for i in range(start, min(n, start + 500))
                 ]
                 self.store.batch(ops)
-            self.store.conn.execute("ANALYZE store")
-            self.store.conn.execute("ANALYZE store_vectors")
+            conn.execute("ANALYZE store")
+            conn.execute("ANALYZE store_vectors")
         self._filling = False
         _ensure_schema("peer_langgraph_writes")
-        self.writes = PostgresStore(
-            Connection.connect(_libpq_url("peer_langgraph_writes"), **kw), index=index
-        )  # type: ignore[arg-type]
+        writes: Any = Connection.connect(_libpq_url("peer_langgraph_writes"), **kw)
+        self.writes = PostgresStore(writes, index=index)
         self.writes.setup()
         _ensure_schema("peer_langgraph_ckpt")
-        self.saver = PostgresSaver(Connection.connect(_libpq_url("peer_langgraph_ckpt"), **kw))  # type: ignore[arg-type]
+        self.saver = PostgresSaver(Connection.connect(_libpq_url("peer_langgraph_ckpt"), **kw))
         self.saver.setup()
 
     def search(self, query: str) -> int:
@@ -367,7 +368,7 @@ def main() -> int:
                 name = system.name
                 for q in measured[r * per_round : (r + 1) * per_round]:
                     latencies.setdefault((name, f"search k=10 at {n:,}"), []).append(
-                        _time(lambda q=q, s=system: s.search(q))
+                        _time(functools.partial(system.search, q))
                     )
                 if n != sizes[0]:
                     continue  # writes and checkpoints do not depend on the corpus: measured once
@@ -385,7 +386,7 @@ def main() -> int:
                     for step in range(2):
                         state, plan = make_state(rng, 1, step)
                         latencies.setdefault((name, "checkpoint save"), []).append(
-                            _time(lambda s=session, st=step, a=state, p=plan, y=system: y.save(s, st, a, p))
+                            _time(functools.partial(system.save, session, step, state, plan))
                         )
                 for session in sessions:
                     latencies.setdefault((name, "restore latest, hot copy"), []).append(
