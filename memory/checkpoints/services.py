@@ -254,8 +254,15 @@ def checkpoint_save(
     )
     with transaction.atomic():
         advisory_xact_lock("ckpt", session_id, agent.pk)
-        existing = selectors.checkpoint_by_key(
+        latest, by_key = selectors.checkpoint_stream_head(
             agent=agent, session_id=session_id, idempotency_key=idempotency_key
+        )
+        existing = (
+            None
+            if by_key is None
+            else selectors.checkpoint_by_key(
+                agent=agent, session_id=session_id, idempotency_key=idempotency_key
+            )
         )
         if existing is not None:
             if existing.fingerprint != fingerprint:
@@ -269,7 +276,6 @@ def checkpoint_save(
                 )
             return SaveResult(checkpoint=existing, replayed=True)
 
-        latest = selectors.checkpoint_latest_step(agent=agent, session_id=session_id)
         if latest is not None and step_index <= latest:
             raise Conflict(
                 f"step_index {step_index} is not after your latest checkpoint in this session, step "
@@ -286,8 +292,9 @@ def checkpoint_save(
             agent=agent,
             fingerprint=fingerprint,
         )
-        # uniqueness is what the advisory lock and the checks above decide (constraints are the backstop)
-        checkpoint.full_clean(validate_unique=False, validate_constraints=False)
+        # uniqueness is what the advisory lock and the checks above decide (constraints are the
+        # backstop); the agent is the caller itself, so its foreign key needs no query to validate
+        checkpoint.full_clean(exclude=["agent"], validate_unique=False, validate_constraints=False)
         checkpoint.save()
 
         result = SaveResult(checkpoint=checkpoint, replayed=False)

@@ -64,7 +64,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         return session_link(obj.session_id)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[SemanticMemory]:
-        return super().get_queryset(request).defer("search", "embedding")
+        return super().get_queryset(request).defer("search", "embedding", "lexical")
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # memories come from agents through the API

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import combinations
 from typing import Any
 
 from django.db import connection
@@ -18,17 +19,12 @@ from pgvector.django import CosineDistance, VectorField
 
 from agents.models import Agent
 from core.errors import NotFound
+from core.tenancy import current_schema
 
 from .models import MemoryScope, SemanticMemory
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 _WORD = re.compile(r"\w+", re.UNICODE)
-
-# Bounds on the lexical candidate generation (see ``hybrid_candidates``): ``ts_rank_cd`` costs 5-10 µs
-# a row, and ranking every memory that shares one common word with the query (thousands of rows at
-# 100k memories) took 15-90 ms a search.
-QUORUM_MAX_LEXEMES = 12  # the quorum tsquery has n(n-1)/2 pairs: beyond this, any-word matches only
-TEXT_RANK_BOUND = 200  # at most this many rows (or the pool size, if larger) get ts_rank_cd per step
 
 
 @dataclass(frozen=True)
@@ -97,7 +93,7 @@ def memory_list(*, agent: Agent, filters: MemoryFilters) -> QuerySet[SemanticMem
     return (
         memories_visible_to(agent, filters)
         .select_related("agent", "access")
-        .defer("search", "embedding")
+        .defer("search", "embedding", "lexical")
         .order_by("-created_at", "-id")
     )
 
@@ -132,35 +128,88 @@ def cosine_distance(vector: Sequence[float], dimensions: int) -> CosineDistance:
     return CosineDistance(Cast("embedding", VectorField(dimensions=dimensions)), list(vector))
 
 
-def or_query_text(text: str) -> str | None:
-    """``'w1' | 'w2' | ...`` of the words of ``text`` in ``to_tsquery`` syntax, or None without words
-    (``\\w+`` words hold no quote or operator, so quoting them is enough)."""
-    words = {w.lower() for w in _WORD.findall(text)}
-    return " | ".join(f"'{w}'" for w in sorted(words)) if words else None
-
-
 def search_prepare(text: str, ef_search: int) -> list[str]:
     """Set this transaction's HNSW options and return the distinct lexemes of the words of ``text``
-    under the ``english`` configuration (stemmed, stop words dropped: the terms ``or_query_text(text)``
-    can match), in one round trip. Call inside ``transaction.atomic()``.
+    under the ``english`` configuration (stemmed, stop words dropped: the terms the lexical index
+    holds), in one round trip. Call inside ``transaction.atomic()``.
 
-    pgvector 0.8 iterative index scans: keep scanning the HNSW graph until enough rows pass the
-    filters, instead of returning fewer than asked for.
+    pgvector 0.8 iterative index scans (``relaxed_order``): under a filter the HNSW scan goes on
+    past ``ef_search`` until enough rows pass it, instead of returning fewer than asked for
+    (``tests/memory/semantic/test_recall.py`` holds it to exact nearest neighbours under a filter).
+    The transaction commits asynchronously (``synchronous_commit`` off for it alone): its only
+    write is the recency touch, and losing the last fraction of a second of touches in a database
+    crash is what a recency clock can afford, while the request no longer waits for a WAL flush.
     """
     words = " ".join(sorted({w.lower() for w in _WORD.findall(text)}))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), "
             "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('synchronous_commit', 'off', true), "
             "tsvector_to_array(to_tsvector('english', %s))",
             [str(ef_search), words],
         )
-        return list(cursor.fetchone()[2])
+        return list(cursor.fetchone()[3])
 
 
-def _quoted(lexeme: str) -> str:
-    """A normalised lexeme as a tsquery operand (quoted; kept as it is by a ``::tsquery`` cast)."""
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+# --- inverse document frequencies ---------------------------------------------------------------------
+
+IDF_CACHE_SECONDS = 300.0  # autovacuum refreshes the statistics far less often than this
+
+
+@dataclass(frozen=True)
+class _LexiconStats:
+    memories: float  # N: live rows of the memory table, per pg_class
+    common: dict[str, float]  # lexeme -> document frequency, for the most common lexemes
+    rare_df: float  # the document frequency of any other lexeme (the planner's own estimate)
+    read_at: float
+
+
+_lexicon: dict[str, _LexiconStats] = {}
+
+
+def _lexicon_stats() -> _LexiconStats:
+    """The current schema's lexicon statistics (one query at most every ``IDF_CACHE_SECONDS``)."""
+    schema = current_schema()
+    now = time.monotonic()
+    cached = _lexicon.get(schema)
+    if cached is not None and now - cached.read_at < IDF_CACHE_SECONDS:
+        return cached
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memory_semanticmemory'::regclass),
+                   (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memory_lexicalposting'::regclass),
+                   s.most_common_vals::text::text[], s.most_common_freqs, s.n_distinct
+            FROM (SELECT 1) one LEFT JOIN pg_stats s
+              ON s.schemaname = current_schema() AND s.tablename = 'memory_lexicalposting'
+             AND s.attname = 'lexeme'
+            """
+        )
+        memories, postings, values, freqs, n_distinct = cursor.fetchone()
+    values, freqs = values or [], freqs or []
+    common = {v: f * postings for v, f in zip(values, freqs, strict=True)}
+    distinct = -n_distinct * postings if n_distinct is not None and n_distinct < 0 else (n_distinct or 0)
+    rest = max(1.0, distinct - len(values))
+    rare_df = max(1.0, (1.0 - sum(freqs)) * postings / rest) if postings else 1.0
+    stats = _LexiconStats(float(memories or 0), common, rare_df, now)
+    _lexicon[schema] = stats
+    return stats
+
+
+def lexeme_idf(lexemes: Sequence[str]) -> dict[str, float]:
+    """``{lexeme: idf}`` for the current tenant, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` (the
+    BM25 IDF that stays positive, as in Lucene), N the number of memories and df a lexeme's
+    document frequency from PostgreSQL's statistics of the lexical index (the 1,000 most common
+    lexemes exactly as sampled; any other gets the planner's estimate for a rare value). Before the
+    first ANALYZE every lexeme gets the same IDF."""
+    stats = _lexicon_stats()
+    n = max(stats.memories, 1.0)
+    out = {}
+    for lexeme in lexemes:
+        df = min(stats.common.get(lexeme, stats.rare_df), n)
+        out[lexeme] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    return out
 
 
 # --- hybrid candidates in one statement -------------------------------------------------------------
@@ -222,7 +271,7 @@ def visible_filter_sql(
 
 @dataclass(frozen=True)
 class Candidate:
-    """One candidate of hybrid search: cosine similarity, ``ts_rank_cd``, and what the score needs."""
+    """One candidate of hybrid search: cosine similarity, BM25 score, and what the score needs."""
 
     id: object
     similarity: float
@@ -232,66 +281,62 @@ class Candidate:
     embedding: object = None
 
 
+# Words of the query that generate lexical candidates, rarest first (all of them score): each costs
+# ``pool`` index entries and as many visibility checks (EXPLAIN ANALYZE at load 13: 0.14 ms a word at
+# 10k memories, 0.75 ms at 100k, mostly heap visibility checks until VACUUM sets the visibility map).
+LEXICAL_MAX_TERMS = 8
+
+
 def hybrid_candidates(
     *,
     where: str,
-    params: list,
+    params: list[Any],
     vector: Sequence[float],
     dimensions: int,
-    text: str | None,
-    lexemes: Sequence[str],
+    idf: dict[str, float],
     pool: int,
     with_embeddings: bool = False,
 ) -> list[Candidate]:
-    """The union of the ``pool`` nearest memories (HNSW) and the ``pool`` best full-text matches,
-    scored, in one statement (one round trip, no ORM compilation on the hot path).
+    """The union of the ``pool`` nearest memories (HNSW) and, for each of the ``LEXICAL_MAX_TERMS``
+    rarest query lexemes, the ``pool`` memories where it weighs most (the lexical index, in BM25
+    impact order), every one scored, in one statement (one round trip, no ORM compilation on the
+    hot path). Both arms read only rows that pass ``where`` (``visible_filter_sql``).
 
-    Full-text candidates are bounded: at most ``TEXT_RANK_BOUND`` rows
-    holding two or more query words (``quorum``) and as many holding any, of which the ``pool``
-    best by ``ts_rank_cd`` are kept. ``text`` is ``or_query_text(query)``, in ``to_tsquery``
-    syntax (None: vector candidates only). Call inside ``transaction.atomic()`` after
-    ``search_prepare``.
+    ``idf`` maps the query's lexemes (``search_prepare``) to their IDF (``lexeme_idf``); a
+    candidate's ``text_rank`` is its BM25 score, ``sum(idf(t) * saturation(tf, dl))`` over the query
+    lexemes it holds: the dot product of its ``lexical`` vector with the query's IDF vector, the
+    same saturations as the postings (migration 0014). Each lexical arm stops after
+    ``pool`` rows of its index range, so its cost does not grow with the corpus; the result no
+    longer depends on which rows an unordered ``LIMIT`` happened to keep. Call inside
+    ``transaction.atomic()`` after ``search_prepare``.
     """
     d = int(dimensions)
     qvec = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    text_sql, text_params = "SELECT NULL::uuid AS id WHERE false", []
-    rank_sql, rank_params = "0.0::real", []
-    if text is not None and lexemes:
-        any_word = (
-            f"SELECT m.id, m.search FROM memory_semanticmemory m WHERE {where} "
-            "AND m.search @@ to_tsquery('english', %s)"
-        )
-        if 2 <= len(lexemes) <= QUORUM_MAX_LEXEMES:
-            pairs = " | ".join(f"({_quoted(a)} & {_quoted(b)})" for a, b in combinations(sorted(lexemes), 2))
-            # one-word matches are read only when the quorum gives fewer than ``pool`` rows: the
-            # uncorrelated count is a one-time filter, so otherwise that scan never starts
-            text_from = (
-                f"(WITH q AS MATERIALIZED (SELECT m.id, m.search FROM memory_semanticmemory m WHERE {where} "
-                "AND m.search @@ %s::tsquery LIMIT %s) "
-                f"SELECT * FROM q UNION (SELECT * FROM ({any_word} LIMIT %s) w "
-                "WHERE (SELECT count(*) FROM q) < %s))"
-            )
-            from_params: list = [*params, pairs, TEXT_RANK_BOUND, *params, text, TEXT_RANK_BOUND, pool]
-        else:
-            text_from = f"({any_word} LIMIT %s)"
-            from_params = [*params, text, TEXT_RANK_BOUND]
-        text_sql = (
-            f"SELECT s.id FROM {text_from} s "
-            "ORDER BY ts_rank_cd(s.search, to_tsquery('english', %s)) DESC LIMIT %s"
-        )
-        text_params = [*from_params, text, pool]
-        rank_sql, rank_params = "ts_rank_cd(m.search, to_tsquery('english', %s))", [text]
+    lexemes = list(idf)
+    weights = [float(idf[t]) for t in lexemes]
+    generators = sorted(lexemes, key=lambda t: (-idf[t], t))[:LEXICAL_MAX_TERMS]
     sql = f"""
         WITH vec AS (
             SELECT m.id FROM memory_semanticmemory m WHERE {where}
             ORDER BY (m.embedding::vector({d})) <=> %s::vector({d}) LIMIT %s
-        ), txt AS ({text_sql}), cand AS (SELECT id FROM vec UNION SELECT id FROM txt)
-        SELECT m.id, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})), {rank_sql}, m.importance,
-               a.last_accessed_at{", m.embedding" if with_embeddings else ""}
+        ), txt AS (
+            SELECT p.memory_id AS id FROM unnest(%s::text[]) AS qt(lexeme)
+            CROSS JOIN LATERAL (
+                SELECT p.memory_id FROM memory_lexicalposting p
+                JOIN memory_semanticmemory m ON m.id = p.memory_id
+                WHERE p.lexeme = qt.lexeme AND {where}
+                ORDER BY p.impact DESC, p.memory_id LIMIT %s
+            ) p
+        ), cand AS (SELECT id FROM vec UNION SELECT id FROM txt),
+        qv AS (SELECT memory_lexical_query(%s::text[], %s::float8[]) AS v)
+        SELECT m.id, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})),
+               coalesce(-(m.lexical <#> (SELECT v FROM qv)), 0),
+               m.importance,
+               coalesce((SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = m.id),
+                        m.created_at){", m.embedding" if with_embeddings else ""}
         FROM cand JOIN memory_semanticmemory m ON m.id = cand.id
-        JOIN memory_memoryaccess a ON a.memory_id = m.id
     """
-    all_params = [*params, qvec, pool, *text_params, qvec, *rank_params]
+    all_params = [*params, qvec, pool, generators, *params, pool, lexemes, weights, qvec]
     with connection.cursor() as cursor:
         cursor.execute(sql, all_params)
         return [

@@ -366,13 +366,16 @@ def memory_search(
 ) -> list[SearchHit]:
     """Hybrid recall of the ``k`` best memories ``agent`` may see for ``query``.
 
-    Candidates: the nearest ``max(4k, 40)`` by vector (HNSW, cosine) and the best as many by
-    full-text rank. Each candidate gets ``similarity = max(0, cos)``, ``text_relevance`` = its
-    ``ts_rank_cd`` divided by the best rank among candidates, fused into ``relevance``; then
+    Candidates: the nearest ``max(4k, 40)`` by vector (HNSW, cosine) and, per rare query word, as
+    many by BM25 weight (``selectors.hybrid_candidates``). Each candidate gets
+    ``similarity = max(0, cos)``, ``text_relevance`` = its BM25 score (IDF from the tenant's
+    statistics, ``selectors.lexeme_idf``) divided by the best among candidates, fused into
+    ``relevance``; then
     ``score = (w_sim * relevance + w_rec * exp(-ln2 * hours / half_life) + w_imp * importance) / sum(w)``
     with the hours since last access (Park et al. 2023, "Generative Agents", eq. in §4.1).
     With ``mmr_lambda`` the top ``k`` are re-picked by MMR over the candidates. Hits are returned
-    best first; with ``touch`` their ``last_accessed_at`` and ``access_count`` are updated.
+    best first (ties by id); with ``touch`` their ``last_accessed_at`` and ``access_count`` are
+    updated in the same transaction, committed asynchronously (``selectors.search_prepare``).
     """
     embedder = get_embedder()
     dims = embedder.dimensions
@@ -390,51 +393,50 @@ def memory_search(
     )
     pool_size = max(4 * k, 40)
     with transaction.atomic():
-        # HNSW options, and the query's stemmed words without stop words: they bound the lexical
-        # candidates; none means the full text cannot match
+        # HNSW options, and the query's stemmed words without stop words: the lexical index's terms
         lexemes = selectors.search_prepare(query, ef_search=max(pool_size, 40))
         candidates = selectors.hybrid_candidates(
             where=where,
             params=params,
             vector=qvec,
             dimensions=dims,
-            text=selectors.or_query_text(query),
-            lexemes=lexemes,
+            idf=selectors.lexeme_idf(lexemes),
             pool=pool_size,
             with_embeddings=mmr_lambda is not None,
         )
-    if not candidates:
-        return []
-    best_rank = max(c.text_rank for c in candidates) or 1.0
-    scored = []
-    for c in candidates:
-        similarity = min(1.0, max(0.0, c.similarity))
-        text_relevance = c.text_rank / best_rank
-        relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity
-        hours = max(0.0, (now - c.last_accessed_at).total_seconds() / 3600.0)
-        recency = math.exp(-decay * hours)
-        score = (
-            w["similarity"] * relevance + w["recency"] * recency + w["importance"] * c.importance
-        ) / w_sum
-        scored.append(_Scored(c.id, score, relevance, similarity, text_relevance, recency, c.importance))
-    scored.sort(key=lambda h: h.score, reverse=True)
-    if mmr_lambda is not None:
-        vectors = {c.id: _as_vector(c.embedding) for c in candidates}
-        scored = _mmr(scored, vectors, k, mmr_lambda)
-    else:
-        scored = scored[:k]
-    rows = (
-        SemanticMemory.objects.select_related("agent", "access")
-        .defer("search", "embedding")
-        .in_bulk([h.id for h in scored])
-    )
-    hits = [SearchHit(**vars(h), memory=rows[h.id]) for h in scored if h.id in rows]
-    if touch and hits:
-        touched_at = timezone.now()
-        MemoryAccess.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
-            last_accessed_at=touched_at, access_count=F("access_count") + 1
+        if not candidates:
+            return []
+        best_rank = max(c.text_rank for c in candidates) or 1.0
+        scored = []
+        for c in candidates:
+            similarity = min(1.0, max(0.0, c.similarity))
+            text_relevance = c.text_rank / best_rank
+            relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity
+            hours = max(0.0, (now - c.last_accessed_at).total_seconds() / 3600.0)
+            recency = math.exp(-decay * hours)
+            score = (
+                w["similarity"] * relevance + w["recency"] * recency + w["importance"] * c.importance
+            ) / w_sum
+            scored.append(_Scored(c.id, score, relevance, similarity, text_relevance, recency, c.importance))
+        scored.sort(key=lambda h: (-h.score, str(h.id)))
+        if mmr_lambda is not None:
+            vectors = {c.id: _as_vector(c.embedding) for c in candidates}
+            scored = _mmr(scored, vectors, k, mmr_lambda)
+        else:
+            scored = scored[:k]
+        rows = (
+            SemanticMemory.objects.select_related("agent", "access")
+            .defer("search", "embedding", "lexical")
+            .in_bulk([h.id for h in scored])
         )
-        for hit in hits:  # return what is now stored (the score used the previous access time)
-            hit.memory.access.last_accessed_at = touched_at
-            hit.memory.access.access_count += 1
+        hits = [SearchHit(**vars(h), memory=rows[h.id]) for h in scored if h.id in rows]
+        if touch and hits:
+            # in the search's own transaction, committed asynchronously (see ``search_prepare``)
+            touched_at = timezone.now()
+            MemoryAccess.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
+                last_accessed_at=touched_at, access_count=F("access_count") + 1
+            )
+            for hit in hits:  # return what is now stored (the score used the previous access time)
+                hit.memory.access.last_accessed_at = touched_at
+                hit.memory.access.access_count += 1
     return hits
