@@ -90,7 +90,9 @@ def consolidation_policy() -> ConsolidationPolicy:
     return policy if isinstance(policy, ConsolidationPolicy) else Tenant().consolidation_policy
 
 
-def accesses_touch(ids: Sequence[Any], *, now: datetime) -> dict[Any, tuple[datetime, int, float]]:
+def accesses_touch(
+    ids: Sequence[Any], *, now: datetime, agent: Agent | None = None
+) -> dict[Any, tuple[datetime, int, float]]:
     """Count one access (a recall or a reinforcement) of each memory of ``ids`` at ``now``: the clock
     restarts, ``access_count`` + 1 and the stability grows by the spacing rule of
     ``memory.semantic.forgetting`` (the tenant's ``stability_growth``), in one statement. Archived
@@ -113,16 +115,18 @@ def accesses_touch(ids: Sequence[Any], *, now: datetime) -> dict[Any, tuple[date
         )
     )
     if archived:
-        memories_restore(ids=archived, reason="access")
+        memories_restore(ids=archived, reason="access", agent=agent)
     return touched
 
 
-def memories_restore(*, ids: Sequence[Any], reason: str, username: str | None = None) -> list[Any]:
+def memories_restore(
+    *, ids: Sequence[Any], reason: str, username: str | None = None, agent: Agent | None = None
+) -> list[Any]:
     """Bring archived memories back into default recall (``archived_at`` cleared); forgotten ones stay
-    forgotten. ``reason`` ``access`` (a recall or a reinforcement reached them) or ``operator``
-    (``username`` restored them in the admin). One ``decision`` event of the tenant's system agent
-    records it (``actor`` ``user:<username>`` or ``job:recall``), in session ``consolidation``.
-    Returns the ids restored (those archived and not forgotten)."""
+    forgotten. ``reason`` ``access`` (``agent``'s recall or write reached them) or ``operator``
+    (the person ``username`` restored them in the admin). One ``decision`` event records it, in
+    session ``consolidation``: ``agent``'s, or the tenant's system agent's with ``actor``
+    ``user:<username>``. Returns the ids restored (those archived and not forgotten)."""
     with transaction.atomic():
         restored = list(
             SemanticMemory.objects.select_for_update()
@@ -132,11 +136,10 @@ def memories_restore(*, ids: Sequence[Any], reason: str, username: str | None = 
         if not restored:
             return []
         SemanticMemory.objects.filter(pk__in=restored).update(archived_at=None)
-        who = f"user:{username}" if username else "job:recall"
         decision_record(
-            agent=system_agent_get(),
+            agent=agent or system_agent_get(),
             session_id="consolidation",
-            actor=who,
+            actor=f"user:{username}" if username else "",
             content=f"Restored {len(restored)} archived memories ({reason}).",
             payload={
                 "action": "memories_restore",
@@ -158,7 +161,7 @@ def _reinforce(
     """One more sighting of ``memory``: an access (``accesses_touch``: clock restarted, stability
     raised, restored if archived), confidence/importance = max, new tags and (hierarchical) new agents
     and roles added."""
-    accesses_touch([memory.pk], now=timezone.now())
+    accesses_touch([memory.pk], now=timezone.now(), agent=memory.agent)
     if confidence > memory.confidence or importance > memory.importance:
         SemanticMemory.objects.filter(pk=memory.pk).update(
             confidence=Greatest("confidence", Value(confidence)),
@@ -670,7 +673,7 @@ def memory_search(
     )
     hits = [SearchHit(**vars(h), memory=rows[h.id]) for h in scored if h.id in rows]
     if touch and hits:
-        touched = accesses_touch([h.memory.pk for h in hits], now=now)
+        touched = accesses_touch([h.memory.pk for h in hits], now=now, agent=agent)
         for hit in hits:  # return what is now stored (the score used the previous access time)
             if hit.memory.pk in touched:
                 access = hit.memory.access

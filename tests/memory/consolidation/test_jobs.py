@@ -9,10 +9,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import psutil
-from kombu import Connection
 from django.db import connection
 from django.test import Client
 from django_tenants.utils import tenant_context
+from kombu import Connection
 
 from agents.services import agent_create
 from memory.consolidation.models import ConsolidationRun, Job, RunStatus
