@@ -5,12 +5,11 @@ fact hints and source events of memories, the jobs' runs, promotions and the sum
 tenant groups' permissions on them (see 0005 for why permissions are created here)."""
 
 import django.db.models.deletion
-from django.apps import apps as global_apps
-from django.contrib.auth.management import create_permissions
 import django.utils.timezone
 import pgvector.django.vector
+from django.apps import apps as global_apps
+from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
-
 
 VIEW = ["memory.view_consolidationrun", "memory.view_promotion", "memory.view_summarynode"]
 GROUPS = {
