@@ -200,6 +200,10 @@ def bench_summarize(args: argparse.Namespace) -> None:
             print(f"appended {args.events - have:,} events", flush=True)
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE memory_summarynode, memory_consolidationrun CASCADE")
+            cursor.execute(
+                "DELETE FROM memory_memoryaccess WHERE memory_id IN "
+                "(SELECT id FROM memory_semanticmemory WHERE memory_type = 'summary')"
+            )
             cursor.execute("DELETE FROM memory_semanticmemory WHERE memory_type = 'summary'")
         took, counts = timed_run(summaries_pass)
         print(f"summary pass: {took:.1f} s {counts}: {counts.get('events', 0) / took:,.0f} events/s")
@@ -271,6 +275,10 @@ def bench_locomo(args: argparse.Namespace) -> None:
     with tenant_context(t):
         with connection.cursor() as cursor:
             cursor.execute("TRUNCATE memory_summarynode, memory_consolidationrun CASCADE")
+            cursor.execute(
+                "DELETE FROM memory_memoryaccess WHERE memory_id IN "
+                "(SELECT id FROM memory_semanticmemory WHERE memory_type = 'summary')"
+            )
             cursor.execute("DELETE FROM memory_semanticmemory WHERE memory_type = 'summary'")
         agent = Agent.objects.filter(name="locomo").first() or agent_create(name="locomo")
         turn_event: dict[tuple[str, str], tuple[str, int]] = {}
