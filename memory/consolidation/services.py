@@ -8,7 +8,7 @@ resumes the run from its cursor. Runs of one job in one tenant never overlap (a 
 lock, released when the worker's connection closes, even on a kill). Every change is recorded in
 the trail by ``decision_record`` with ``actor`` ``job:consolidation``: one decision per batch of
 archived memories and per batch of summaries (session ``consolidation``), one per promotion (in the
-memory's session). Nothing comes back: forgotten memories are never archived, restored, promoted
+memory's session, else ``consolidation``). Nothing comes back: forgotten memories are never archived, restored, promoted
 or rewritten, and a promotion never re-asserts a retracted fact.
 """
 
@@ -59,8 +59,11 @@ logger = logging.getLogger(__name__)
 
 ACTOR = "job:consolidation"
 TRAIL_SESSION = "consolidation"
-# sessions the summary tree leaves out: the jobs' own trail (summarising it would feed itself)
+# sessions the summary tree leaves out: the jobs' own trail (summarising it would feed itself) and
+# the one-object trail sessions of memories and facts ("memory:<id>", "fact:<id>": a forget, a
+# retract), which hold a decision or two each and would each cost a summary memory
 UNSUMMARISED_SESSIONS = (TRAIL_SESSION,)
+UNSUMMARISED_PREFIXES = ("memory:", "fact:")
 
 
 def _batch_size(batch: int | None) -> int:
@@ -256,7 +259,7 @@ def _promote(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun
     promotion.save()
     decision_record(
         agent=memory.agent,
-        session_id=memory.session_id or f"memory:{memory.pk}",
+        session_id=memory.session_id or TRAIL_SESSION,
         actor=ACTOR,
         content=f"Promoted memory {memory.pk} to a fact: {promotion.outcome}"
         + (f" (fact #{promotion.fact_id})" if promotion.fact_id else f" ({promotion.detail})"),
@@ -489,7 +492,8 @@ def summaries_pass(*, now: datetime | None = None, batch: int | None = None) -> 
     where the previous run stopped, extends the tree of each session in the batch
     (``tree_extend``) and stores each written node's text as a semantic memory of type ``summary``
     (embedded in one batch; searchable). One decision per batch records the nodes written. Sessions
-    in ``UNSUMMARISED_SESSIONS`` (the jobs' own trail) are left out. Counts: ``events``,
+    in ``UNSUMMARISED_SESSIONS`` (the jobs' own trail) and those starting with
+    ``UNSUMMARISED_PREFIXES`` (one object's trail) are left out. Counts: ``events``,
     ``sessions``, ``nodes``. Returns the run, or None when one is already running."""
     size = _batch_size(batch)
 
@@ -511,6 +515,11 @@ def summaries_pass(*, now: datetime | None = None, batch: int | None = None) -> 
                 events = list(
                     Event.objects.filter(seq__gt=after, seq__lte=upper)
                     .exclude(session_id__in=UNSUMMARISED_SESSIONS)
+                    .exclude(
+                        session_id__regex=r"^("
+                        + "|".join(p.rstrip(":") for p in UNSUMMARISED_PREFIXES)
+                        + r"):"
+                    )
                     .defer("search", "payload_index")
                     .order_by("seq")
                 )
