@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from api.rest.agents import WhoAmIView
 from api.rest.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
+from api.rest.consolidation import SessionSummaryView
 from api.rest.context import ContextView
 from api.rest.events import EventsView
 from api.rest.knowledge import (
@@ -58,6 +59,7 @@ urlpatterns = [
     path("memories", MemoriesView.as_view(), name="memories"),
     path("memories/search", MemorySearchView.as_view(), name="memory-search"),
     path("memories/<str:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
+    path("sessions/<str:session_id>/summary", SessionSummaryView.as_view(), name="session-summary"),
     path("facts", FactsView.as_view(), name="facts"),
     path("facts/<str:fact_id>/retract", FactRetractView.as_view(), name="fact-retract"),
     path("entities/<text:name>/facts", EntityFactsView.as_view(), name="entity-facts"),

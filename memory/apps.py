@@ -10,3 +10,10 @@ class MemoryConfig(AppConfig):
         from core.checks import admin_actions_need_permissions
 
         checks.register(admin_actions_need_permissions, checks.Tags.admin)
+
+        from prometheus_client import REGISTRY
+
+        from memory.consolidation.metrics import ConsolidationCollector
+
+        if not any(isinstance(c, ConsolidationCollector) for c in list(REGISTRY._collector_to_names)):
+            REGISTRY.register(ConsolidationCollector())

@@ -1,6 +1,7 @@
 """Models of every memory layer; each lives in its layer's sub-package."""
 
 from memory.checkpoints.models import Checkpoint
+from memory.consolidation.models import ConsolidationRun, Promotion, SummaryNode
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import (
     Contradiction,
@@ -16,6 +17,7 @@ from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 __all__ = [
     "ChainHead",
     "Checkpoint",
+    "ConsolidationRun",
     "Contradiction",
     "Entity",
     "Event",
@@ -27,11 +29,13 @@ __all__ = [
     "MemoryScope",
     "MemoryType",
     "Predicate",
+    "Promotion",
     "SemanticMemory",
     "Skill",
     "SkillRun",
     "SkillRunStats",
     "SkillVersion",
+    "SummaryNode",
     "Tool",
     "ToolVersion",
 ]

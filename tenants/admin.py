@@ -55,6 +55,24 @@ class TenantAdmin(admin.ModelAdmin):
                     "window_max_turns",
                     "working_value_max_bytes",
                     "checkpoint_cache_ttl_seconds",
+                    "window_log_trimmed",
+                ]
+            },
+        ),
+        (
+            "Consolidation",
+            {
+                "fields": [
+                    "consolidation_interval_hours",
+                    "initial_stability_hours",
+                    "stability_growth",
+                    "archive_below_recall",
+                    "archive_min_age_hours",
+                    "promote_min_confidence",
+                    "promote_min_accesses",
+                    "summary_leaf_events",
+                    "summary_leaf_tokens",
+                    "summary_fanout",
                 ]
             },
         ),

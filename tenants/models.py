@@ -46,6 +46,35 @@ class WorkingMemoryPolicy:
     window_max_turns: int
     value_max_bytes: int
     checkpoint_cache_ttl_seconds: int
+    window_log_trimmed: bool = True
+
+
+@dataclass(frozen=True)
+class ConsolidationPolicy:
+    """How one tenant's memories are consolidated (see ``memory.consolidation``).
+
+    Forgetting curve: recall probability ``p = exp(-t / S)`` with ``t`` the hours since last access
+    and ``S`` the memory's stability in hours, starting at ``initial_stability_hours`` and raised on
+    every recall by ``stability_growth`` (``memory.semantic.forgetting``). A memory older than
+    ``archive_min_age_hours`` whose ``p`` is below ``archive_below_recall`` is archived. Memories
+    with confidence above ``promote_min_confidence`` and at least ``promote_min_accesses`` accesses
+    are promoted to facts. Summary leaves hold ``summary_leaf_events`` events or
+    ``summary_leaf_tokens`` tokens, whichever comes first; each summary of summaries covers
+    ``summary_fanout`` nodes of the level below. ``window_log_trimmed``: turns trimmed from a
+    conversation window go to the episodic log. ``interval_hours``: the consolidation schedule.
+    """
+
+    interval_hours: float
+    initial_stability_hours: float
+    stability_growth: float
+    archive_below_recall: float
+    archive_min_age_hours: float
+    promote_min_confidence: float
+    promote_min_accesses: int
+    summary_leaf_events: int
+    summary_leaf_tokens: int
+    summary_fanout: int
+    window_log_trimmed: bool
 
 
 class Tenant(TenantMixin):
@@ -91,6 +120,50 @@ class Tenant(TenantMixin):
         blank=True,
         help_text="The tokenizer context assembly counts tokens with: a name from the ENGRAM_TOKENIZERS "
         "setting (blank: the default, the WordPiece tokenizer of all-MiniLM-L6-v2).",
+    )
+    # --- consolidation (memory.consolidation; see ConsolidationPolicy) ---
+    consolidation_interval_hours = models.FloatField(
+        default=12.0,
+        validators=[MinValueValidator(1.0), MaxValueValidator(168.0)],
+        help_text="Hours between two consolidation passes (forgetting, promotion, summaries).",
+    )
+    initial_stability_hours = models.FloatField(
+        default=168.0,
+        validators=[MinValueValidator(0.01)],
+        help_text="Stability S of a new memory, in hours: its recall probability is exp(-t/S).",
+    )
+    stability_growth = models.FloatField(
+        default=2.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
+        help_text="How much a recall raises S: S' = S·(1 + g·max(1 - p, 0.1)) (spacing effect).",
+    )
+    archive_below_recall = models.FloatField(
+        default=0.05,
+        validators=unit_interval,
+        help_text="Memories whose recall probability is below this are archived (hidden from recall).",
+    )
+    archive_min_age_hours = models.FloatField(
+        default=30 * 24.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="Memories younger than this are never archived.",
+    )
+    promote_min_confidence = models.FloatField(
+        default=0.9, validators=unit_interval, help_text="Memories with a higher confidence may become facts."
+    )
+    promote_min_accesses = models.PositiveIntegerField(
+        default=3, help_text="…once recalled or reinforced at least this often."
+    )
+    summary_leaf_events = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(1), MaxValueValidator(1000)]
+    )
+    summary_leaf_tokens = models.PositiveIntegerField(
+        default=2000, validators=[MinValueValidator(50), MaxValueValidator(100_000)]
+    )
+    summary_fanout = models.PositiveIntegerField(
+        default=8, validators=[MinValueValidator(2), MaxValueValidator(100)]
+    )
+    window_log_trimmed = models.BooleanField(
+        default=True, help_text="Turns trimmed from a conversation window are written to the episodic log."
     )
 
     auto_create_schema = True
@@ -154,6 +227,24 @@ class Tenant(TenantMixin):
             window_max_turns=self.window_max_turns,
             value_max_bytes=self.working_value_max_bytes,
             checkpoint_cache_ttl_seconds=self.checkpoint_cache_ttl_seconds,
+            window_log_trimmed=self.window_log_trimmed,
+        )
+
+    @property
+    def consolidation_policy(self) -> ConsolidationPolicy:
+        """The tenant's forgetting, promotion and summary settings as an immutable value."""
+        return ConsolidationPolicy(
+            interval_hours=self.consolidation_interval_hours,
+            initial_stability_hours=self.initial_stability_hours,
+            stability_growth=self.stability_growth,
+            archive_below_recall=self.archive_below_recall,
+            archive_min_age_hours=self.archive_min_age_hours,
+            promote_min_confidence=self.promote_min_confidence,
+            promote_min_accesses=self.promote_min_accesses,
+            summary_leaf_events=self.summary_leaf_events,
+            summary_leaf_tokens=self.summary_leaf_tokens,
+            summary_fanout=self.summary_fanout,
+            window_log_trimmed=self.window_log_trimmed,
         )
 
 

@@ -89,3 +89,23 @@ def test_the_cycle_finder_finds_cycles() -> None:
     ]:
         graph.add_import(importer=importer, imported=imported)
     assert strongly_connected(graph) == [["p.a", "p.b", "p.c"]]
+
+
+LAYERS = ("episodic", "semantic", "knowledge", "working", "checkpoints", "procedural")
+
+
+def test_consolidation_sits_above_the_layers() -> None:
+    """No layer imports consolidation; consolidation reads and writes through episodic, semantic and
+    knowledge only (the contract in pyproject.toml says the first; this pins the second)."""
+    graph = grimp.build_graph("memory", exclude_type_checking_imports=True)
+    for layer in LAYERS:
+        assert not graph.chain_exists(
+            importer=f"memory.{layer}", imported="memory.consolidation", as_packages=True
+        )
+    used = {
+        imported.split(".")[1]
+        for module in graph.find_descendants("memory.consolidation") | {"memory.consolidation"}
+        for imported in graph.find_modules_directly_imported_by(module)
+        if imported.startswith("memory.") and not imported.startswith("memory.consolidation")
+    }
+    assert used <= {"episodic", "semantic", "knowledge"}, used

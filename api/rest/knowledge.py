@@ -46,11 +46,10 @@ from memory.knowledge.models import (
     ContradictionStatus,
     Fact,
     FactStatus,
-    LiteralType,
 )
 
 MAX_FACT_BATCH = 500
-OBJECT_KINDS = ("entity", *LiteralType.values)
+OBJECT_KINDS = services.OBJECT_KINDS
 
 
 @extend_schema_serializer(component_name="FactObject")
@@ -76,25 +75,10 @@ class FactObjectField(serializers.Field):
     ``{"string"|"number"|"date"|"boolean": v}``."""
 
     def to_internal_value(self, data: Any) -> services.FactObject:
-        if not isinstance(data, dict):
-            raise serializers.ValidationError(
-                'Expected an object such as {"entity": "Acme"} or {"number": 3}.'
-            )
-        kinds = [k for k in data if k in OBJECT_KINDS]
-        unknown = [k for k in data if k not in (*OBJECT_KINDS, "type", "id")]
-        if unknown or len(kinds) != 1 or (("type" in data or "id" in data) and kinds != ["entity"]):
-            raise serializers.ValidationError(
-                f"Give exactly one of {', '.join(OBJECT_KINDS)} (and 'type' or 'id' only with 'entity')."
-            )
-        kind = kinds[0]
-        if kind == "entity":
-            name, entity_type, entity_id = data["entity"], data.get("type") or "", data.get("id")
-            if not isinstance(name, str) or not isinstance(entity_type, str):
-                raise serializers.ValidationError("'entity' and 'type' are strings.")
-            if entity_id is not None and (isinstance(entity_id, bool) or not isinstance(entity_id, int)):
-                raise serializers.ValidationError("'id' is an integer.")
-            return services.FactObject(entity=name, entity_type=entity_type, entity_id=entity_id)
-        return services.FactObject(literal_type=kind, value=data[kind])
+        try:
+            return services.FactObject.from_wire(data)
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
 
     def to_representation(self, value: Any) -> Any:  # pragma: no cover - input only
         return value

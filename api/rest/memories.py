@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -13,14 +15,18 @@ from api.fields import (
     AwareDateTimeField,
     CleanCharField,
     JSONObjectField,
+    StrictBooleanField,
     StrictFloatField,
     StrictIntegerField,
     StrictSerializer,
 )
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
+from api.rest.knowledge import FactObjectDocSerializer, FactObjectField
 from api.views import AgentRequest, ApiView
+from memory.knowledge.models import PREDICATE_PATTERN
 from memory.semantic import selectors, services
+from memory.semantic.forgetting import recall_probability
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 
 MAX_CONTENT_CHARS = settings.ENGRAM["MAX_CONTENT_CHARS"]
@@ -36,6 +42,34 @@ class VisibleToSerializer(StrictSerializer):
 
     agents = serializers.ListField(child=CleanCharField(max_length=100), max_length=100, default=list)
     roles = serializers.ListField(child=CleanCharField(max_length=100), max_length=100, default=list)
+
+
+@extend_schema_serializer(component_name="FactHint")
+class FactHintSerializer(StrictSerializer):
+    """The fact a memory states, for its promotion to the knowledge layer: the shape of ``POST
+    facts`` (``subject``, ``subject_type``?, ``predicate``, ``object``)."""
+
+    subject = CleanCharField(max_length=300)
+    subject_type = CleanCharField(max_length=64, required=False, allow_null=True)
+    predicate = CleanCharField(
+        max_length=64, validators=[RegexValidator(PREDICATE_PATTERN, "Predicates are snake_case.")]
+    )
+    object = FactObjectField()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "subject": attrs["subject"],
+            "subject_type": attrs.get("subject_type") or None,
+            "predicate": attrs["predicate"],
+            "object": attrs["object"].to_wire(),
+        }
+
+
+class FactHintOutputSerializer(serializers.Serializer):
+    subject = serializers.CharField()
+    subject_type = serializers.CharField(allow_null=True)
+    predicate = serializers.CharField()
+    object = FactObjectDocSerializer()
 
 
 class MemoryInputSerializer(StrictSerializer):
@@ -56,6 +90,19 @@ class MemoryInputSerializer(StrictSerializer):
     embedding_model = CleanCharField(max_length=200, required=False)
     visible_to = VisibleToSerializer(
         required=False, help_text="hierarchical scope only: the agents and roles that may recall it too"
+    )
+    fact = FactHintSerializer(
+        required=False,
+        allow_null=True,
+        help_text="the fact it states: the consolidation job may promote the memory to this fact",
+    )
+    source_event_id = StrictIntegerField(
+        required=False, min_value=1, allow_null=True, help_text="the event it was learned from"
+    )
+    write = serializers.ChoiceField(
+        choices=["sync", "async"],
+        default="sync",
+        help_text="async: 202 at once with the id; embedded by the worker in batches, searchable soon after",
     )
 
     def validate_content(self, value: str) -> str:
@@ -83,6 +130,22 @@ class MemoryOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     last_accessed_at = serializers.DateTimeField()
     access_count = serializers.IntegerField()
+    stability_hours = serializers.FloatField(
+        source="access.stability_hours", help_text="S of the forgetting curve p = exp(-t/S)"
+    )
+    recall_probability = serializers.SerializerMethodField(
+        help_text="exp(-hours since last access / stability), now"
+    )
+    archived_at = serializers.DateTimeField(
+        allow_null=True, help_text="set when the forgetting curve archived it (hidden from default recall)"
+    )
+    pending = serializers.BooleanField(help_text="written with write=async and not embedded (searchable) yet")
+    fact = FactHintOutputSerializer(source="fact_hint", allow_null=True)
+    source_event_id = serializers.IntegerField(allow_null=True)
+
+    def get_recall_probability(self, memory: SemanticMemory) -> float:
+        hours = (timezone.now() - memory.access.last_accessed_at).total_seconds() / 3600.0
+        return round(recall_probability(hours, memory.access.stability_hours), 6)
 
     @extend_schema_field(VisibleToSerializer)
     def get_visible_to(self, memory: SemanticMemory) -> dict[str, list[str]]:
@@ -128,6 +191,9 @@ class FiltersSerializer(StrictSerializer):
     min_confidence = unit_float(required=False)
     created_at = DateRangeSerializer(required=False)
     importance = UnitRangeSerializer(required=False)
+    include_archived = StrictBooleanField(
+        required=False, default=False, help_text="also memories the forgetting curve archived"
+    )
 
 
 class MMRSerializer(StrictSerializer):
@@ -206,6 +272,9 @@ class MemoryListParams(StrictSerializer, PageParams):
     min_confidence = unit_float(required=False)
     since = AwareDateTimeField(required=False, help_text="created_at >= since")
     until = AwareDateTimeField(required=False, help_text="created_at < until")
+    include_archived = serializers.ChoiceField(
+        choices=["true", "false"], required=False, help_text="also memories the forgetting curve archived"
+    )
 
 
 class MemoriesPage(CursorPage):
@@ -223,8 +292,9 @@ MEMORY_EXAMPLE = {
 
 
 class MemoriesView(ApiView):
-    """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one; GET a page
-    of the memories the caller may see."""
+    """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one, 202 for
+    ``"write": "async"`` (stored, embedded by the worker soon after); GET a page of the memories the
+    caller may see."""
 
     get_query_params = frozenset(MemoryListParams().fields)
     repeatable_query_params = frozenset({"tag"})
@@ -234,7 +304,11 @@ class MemoriesView(ApiView):
         operation_id="memories_create",
         summary="Store a memory",
         request=MemoryInputSerializer,
-        responses={201: MemoryWrittenSerializer, 200: MemoryWrittenSerializer},
+        responses={
+            201: MemoryWrittenSerializer,
+            200: MemoryWrittenSerializer,
+            202: MemoryWrittenSerializer,
+        },
         examples=[OpenApiExample("A shared fact", value=MEMORY_EXAMPLE, request_only=True)],
         tags=["semantic"],
     )
@@ -244,22 +318,28 @@ class MemoriesView(ApiView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         visible_to = data.pop("visible_to", {})
+        write = data.pop("write")
         result = services.memory_create(
             agent=request.user,
             data=services.MemoryData(
-                **data,
+                **{k: v for k, v in data.items() if k != "fact"},
+                fact_hint=data.get("fact"),
                 visible_to_agents=visible_to.get("agents", ()),
                 visible_to_roles=visible_to.get("roles", ()),
             ),
             policy=request.tenant.retrieval_policy,
+            write=write,
         )
         extra: dict[str, Any] = {"deduplicated": result.deduplicated}
         if result.deduplicated:
             extra.update(duplicate_of=result.outcome, similarity=round(result.similarity or 0.0, 6))
-        return Response(
-            _memory_body(result.memory, **extra),
-            status=status.HTTP_200_OK if result.deduplicated else status.HTTP_201_CREATED,
-        )
+        code = {
+            "exact": status.HTTP_200_OK,
+            "near": status.HTTP_200_OK,
+            "created": status.HTTP_201_CREATED,
+            "accepted": status.HTTP_202_ACCEPTED,
+        }[result.outcome]
+        return Response(_memory_body(result.memory, **extra), status=code)
 
     @extend_schema(
         operation_id="memories_list",
@@ -288,6 +368,7 @@ class MemoriesView(ApiView):
                 tags_all=p.get("tag", ()),
                 min_confidence=p.get("min_confidence"),
                 created_at=created,
+                include_archived=p.get("include_archived") == "true",
             ),
         )
         paginator = MemoriesPage()
@@ -327,6 +408,7 @@ class MemorySearchView(ApiView):
             min_confidence=f.get("min_confidence"),
             created_at=dict(f.get("created_at", {})),
             importance=dict(f.get("importance", {})),
+            include_archived=f.get("include_archived", False),
         )
         hits = services.memory_search(
             agent=request.user,

@@ -161,6 +161,13 @@ CELERY_TIMEZONE = "UTC"
 ENGRAM_OUTBOX_SWEEP_SECONDS = env.float("ENGRAM_OUTBOX_SWEEP_SECONDS", default=30.0)
 # Processed outbox rows are deleted this many hours after processing (hourly).
 ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", default=24.0)
+# Memories written with "write": "async" are embedded by a task queued at commit; this sweep queues
+# one for every tenant with pending memories, so one is searchable within this many seconds plus a
+# batch even when that task was lost.
+ENGRAM_ASYNC_EMBED_SWEEP_SECONDS = env.float("ENGRAM_ASYNC_EMBED_SWEEP_SECONDS", default=10.0)
+# How often beat asks every tenant whether its consolidation pass is due (the interval itself is per
+# tenant: consolidation_interval_hours in its policy).
+ENGRAM_CONSOLIDATION_BEAT_SECONDS = env.float("ENGRAM_CONSOLIDATION_BEAT_SECONDS", default=3600.0)
 CELERY_BEAT_SCHEDULE = {
     # per-tenant tasks are queued for every tenant by core.tasks.each_tenant
     "purge-idempotency-keys": {
@@ -184,6 +191,18 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": ENGRAM_OUTBOX_SWEEP_SECONDS,
         # a sweep not run by the next one is of no use: it must not pile up behind a stopped worker
         "options": {"expires": ENGRAM_OUTBOX_SWEEP_SECONDS},
+    },
+    "consolidate-memories": {
+        # each tenant's pass runs when its policy's consolidation_interval_hours has passed
+        "task": "core.tasks.each_tenant",
+        "args": ["memory.consolidation.tasks.consolidate"],
+        "schedule": ENGRAM_CONSOLIDATION_BEAT_SECONDS,
+        "options": {"expires": ENGRAM_CONSOLIDATION_BEAT_SECONDS},
+    },
+    "embed-pending-memories": {
+        "task": "memory.semantic.tasks.pending_sweep",
+        "schedule": ENGRAM_ASYNC_EMBED_SWEEP_SECONDS,
+        "options": {"expires": ENGRAM_ASYNC_EMBED_SWEEP_SECONDS},
     },
     "purge-graph-outbox": {
         "task": "core.tasks.each_tenant",
@@ -296,6 +315,13 @@ ENGRAM = {
     # /metrics: with a token, every scraper sends "Authorization: Bearer <token>"; without one,
     # loopback clients may read it only where METRICS_LOOPBACK is on (never in production)
     "METRICS_TOKEN": env_secret("ENGRAM_METRICS_TOKEN", "") or "",
+    # an OpenAI-compatible chat endpoint for abstractive summaries and fact extraction (optional)
+    "LLM_BASE_URL": env("ENGRAM_LLM_BASE_URL", default=""),
+    "LLM_MODEL": env("ENGRAM_LLM_MODEL", default="gpt-4o-mini"),
+    "LLM_API_KEY": env_secret("ENGRAM_LLM_API_KEY", "") or "",
+    "LLM_TIMEOUT": env.float("ENGRAM_LLM_TIMEOUT", default=30.0),
+    # rows per batch (one transaction each) of the consolidation jobs
+    "CONSOLIDATION_BATCH": env.int("ENGRAM_CONSOLIDATION_BATCH", default=5000),
     "METRICS_LOOPBACK": env.bool("ENGRAM_METRICS_LOOPBACK", default=True),
     # Ed25519 private key (PEM, PKCS #8) signing chain anchors and export manifests
     "SIGNING_KEY": env_secret("ENGRAM_SIGNING_KEY", "") or "",

@@ -58,6 +58,41 @@ class FactObject:
     value: Any = None
     entity_id: int | None = None  # as a response gave it back: must be the named entity's id
 
+    @classmethod
+    def from_wire(cls, data: Any) -> FactObject:
+        """The object in its JSON form: ``{"entity": "Acme", "type"?: "company", "id"?: 7}`` or
+        exactly one literal ``{"string"|"number"|"date"|"boolean": v}`` (values are checked by
+        ``fact_assert``). Raises ``InvalidInput`` (field ``object``) for another shape."""
+        if not isinstance(data, dict):
+            raise InvalidInput(
+                'Expected an object such as {"entity": "Acme"} or {"number": 3}.', field="object"
+            )
+        kinds = [k for k in data if k in OBJECT_KINDS]
+        unknown = [k for k in data if k not in (*OBJECT_KINDS, "type", "id")]
+        if unknown or len(kinds) != 1 or (("type" in data or "id" in data) and kinds != ["entity"]):
+            raise InvalidInput(
+                f"Give exactly one of {', '.join(OBJECT_KINDS)} (and 'type' or 'id' only with 'entity').",
+                field="object",
+            )
+        kind = kinds[0]
+        if kind == "entity":
+            name, entity_type, entity_id = data["entity"], data.get("type") or "", data.get("id")
+            if not isinstance(name, str) or not isinstance(entity_type, str):
+                raise InvalidInput("'entity' and 'type' are strings.", field="object")
+            if entity_id is not None and (isinstance(entity_id, bool) or not isinstance(entity_id, int)):
+                raise InvalidInput("'id' is an integer.", field="object")
+            return cls(entity=name, entity_type=entity_type, entity_id=entity_id)
+        return cls(literal_type=kind, value=data[kind])
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON form ``from_wire`` reads (an entity's type only when it has one)."""
+        if self.entity is not None:
+            return {"entity": self.entity, **({"type": self.entity_type} if self.entity_type else {})}
+        return {self.literal_type: self.value}
+
+
+OBJECT_KINDS = ("entity", *LiteralType.values)
+
 
 @dataclass(frozen=True)
 class FactData:
@@ -249,7 +284,12 @@ def _lock_subject_predicate(subject: Entity, predicate: Predicate) -> None:
     advisory_xact_lock("fact", subject.pk, predicate.pk)
 
 
-def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
+class FactRetracted(Conflict):
+    """``fact_assert(refuse_retracted=True)`` met a retracted fact with the same subject, predicate
+    and object: a job does not bring it back."""
+
+
+def fact_assert(*, agent: Agent, data: FactData, refuse_retracted: bool = False) -> AssertResult:
     """Record that ``agent`` holds ``data`` true.
 
     - The same live fact (subject, predicate, object) again: reinforced (confidence = max, one more
@@ -260,7 +300,8 @@ def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
 
     Asserts on the same (subject, predicate) are serialised, so two agents asserting conflicting
     facts at the same moment yield exactly one contradiction. Raises ``InvalidInput`` for bad names,
-    predicates, literals, confidence, a naive ``valid_from`` or an unknown source event.
+    predicates, literals, confidence, a naive ``valid_from`` or an unknown source event, and, with
+    ``refuse_retracted`` (background jobs), ``FactRetracted`` when the same fact was retracted.
     """
     if isinstance(data.confidence, bool) or not (0.0 <= data.confidence <= 1.0):
         raise InvalidInput("confidence must be between 0 and 1.", field="confidence")
@@ -293,6 +334,13 @@ def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
                 )
 
         _lock_subject_predicate(subject, predicate)
+        if (
+            refuse_retracted
+            and Fact.objects.filter(
+                subject=subject, predicate=predicate, object_key=object_key, status=FactStatus.RETRACTED
+            ).exists()
+        ):
+            raise FactRetracted("This fact was retracted.", field="object")
         provenance = FactProvenance(
             agent=agent, session_id=data.session_id, source_event=source_event, confidence=data.confidence
         )

@@ -94,7 +94,7 @@ DROP FUNCTION IF EXISTS memory_bm25_saturation(integer, integer);
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0012_memory_hierarchical_scope"),
+        ("memory", "0013_consolidation_forgetting_summaries"),
     ]
 
     operations = [

@@ -1,4 +1,5 @@
-"""Tenant admin for semantic memories: search them, forget them (through ``memory_forget``)."""
+"""Tenant admin for semantic memories: search them, forget them (through ``memory_forget``), restore
+archived ones (``memories_restore``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.utils.safestring import SafeString
 from core.admin import EstimatedCountPaginator, session_link, shown
 
 from .models import SemanticMemory
-from .services import memory_forget
+from .services import memories_restore, memory_forget
 
 
 @admin.register(SemanticMemory)
@@ -25,9 +26,16 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "access_count",
         "session",
         "created_at",
+        "archived_at",
         "forgotten_at",
     ]
-    list_filter = ["scope", "memory_type", "agent", ("forgotten_at", admin.EmptyFieldListFilter)]
+    list_filter = [
+        "scope",
+        "memory_type",
+        "agent",
+        ("archived_at", admin.EmptyFieldListFilter),
+        ("forgotten_at", admin.EmptyFieldListFilter),
+    ]
     list_select_related = ["agent", "access"]
     search_fields = ["content", "session_id", "tags"]
     paginator = EstimatedCountPaginator
@@ -49,11 +57,16 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         "created_at",
         "last_accessed_at",
         "access_count",
+        "stability_hours",
+        "fact_hint",
+        "source_event",
+        "archived_at",
+        "merged_into",
         "forgotten_at",
         "forgotten_by",
     ]
     exclude = ["embedding"]
-    actions = ["forget"]
+    actions = ["forget", "restore"]
 
     @admin.display(description="content")
     def short_content(self, obj: SemanticMemory) -> str:
@@ -63,6 +76,10 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def session(self, obj: SemanticMemory) -> SafeString:
         return session_link(obj.session_id)
 
+    @admin.display(description="stability (hours)")
+    def stability_hours(self, obj: SemanticMemory) -> float:
+        return round(obj.access.stability_hours, 1)
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[SemanticMemory]:
         return super().get_queryset(request).defer("search", "embedding", "lexical")
 
@@ -71,6 +88,9 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # forget instead: the row stays for audit
+
+    def has_restore_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("memory.restore_semanticmemory")
 
     def save_model(self, request: HttpRequest, obj: SemanticMemory, form: object, change: bool) -> None:
         """Nothing to save: every field is read-only, and the one change is ``forget`` (a service
@@ -85,3 +105,12 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
             memory_forget(agent=memory.agent, memory_id=memory.pk, username=request.user.get_username())
             count += 1
         self.message_user(request, f"Forgot {count} memories.")
+
+    @admin.action(
+        description="Restore selected archived memories to recall (logged as your decision)",
+        permissions=["restore"],
+    )
+    def restore(self, request: HttpRequest, queryset: QuerySet[SemanticMemory]) -> None:
+        ids = list(queryset.filter(archived_at__isnull=False).values_list("pk", flat=True))
+        restored = memories_restore(ids=ids, reason="operator", username=request.user.get_username())
+        self.message_user(request, f"Restored {len(restored)} memories.")

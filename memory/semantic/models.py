@@ -40,6 +40,13 @@ class SemanticMemory(models.Model):
     """One memory. ``embedding`` is L2-normalised, from ``embedding_model``, of ``embedding_dimensions``.
 
     Forgetting sets ``forgotten_at``: the row stays for audit but is never recalled again.
+    Archiving (the forgetting curve, ``memory.consolidation``) sets ``archived_at``: hidden from
+    default recall, found with ``include_archived``, restored by a recall, a reinforcement or an
+    operator. A memory written with ``"write": "async"`` is *pending* until the worker embeds it
+    (``embedding`` null, ``embedding_dimensions`` 0: no search reaches it); a pending memory the
+    worker finds to be a near duplicate is merged (``merged_into`` the memory it reinforced, and
+    hidden like a forgotten one). ``fact_hint`` is an optional ``{"subject", "predicate", "object"}``
+    the promotion to facts uses; ``source_event`` the event the memory came from.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -56,7 +63,7 @@ class SemanticMemory(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     importance = models.FloatField(default=0.5)
     confidence = models.FloatField(default=1.0)
-    embedding = VectorField()
+    embedding = VectorField(null=True, blank=True)
     embedding_model = models.CharField(max_length=200)
     embedding_dimensions = models.PositiveSmallIntegerField()
     search = models.GeneratedField(
@@ -70,6 +77,12 @@ class SemanticMemory(models.Model):
     # ~17 µs a row: 2.6 against 0.45 ms for 128 rows, best of 30, at load 12)
     lexical = SparseVectorField(dimensions=LEXICAL_DIMENSIONS, null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    fact_hint = models.JSONField(null=True, blank=True)
+    source_event = models.ForeignKey(
+        "memory.Event", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    merged_into = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     forgotten_at = models.DateTimeField(null=True, blank=True)
     forgotten_by = models.ForeignKey(
         "agents.Agent", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -79,6 +92,7 @@ class SemanticMemory(models.Model):
         verbose_name = "semantic memory"
         verbose_name_plural = "semantic memories"
         ordering = ["-created_at"]
+        permissions = [("restore_semanticmemory", "Can restore archived memories to recall")]
         constraints = [
             # one live row per (agent, scope, normalised text): concurrent identical writes meet here
             models.UniqueConstraint(
@@ -103,6 +117,12 @@ class SemanticMemory(models.Model):
             GinIndex(fields=["tags"], name="semantic_tags_gin"),
             models.Index(fields=["agent", "created_at"], name="semantic_agent_idx"),
             models.Index(fields=["session_id"], name="semantic_session_idx"),
+            # the embedding worker's queue: pending (not yet embedded) live memories, oldest first
+            models.Index(
+                fields=["created_at"],
+                name="semantic_pending_idx",
+                condition=Q(embedding_dimensions=0, forgotten_at__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -117,6 +137,11 @@ class SemanticMemory(models.Model):
     @property
     def access_count(self) -> int:
         return self.access.access_count
+
+    @property
+    def pending(self) -> bool:
+        """Written asynchronously and not embedded yet (not searchable yet)."""
+        return self.embedding_dimensions == 0
 
 
 class MemoryAccess(models.Model):
@@ -133,6 +158,8 @@ class MemoryAccess(models.Model):
     )
     last_accessed_at = models.DateTimeField(default=timezone.now)
     access_count = models.PositiveIntegerField(default=0)
+    # hours; recall probability exp(-t/S) (memory.semantic.forgetting); raised on every access
+    stability_hours = models.FloatField(default=168.0)
 
     class Meta:
         verbose_name = "memory access"

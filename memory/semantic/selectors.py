@@ -32,6 +32,7 @@ class MemoryFilters:
     """Search filters; ``None`` or empty means "no constraint".
 
     ``created_at`` and ``importance`` map an operator in ``RANGE_OPERATORS`` to a bound.
+    Archived memories (the forgetting curve) are left out unless ``include_archived``.
     """
 
     agent_name: str | None = None
@@ -43,6 +44,7 @@ class MemoryFilters:
     min_confidence: float | None = None
     created_at: dict[str, datetime] = field(default_factory=dict)
     importance: dict[str, float] = field(default_factory=dict)
+    include_archived: bool = False
 
 
 def visibility_q(agent: Agent) -> Q:
@@ -60,7 +62,7 @@ def visibility_q(agent: Agent) -> Q:
 
 def filters_q(filters: MemoryFilters) -> Q:
     """The ``Q`` of search ``filters`` (every given one must hold)."""
-    q = Q()
+    q = Q() if filters.include_archived else Q(archived_at__isnull=True)
     if filters.agent_name is not None:
         q &= Q(agent_id__in=Agent.objects.filter(name=filters.agent_name).values("pk"))
     for column in ("scope", "memory_type", "session_id"):
@@ -98,6 +100,11 @@ def memory_list(*, agent: Agent, filters: MemoryFilters) -> QuerySet[SemanticMem
     )
 
 
+def pending_exists() -> bool:
+    """Whether the tenant has memories written asynchronously and not embedded yet."""
+    return SemanticMemory.objects.filter(embedding_dimensions=0, forgotten_at__isnull=True).exists()
+
+
 def agent_names(ids: Iterable[int]) -> dict[int, str]:
     """``{agent id: name}`` for the agents a hierarchical memory names (one query; none for no ids)."""
     wanted = set(ids)
@@ -113,11 +120,21 @@ def memory_uuid(memory_id: Any) -> uuid.UUID:
 
 
 def memory_get(*, agent: Agent, memory_id: Any) -> SemanticMemory:
-    """One memory ``agent`` may see, with its agent and access row. Raises ``NotFound`` (field
-    ``id``) otherwise: another agent's private memory is as absent as one that never existed."""
-    memory = (
-        memories_visible_to(agent).select_related("agent", "access").filter(pk=memory_uuid(memory_id)).first()
-    )
+    """One memory ``agent`` may see (archived ones too), with its agent and access row; the id of an
+    async write that was merged into a near duplicate answers with the memory it became. Raises
+    ``NotFound`` (field ``id``) otherwise: another agent's private memory is as absent as one that
+    never existed."""
+    pk = memory_uuid(memory_id)
+    memory = memories_visible_to(agent).select_related("agent", "access").filter(pk=pk).first()
+    if memory is None:
+        merged = SemanticMemory.objects.filter(pk=pk, agent=agent, merged_into__isnull=False).first()
+        if merged is not None and merged.merged_into_id is not None:
+            memory = (
+                memories_visible_to(agent)
+                .select_related("agent", "access")
+                .filter(pk=merged.merged_into_id)
+                .first()
+            )
     if memory is None:
         raise NotFound("No such memory.", field="id")
     return memory
@@ -228,6 +245,7 @@ def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
         filters.min_confidence,
         tuple(sorted(filters.created_at.items())),
         tuple(sorted(filters.importance.items())),
+        filters.include_archived,
     )
 
 
@@ -235,7 +253,18 @@ def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
 def _compiled_filter(
     agent_id: int, role: str, key: tuple[Any, ...], model: str, dimensions: int
 ) -> tuple[str, tuple[Any, ...]]:
-    agent_name, scope, memory_type, session_id, tags_any, tags_all, min_confidence, created, importance = key
+    (
+        agent_name,
+        scope,
+        memory_type,
+        session_id,
+        tags_any,
+        tags_all,
+        min_confidence,
+        created,
+        importance,
+        include_archived,
+    ) = key
     filters = MemoryFilters(
         agent_name,
         scope,
@@ -246,6 +275,7 @@ def _compiled_filter(
         min_confidence,
         dict(created),
         dict(importance),
+        include_archived,
     )
     qs = memories_visible_to(Agent(pk=agent_id, role=role), filters).filter(embedding_model=model)
     compiler = qs.query.get_compiler(connection=connection)

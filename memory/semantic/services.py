@@ -14,19 +14,23 @@ from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
-from django.db import IntegrityError, transaction
-from django.db.models import F, Value
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.services import system_agent_get
 from core.errors import InvalidInput, NotFound, PermissionDenied
+from core.tasks import queue_on_commit
+from core.tenancy import current_tenant
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
 from memory.episodic.services import agent_session, decision_record, person_session
-from tenants.models import RetrievalPolicy
+from tenants.models import ConsolidationPolicy, RetrievalPolicy, Tenant
 
 from . import selectors
+from .forgetting import STABILITY_SQL
 from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
 
@@ -61,19 +65,89 @@ class MemoryData:
     embedding_model: str | None = None
     visible_to_agents: Sequence[str] = ()
     visible_to_roles: Sequence[str] = ()
+    fact_hint: dict[str, Any] | None = None
+    source_event_id: int | None = None
 
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What ``memory_create`` did: ``created``, or matched an ``exact`` / ``near`` duplicate."""
+    """What ``memory_create`` did: ``created``, ``accepted`` (an async write, stored and queued for
+    embedding), or matched an ``exact`` / ``near`` duplicate."""
 
     memory: SemanticMemory
-    outcome: Literal["created", "exact", "near"]
+    outcome: Literal["created", "accepted", "exact", "near"]
     similarity: float | None = None
 
     @property
     def deduplicated(self) -> bool:
-        return self.outcome != "created"
+        return self.outcome in ("exact", "near")
+
+
+def consolidation_policy() -> ConsolidationPolicy:
+    """The current tenant's consolidation policy (the defaults outside a tenant)."""
+    tenant = current_tenant()
+    policy = getattr(tenant, "consolidation_policy", None)
+    return policy if isinstance(policy, ConsolidationPolicy) else Tenant().consolidation_policy
+
+
+def accesses_touch(
+    ids: Sequence[Any], *, now: datetime, agent: Agent | None = None
+) -> dict[Any, tuple[datetime, int, float]]:
+    """Count one access (a recall or a reinforcement) of each memory of ``ids`` at ``now``: the clock
+    restarts, ``access_count`` + 1 and the stability grows by the spacing rule of
+    ``memory.semantic.forgetting`` (the tenant's ``stability_growth``), in one statement. Archived
+    memories among them are restored (``memories_restore``, recorded). Returns ``{id:
+    (last_accessed_at, access_count, stability_hours)}`` as now stored."""
+    if not ids:
+        return {}
+    growth = consolidation_policy().stability_growth
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE memory_memoryaccess SET stability_hours = {STABILITY_SQL}, last_accessed_at = %s, "
+            "access_count = access_count + 1 WHERE memory_id = ANY(%s) "
+            "RETURNING memory_id, last_accessed_at, access_count, stability_hours",
+            [growth, now, now, list(ids)],
+        )
+        touched = {row[0]: (row[1], int(row[2]), float(row[3])) for row in cursor.fetchall()}
+    archived = list(
+        SemanticMemory.objects.filter(pk__in=list(ids), archived_at__isnull=False).values_list(
+            "pk", flat=True
+        )
+    )
+    if archived:
+        memories_restore(ids=archived, reason="access", agent=agent)
+    return touched
+
+
+def memories_restore(
+    *, ids: Sequence[Any], reason: str, username: str | None = None, agent: Agent | None = None
+) -> list[Any]:
+    """Bring archived memories back into default recall (``archived_at`` cleared); forgotten ones stay
+    forgotten. ``reason`` ``access`` (``agent``'s recall or write reached them) or ``operator``
+    (the person ``username`` restored them in the admin). One ``decision`` event records it, in
+    session ``consolidation``: ``agent``'s, or the tenant's system agent's with ``actor``
+    ``user:<username>``. Returns the ids restored (those archived and not forgotten)."""
+    with transaction.atomic():
+        restored = list(
+            SemanticMemory.objects.select_for_update()
+            .filter(pk__in=list(ids), archived_at__isnull=False, forgotten_at__isnull=True)
+            .values_list("pk", flat=True)
+        )
+        if not restored:
+            return []
+        SemanticMemory.objects.filter(pk__in=restored).update(archived_at=None)
+        decision_record(
+            agent=agent or system_agent_get(),
+            session_id="consolidation",
+            actor=f"user:{username}" if username else "",
+            content=f"Restored {len(restored)} archived memories ({reason}).",
+            payload={
+                "action": "memories_restore",
+                "reason": reason,
+                "memory_ids": sorted(str(i) for i in restored),
+            },
+        )
+    return restored
 
 
 def _reinforce(
@@ -84,11 +158,10 @@ def _reinforce(
     tags: Sequence[str],
     audience: tuple[list[int], list[str]] = ([], []),
 ) -> SemanticMemory:
-    """One more sighting of ``memory``: access count +1, clock restarted, confidence/importance = max,
-    new tags and (hierarchical) new agents and roles added."""
-    MemoryAccess.objects.filter(pk=memory.pk).update(
-        access_count=F("access_count") + 1, last_accessed_at=timezone.now()
-    )
+    """One more sighting of ``memory``: an access (``accesses_touch``: clock restarted, stability
+    raised, restored if archived), confidence/importance = max, new tags and (hierarchical) new agents
+    and roles added."""
+    accesses_touch([memory.pk], now=timezone.now(), agent=memory.agent)
     if confidence > memory.confidence or importance > memory.importance:
         SemanticMemory.objects.filter(pk=memory.pk).update(
             confidence=Greatest("confidence", Value(confidence)),
@@ -139,21 +212,73 @@ def _validate(data: MemoryData) -> None:
         raise InvalidInput(f"Unknown scope {data.scope!r}.", field="scope")
     if data.memory_type not in MemoryType.values:
         raise InvalidInput(f"Unknown memory_type {data.memory_type!r}.", field="memory_type")
+    if data.source_event_id is not None and not Event.objects.filter(pk=data.source_event_id).exists():
+        raise InvalidInput(f"No event {data.source_event_id} in this tenant.", field="source_event_id")
+    hint = data.fact_hint
+    if hint is not None and (
+        not isinstance(hint, dict)
+        or not {"subject", "predicate", "object"}
+        <= set(hint)
+        <= {"subject", "subject_type", "predicate", "object"}
+        or not isinstance(hint["object"], dict)
+    ):
+        raise InvalidInput('A fact hint is {"subject", "predicate", "object"}.', field="fact")
+
+
+def near_duplicate(
+    *,
+    agent: Agent,
+    scope: str,
+    vector: np.ndarray,
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+    exclude: Any = None,
+) -> tuple[SemanticMemory, float] | None:
+    """The embedded live memory of ``agent`` in ``scope`` nearest to ``vector`` when its cosine is at
+    least ``policy.near_duplicate_threshold``, with that cosine; else None. The one near-duplicate
+    rule of both write paths (``memory_create`` and the async worker, ``pending_embed``)."""
+    candidates = SemanticMemory.objects.filter(
+        agent=agent,
+        scope=scope,
+        forgotten_at__isnull=True,
+        embedding_model=embedder.name,
+        embedding_dimensions=embedder.dimensions,
+    )
+    if exclude is not None:
+        candidates = candidates.exclude(pk=exclude)
+    nearest = (
+        candidates.annotate(distance=selectors.cosine_distance(vector.tolist(), embedder.dimensions))
+        .order_by("distance")
+        .first()
+    )
+    if nearest is not None and 1.0 - nearest.distance >= policy.near_duplicate_threshold:
+        return nearest, 1.0 - nearest.distance
+    return None
 
 
 def memory_create(
-    *, agent: Agent, data: MemoryData, policy: RetrievalPolicy, embedder: Embedder | None = None
+    *,
+    agent: Agent,
+    data: MemoryData,
+    policy: RetrievalPolicy,
+    embedder: Embedder | None = None,
+    write: Literal["sync", "async"] = "sync",
 ) -> WriteResult:
     """Store a memory for ``agent``, or reinforce the one it duplicates.
 
-    1. Exact duplicate (same ``normalise_text``, agent and scope, not forgotten): reinforce it.
-    2. Near duplicate (cosine >= ``policy.near_duplicate_threshold`` among the same agent and scope):
-       reinforce it.
+    1. Exact duplicate (same ``normalise_text``, agent and scope, not forgotten; archived or still
+       pending included): reinforce it.
+    2. Near duplicate (``near_duplicate``: cosine >= ``policy.near_duplicate_threshold`` among the
+       same agent and scope): reinforce it.
     3. Otherwise insert. Two concurrent identical inserts meet the partial unique constraint; the
        loser returns the winner's row as an exact duplicate.
 
-    Raises ``InvalidInput`` for blank content or out-of-range values and ``EmbeddingMismatch`` for a
-    supplied vector of another model or dimension.
+    ``write="async"`` (write-back): step 1 at once, then the memory is stored *pending* (no vector)
+    and ``accepted``; the worker (``memory.semantic.tasks.embed_pending``, queued on commit and swept
+    by beat) embeds pending memories in batches and runs step 2 for them (``pending_embed``).
+
+    Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or a
+    malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or dimension.
     """
     _validate(data)
     audience = _audience(data)
@@ -174,31 +299,27 @@ def memory_create(
             1.0,
         )
 
+    vector: np.ndarray | None = None
     if data.embedding is not None:
         vector = check_vector(data.embedding, model=data.embedding_model, embedder=embedder)
-    else:
-        if data.embedding_model is not None and data.embedding_model != embedder.name:
-            check_vector([], model=data.embedding_model, embedder=embedder)
-        vector = embedder.embed([data.content])[0]
-
-    nearest = (
-        same_owner.filter(embedding_model=embedder.name, embedding_dimensions=embedder.dimensions)
-        .annotate(distance=selectors.cosine_distance(vector.tolist(), embedder.dimensions))
-        .order_by("distance")
-        .first()
-    )
-    if nearest is not None and 1.0 - nearest.distance >= policy.near_duplicate_threshold:
-        return WriteResult(
-            _reinforce(
-                nearest,
-                confidence=data.confidence,
-                importance=data.importance,
-                tags=data.tags,
-                audience=audience,
-            ),
-            "near",
-            1.0 - nearest.distance,
-        )
+    elif data.embedding_model is not None and data.embedding_model != embedder.name:
+        check_vector([], model=data.embedding_model, embedder=embedder)
+    if write == "sync" or vector is not None:
+        if vector is None:
+            vector = embedder.embed([data.content])[0]
+        near = near_duplicate(agent=agent, scope=data.scope, vector=vector, embedder=embedder, policy=policy)
+        if near is not None:
+            return WriteResult(
+                _reinforce(
+                    near[0],
+                    confidence=data.confidence,
+                    importance=data.importance,
+                    tags=data.tags,
+                    audience=audience,
+                ),
+                "near",
+                near[1],
+            )
 
     now = timezone.now()
     memory = SemanticMemory(
@@ -216,13 +337,21 @@ def memory_create(
         confidence=data.confidence,
         embedding=vector,
         embedding_model=embedder.name,
-        embedding_dimensions=embedder.dimensions,
+        embedding_dimensions=embedder.dimensions if vector is not None else 0,
+        fact_hint=data.fact_hint,
+        source_event_id=data.source_event_id,
         created_at=now,
     )
     try:
         with transaction.atomic():
             memory.save(force_insert=True)
-            memory.access = MemoryAccess.objects.create(memory=memory, last_accessed_at=now)
+            memory.access = MemoryAccess.objects.create(
+                memory=memory,
+                last_accessed_at=now,
+                stability_hours=consolidation_policy().initial_stability_hours,
+            )
+            if vector is None:
+                queue_on_commit("memory.semantic.tasks.embed_pending", once_per_transaction=True)
     except IntegrityError:
         winner = same_owner.filter(content_hash=digest).first()
         if winner is None:
@@ -238,7 +367,141 @@ def memory_create(
             "exact",
             1.0,
         )
-    return WriteResult(memory, "created")
+    return WriteResult(memory, "created" if vector is not None else "accepted")
+
+
+@dataclass(frozen=True)
+class PendingReport:
+    """What one ``pending_embed`` batch did: memories embedded, merged into a near duplicate."""
+
+    embedded: int = 0
+    merged: int = 0
+
+
+def pending_embed(
+    *, policy: RetrievalPolicy, limit: int = 256, embedder: Embedder | None = None
+) -> PendingReport:
+    """Embed up to ``limit`` pending memories (async writes), oldest first, in one batch call of the
+    embedder, and give each the synchronous path's near-duplicate rule (``near_duplicate``), in
+    order, so two near duplicates in one batch merge too: a near duplicate reinforces the memory it
+    matches and is merged into it (``merged_into``, hidden; its id still answers with the memory it
+    became). Rows are claimed with ``SKIP LOCKED`` (several workers share the queue). Raises
+    ``EmbedderUnavailable`` when the embedder is down (the rows stay pending)."""
+    embedder = embedder or get_embedder()
+    with transaction.atomic():
+        rows = list(
+            SemanticMemory.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(embedding_dimensions=0, forgotten_at__isnull=True)
+            .select_related("agent")
+            .order_by("created_at")[:limit]
+        )
+        if not rows:
+            return PendingReport()
+        vectors = embedder.embed([m.content for m in rows])
+        embedded = merged = 0
+        for memory, vector in zip(rows, vectors, strict=True):
+            near = near_duplicate(
+                agent=memory.agent,
+                scope=memory.scope,
+                vector=vector,
+                embedder=embedder,
+                policy=policy,
+                exclude=memory.pk,
+            )
+            if near is not None:
+                target = near[0]
+                memory.forgotten_at = timezone.now()
+                memory.merged_into = target
+                memory.save(update_fields=["forgotten_at", "merged_into"])
+                _reinforce(
+                    target,
+                    confidence=memory.confidence,
+                    importance=memory.importance,
+                    tags=memory.tags,
+                    audience=(memory.visible_to_agents, memory.visible_to_roles),
+                )
+                merged += 1
+                continue
+            memory.embedding = vector
+            memory.embedding_model = embedder.name
+            memory.embedding_dimensions = embedder.dimensions
+            memory.save(update_fields=["embedding", "embedding_model", "embedding_dimensions"])
+            embedded += 1
+    return PendingReport(embedded, merged)
+
+
+# A summary is embedded from its first 1,200 characters (about 256 word pieces): all-MiniLM-L6-v2 was
+# trained on 256 and attention costs grow with the square of the length (LoCoMo's summaries took
+# 0.31 s each embedded whole under load, against about 0.05 s cut); the full text stays searchable
+# by the full-text side of recall.
+SUMMARY_EMBED_CHARS = 1200
+
+
+@dataclass(frozen=True)
+class SummaryText:
+    """A summary to store as a semantic memory of type ``summary`` (``memory_id`` None: a new one)."""
+
+    session_id: str
+    content: str
+    memory_id: Any = None
+
+
+def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = None) -> list[SemanticMemory]:
+    """Create or rewrite summary memories (shared, written by the tenant's system agent, confidence
+    1), embedded in one batch; returned in the order of ``items``. A summary is derived data, kept
+    per node of the summary tree (``memory.consolidation``), so it skips the duplicate rules: its
+    text names its session and event range. A forgotten summary is never rewritten nor recreated:
+    its item is returned unchanged. The job that calls this records the change."""
+    if not items:
+        return []
+    embedder = embedder or get_embedder()
+    existing = SemanticMemory.objects.in_bulk([i.memory_id for i in items if i.memory_id is not None])
+    todo = [i for i in items if i.memory_id is None or existing[i.memory_id].forgotten_at is None]
+    texts = [i.content[:SUMMARY_EMBED_CHARS] for i in todo]
+    vectors = dict(zip(map(id, todo), embedder.embed(texts), strict=True)) if todo else {}
+    system = system_agent_get()
+    stability = consolidation_policy().initial_stability_hours
+    out: list[SemanticMemory] = []
+    now = timezone.now()
+    with transaction.atomic():
+        for item in items:
+            if item.memory_id is not None:
+                memory = existing[item.memory_id]
+                if memory.forgotten_at is not None:
+                    out.append(memory)
+                    continue
+                memory.content = item.content
+                memory.content_hash = content_hash(item.content)
+                memory.embedding = vectors[id(item)]
+                memory.embedding_model = embedder.name
+                memory.embedding_dimensions = embedder.dimensions
+                memory.save(
+                    update_fields=[
+                        "content",
+                        "content_hash",
+                        "embedding",
+                        "embedding_model",
+                        "embedding_dimensions",
+                    ]
+                )
+            else:
+                memory = SemanticMemory.objects.create(
+                    agent=system,
+                    scope=MemoryScope.SHARED,
+                    memory_type=MemoryType.SUMMARY,
+                    session_id=item.session_id,
+                    content=item.content,
+                    content_hash=content_hash(item.content),
+                    importance=0.5,
+                    confidence=1.0,
+                    embedding=vectors[id(item)],
+                    embedding_model=embedder.name,
+                    embedding_dimensions=embedder.dimensions,
+                    created_at=now,
+                )
+                MemoryAccess.objects.create(memory=memory, last_accessed_at=now, stability_hours=stability)
+            out.append(memory)
+    return out
 
 
 def memory_forget(
@@ -431,12 +694,14 @@ def memory_search(
         )
         hits = [SearchHit(**vars(h), memory=rows[h.id]) for h in scored if h.id in rows]
         if touch and hits:
-            # in the search's own transaction, committed asynchronously (see ``search_prepare``)
-            touched_at = timezone.now()
-            MemoryAccess.objects.filter(pk__in=[h.memory.pk for h in hits]).update(
-                last_accessed_at=touched_at, access_count=F("access_count") + 1
-            )
+            # in the search's own transaction, committed asynchronously (see ``search_prepare``): the
+            # clock restarts, the stability grows (spacing rule) and an archived memory is restored
+            touched = accesses_touch([h.memory.pk for h in hits], now=now, agent=agent)
             for hit in hits:  # return what is now stored (the score used the previous access time)
-                hit.memory.access.last_accessed_at = touched_at
-                hit.memory.access.access_count += 1
+                if hit.memory.pk in touched:
+                    access = hit.memory.access
+                    access.last_accessed_at, access.access_count, access.stability_hours = touched[
+                        hit.memory.pk
+                    ]
+                hit.memory.archived_at = None  # a recall restores an archived memory
     return hits

@@ -30,16 +30,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
 from core.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
 from core.metrics import record_lookup
 from core.redis import check_id, get_redis, redis_errors, tenant_key
-from memory.episodic.models import Event
-from memory.episodic.services import agent_session, decision_record
+from memory.episodic.models import Event, EventKind, EventRole
+from memory.episodic.services import EventData, agent_session, decision_record, events_append
 from tenants.models import WorkingMemoryPolicy
 
 # Compare-and-set of one blackboard field, atomic in Redis. The value JSON is spliced into the
@@ -291,7 +293,12 @@ def window_append(
 ) -> int:
     """Append a turn to the session's conversation window, keep the last ``window_max_turns``.
 
-    Returns the window's length after the append (RPUSH + LTRIM + EXPIRE in one MULTI).
+    Returns the window's length after the append (RPUSH, the turns beyond the bound read, LTRIM,
+    EXPIRE in one MULTI, so each trimmed turn is read by exactly one append). With the tenant's
+    ``window_log_trimmed`` (default), the trimmed turns are not lost: they are appended to the
+    episodic log as ``message`` events of the session (``payload.source`` ``"window"``, the turn's
+    time as ``occurred_at``, its agent as the event's agent). Raises ``ServiceUnavailable`` when
+    Redis is down.
     """
     check_id(session_id, field="session_id")
     turn = {
@@ -305,10 +312,41 @@ def window_append(
     with redis_errors():
         pipe = get_redis().pipeline(transaction=True)
         pipe.rpush(key, encoded)
+        pipe.lrange(key, 0, -policy.window_max_turns - 1)
         pipe.ltrim(key, -policy.window_max_turns, -1)
         pipe.expire(key, policy.window_ttl_seconds)
         pipe.llen(key)
-        return int(pipe.execute()[-1])
+        results = pipe.execute()
+    trimmed = [json.loads(item) for item in results[1]]
+    if trimmed and policy.window_log_trimmed:
+        _log_trimmed(agent=agent, session_id=session_id, turns=trimmed)
+    return int(results[-1])
+
+
+def _log_trimmed(*, agent: Agent, session_id: str, turns: list[dict[str, Any]]) -> None:
+    """Write turns trimmed from the window to the episodic log (one batch, in window order)."""
+    names = {t.get("agent") for t in turns} - {agent.name}
+    agents = {a.name: a for a in Agent.objects.filter(name__in=names)} if names else {}
+    agents[agent.name] = agent
+    by_agent: list[tuple[Agent, EventData]] = []
+    for turn in turns:
+        role = turn.get("role") if turn.get("role") in EventRole.values else EventRole.USER
+        by_agent.append(
+            (
+                agents.get(str(turn.get("agent")), agent),
+                EventData(
+                    session_id=session_id,
+                    kind=EventKind.MESSAGE,
+                    role=str(role),
+                    content=str(turn.get("content", "")),
+                    occurred_at=datetime.fromisoformat(str(turn["at"]).replace("Z", "+00:00")),
+                    payload={"source": "window", "window_agent": str(turn.get("agent", ""))},
+                ),
+            )
+        )
+    with transaction.atomic():
+        for who, data in by_agent:
+            events_append(agent=who, events=[data])
 
 
 def window_read(*, agent: Agent, session_id: str, last: int) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from django_tenants.utils import schema_context, tenant_context
 
 from agents.models import Agent, ApiKey
 from compliance import services as compliance_services
+from memory.consolidation.services import consolidate
 from memory.knowledge.models import Contradiction, ContradictionStatus
 from memory.models import SemanticMemory, Skill, SkillVersion, Tool
 from tenants.admin import public_admin_site
@@ -166,7 +167,8 @@ def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     """Tenant alpha with a row in each model its admin registers: agents and keys (the callers),
     a semantic memory, a checkpoint, events, predicate, entities, facts and an open contradiction,
     tools, a published skill with a reported run and an agent's proposed draft, a chain check, an
-    anchor, an export and an admin log entry; users and the review groups exist already."""
+    anchor, an export, an admin log entry and a consolidation pass (its runs, a promotion, summary
+    nodes); users and the review groups exist already."""
     created = alice.post("/api/v1/memories", {"content": "Alice prefers tea to coffee."})
     assert created.status_code == 201, created.content
     saved = alice.post("/api/v1/sessions/s-seed/checkpoints", checkpoint_body(1))
@@ -180,8 +182,13 @@ def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
         {"steps": PASSWORD_RESET_STEPS[:4], "change_note": "no follow-up question"},
     )
     assert proposed.status_code == 201, proposed.content
+    hinted = {"content": "Bob lives in Porto.", "confidence": 0.95}
+    hinted["fact"] = {"subject": "Bob", "predicate": "lives_in", "object": {"entity": "Porto"}}
+    for _ in range(4):
+        assert alice.post("/api/v1/memories", hinted).status_code in (200, 201)
     with tenant_context(alice.tenant):
         conflict_make(alice.agent, bob.agent)
+        consolidate(force=True)
         bystander = get_user_model().objects.create_user("bystander", "bystander@example.com", PASSWORD)
         compliance_services.anchor_head()
         check = compliance_services.chain_check_request(requested_by="user:seed")

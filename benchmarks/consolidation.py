@@ -1,0 +1,370 @@
+"""Consolidation figures: a pass over 1M memories, summarising 100k events, async vs sync writes, and
+what the level-1 summaries of LoCoMo keep.
+
+- ``pass``: fills tenant ``bench_consolidation`` with N memories (``--memories``, default 1,000,000;
+  SQL ``generate_series``, fixed seed): created 60 days ago, last accessed uniformly 0-60 days ago
+  (so about two thirds fall below the default threshold p < 0.05, t > 3 S with S = 168 h), 1% with
+  confidence 0.95, five accesses and a fact hint (promotion candidates). Vectors are 8-d, a
+  dimension without an HNSW index, so the fill takes minutes instead of hours; ``--hnsw-sample``
+  (default 20,000) repeats the forgetting pass over that many 384-d memories under the HNSW index to
+  give the per-row cost of archiving a fully indexed memory (an archived row is rewritten: its
+  index entries are added again). Prints each job's time and rows/s.
+- ``summarize``: appends E events (``--events``, default 100,000) in sessions of 100, then times
+  the summary pass (leaves, parents, summary memories embedded with the configured embedder).
+- ``async``: W writes (``--writes``, default 2,000) through ``memory_create`` synchronously, then the
+  same number (other texts) with ``write="async"`` plus the worker's ``pending_embed`` batches until
+  all are embedded; prints writes/s of both and the ratio (accepted and embedded).
+- ``locomo``: every turn of ``../shared/data/locomo/locomo-dev5.json`` as an event (a session per
+  LoCoMo session), the summary trees built, then, for each gold evidence turn of the category 1-4
+  questions, how many of its named entities and numbers/dates (by the summarizer's own detectors)
+  appear in the level-1 summary covering it, and the compression ratio (characters of the level-1
+  summaries over characters of the events; of the whole tree too).
+
+Needs PostgreSQL (with pgvector) and Redis: ``DATABASE_URL`` / ``REDIS_URL`` from the environment::
+
+    ./engram services --profile bench > /tmp/bench-svc.log 2>&1 &
+    eval "$(grep export /tmp/bench-svc.log)"
+    export DJANGO_SETTINGS_MODULE=config.settings.local
+    .venv/bin/python manage.py migrate_schemas --noinput -v 0
+    .venv/bin/python benchmarks/consolidation.py pass|summarize|async|locomo
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+from _common import ROOT, django_setup
+
+
+def tenant(slug: str) -> Any:
+    from tenants.services import tenant_create
+
+    created, _ = tenant_create(slug=slug, name=f"Benchmark {slug}")
+    return created
+
+
+def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
+    """``count`` memories of one agent (see the module docstring), in one statement per 100k."""
+    from django.db import connection
+    from django.utils import timezone
+
+    from agents.models import Agent
+    from agents.services import agent_create
+
+    agent = Agent.objects.filter(name="bulk").first() or agent_create(name="bulk")
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(0.42)")
+        for start in range(0, count, 100_000):
+            n = min(100_000, count - start)
+            cursor.execute(
+                "INSERT INTO memory_semanticmemory (id, agent_id, scope, memory_type, tags, visible_to_agents, "
+                "visible_to_roles, content, content_hash, metadata, importance, confidence, embedding, "
+                "embedding_model, embedding_dimensions, created_at, fact_hint) "
+                "SELECT gen_random_uuid(), %s, 'private', 'fact', '{}', '{}', '{}', "
+                "'memory ' || i || ' about topic ' || (i %% 997), md5('m' || i || %s), '{}', 0.5, "
+                "CASE WHEN i %% %s = 0 THEN 0.95 ELSE 0.8 END, "
+                "array_fill(0.05, ARRAY[%s])::vector, 'bench', %s, %s, "
+                "CASE WHEN i %% %s = 0 THEN jsonb_build_object('subject', 'entity ' || (i %% 5000), "
+                "'predicate', 'related_to', 'object', jsonb_build_object('entity', 'thing ' || i)) END "
+                "FROM generate_series(%s, %s) i",
+                [
+                    agent.pk,
+                    dims,
+                    hint_every,
+                    dims,
+                    dims,
+                    now - timedelta(days=60),
+                    hint_every,
+                    start + 1,
+                    start + n,
+                ],
+            )
+            cursor.execute(
+                "INSERT INTO memory_memoryaccess (memory_id, last_accessed_at, access_count, stability_hours) "
+                "SELECT m.id, %s - random() * interval '60 days', CASE WHEN m.confidence > 0.9 THEN 5 ELSE 0 END, "
+                "168 FROM memory_semanticmemory m LEFT JOIN memory_memoryaccess a ON a.memory_id = m.id "
+                "WHERE a.memory_id IS NULL",
+                [now],
+            )
+            print(f"  filled {start + n:,} memories", flush=True)
+        cursor.execute("ANALYZE memory_semanticmemory")
+        cursor.execute("ANALYZE memory_memoryaccess")
+
+
+def timed_run(job: Any) -> tuple[float, dict[str, int]]:
+    started = time.perf_counter()
+    run = job()
+    return time.perf_counter() - started, dict(run.counts if run else {})
+
+
+def bench_pass(args: argparse.Namespace) -> None:
+    from django.db import connection
+    from django_tenants.utils import tenant_context
+
+    from memory.consolidation.services import forgetting_pass, promotion_pass, summaries_pass
+    from memory.semantic.models import SemanticMemory
+
+    t = tenant("bench_consolidation")
+    with tenant_context(t):
+        have = SemanticMemory.objects.count()
+        if have != args.memories:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "TRUNCATE memory_promotion, memory_consolidationrun, memory_memoryaccess, "
+                    "memory_summarynode CASCADE"
+                )
+                cursor.execute("DELETE FROM memory_semanticmemory")
+            started = time.perf_counter()
+            fill_memories(args.memories, 8)
+            print(f"fill: {time.perf_counter() - started:.0f} s")
+        else:
+            SemanticMemory.objects.update(archived_at=None)  # rerun: archive again
+        total = 0.0
+        for name, job in (
+            ("promotion", promotion_pass),
+            ("forgetting", forgetting_pass),
+            ("summaries", summaries_pass),
+        ):
+            took, counts = timed_run(job)
+            total += took
+            print(f"{name}: {took:.1f} s  {counts}  ({args.memories / took:,.0f} memories/s)")
+        print(f"consolidation pass over {args.memories:,} memories: {total:.1f} s ({total / 60:.1f} min)")
+    if args.hnsw_sample:
+        t = tenant("bench_consolidation_hnsw")
+        with tenant_context(t):
+            if SemanticMemory.objects.count() != args.hnsw_sample:
+                with connection.cursor() as cursor:
+                    cursor.execute("TRUNCATE memory_consolidationrun, memory_memoryaccess CASCADE")
+                    cursor.execute("DELETE FROM memory_semanticmemory")
+                started = time.perf_counter()
+                fill_memories(args.hnsw_sample, 384, hint_every=10**9)
+                print(
+                    f"fill of {args.hnsw_sample:,} 384-d memories under HNSW: {time.perf_counter() - started:.0f} s"
+                )
+            else:
+                SemanticMemory.objects.update(archived_at=None)
+            took, counts = timed_run(forgetting_pass)
+            per_row = took / max(1, counts.get("archived", 1)) * 1000
+            print(
+                f"forgetting over {args.hnsw_sample:,} HNSW-indexed 384-d memories: {took:.1f} s {counts} "
+                f"({per_row:.2f} ms per archived row)"
+            )
+
+
+def bench_summarize(args: argparse.Namespace) -> None:
+    from django.db import connection
+    from django.utils import timezone
+    from django_tenants.utils import tenant_context
+
+    from agents.models import Agent
+    from agents.services import agent_create
+    from memory.consolidation.services import summaries_pass
+    from memory.episodic.models import Event
+    from memory.episodic.services import EventData, events_append
+
+    t = tenant("bench_summaries")
+    with tenant_context(t):
+        agent = Agent.objects.filter(name="talker").first() or agent_create(name="talker")
+        have = Event.objects.count()
+        if have < args.events:
+            now = timezone.now()
+            lines = [
+                "Alice asked Bob to move the Lisbon meeting to Thursday at 3pm.",
+                "We must keep the budget under 12,000 EUR for the Q3 campaign.",
+                "Thanks, that sounds good to me!",
+                "The deploy of version 4.2.1 finished in 37 minutes without errors.",
+                "Never send customer data to the staging cluster.",
+                "Priya from Acme confirmed the contract renewal for 2027.",
+            ]
+            for start in range(have, args.events, 1000):
+                batch = []
+                for i in range(start, min(start + 1000, args.events)):
+                    kind = ("message", "message", "tool_call", "tool_result", "decision")[i % 5]
+                    batch.append(
+                        EventData(
+                            session_id=f"bench-{i // 100}",
+                            kind=kind,
+                            role="tool" if kind == "tool_result" else "user",
+                            content=f"{lines[i % len(lines)]} (turn {i})",
+                            occurred_at=now,
+                        )
+                    )
+                events_append(agent=agent, events=batch)
+            print(f"appended {args.events - have:,} events", flush=True)
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE memory_summarynode, memory_consolidationrun CASCADE")
+            cursor.execute(
+                "DELETE FROM memory_memoryaccess WHERE memory_id IN "
+                "(SELECT id FROM memory_semanticmemory WHERE memory_type = 'summary')"
+            )
+            cursor.execute("DELETE FROM memory_semanticmemory WHERE memory_type = 'summary'")
+        took, counts = timed_run(summaries_pass)
+        print(f"summary pass: {took:.1f} s {counts}: {counts.get('events', 0) / took:,.0f} events/s")
+
+
+def bench_async(args: argparse.Namespace) -> None:
+    from django.db import connection
+    from django_tenants.utils import tenant_context
+
+    from agents.models import Agent
+    from agents.services import agent_create
+    from memory.embeddings import get_embedder
+    from memory.semantic.services import MemoryData, memory_create, pending_embed
+
+    t = tenant("bench_async")
+    policy = t.retrieval_policy
+    with tenant_context(t):
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
+            cursor.execute("DELETE FROM memory_semanticmemory")
+        agent = Agent.objects.filter(name="writer").first() or agent_create(name="writer")
+        get_embedder().embed(["warm-up"])
+        topics = ["invoice", "deploy", "meeting", "customer", "contract", "incident", "budget", "travel"]
+
+        def text(i: int, tag: str) -> str:
+            return f"{tag} note {i}: the {topics[i % 8]} of team {i % 37} is tracked under ticket {i * 7919 % 100000}."
+
+        started = time.perf_counter()
+        for i in range(args.writes):
+            memory_create(agent=agent, data=MemoryData(content=text(i, "sync")), policy=policy)
+        sync = time.perf_counter() - started
+        started = time.perf_counter()
+        for i in range(args.writes):
+            memory_create(
+                agent=agent, data=MemoryData(content=text(i, "async")), policy=policy, write="async"
+            )
+        accepted = time.perf_counter() - started
+        embedded, merged = 0, 0
+        while True:
+            report = pending_embed(policy=policy, limit=256)
+            embedded, merged = embedded + report.embedded, merged + report.merged
+            if report.embedded + report.merged == 0:
+                break
+        done = time.perf_counter() - started
+        print(f"sync: {args.writes / sync:,.0f} writes/s ({sync:.1f} s)")
+        print(f"async accepted: {args.writes / accepted:,.0f} writes/s ({accepted:.1f} s)")
+        print(
+            f"async accepted + embedded in batches of 256: {args.writes / done:,.0f} writes/s ({done:.1f} s; "
+            f"{embedded} embedded, {merged} merged as near duplicates)"
+        )
+        print(f"ratio: accepted {sync / accepted:.1f}x, end to end {sync / done:.1f}x")
+
+
+def bench_locomo(args: argparse.Namespace) -> None:
+    from django.db import connection
+    from django_tenants.utils import tenant_context
+
+    from agents.models import Agent
+    from agents.services import agent_create
+    from benchmarks.locomo import clean_evidence, iter_turns
+    from memory.consolidation.models import SummaryNode
+    from memory.consolidation.services import summaries_pass
+    from memory.consolidation.summarizer import entities, numbers_and_dates
+    from memory.episodic.models import Event
+    from memory.episodic.services import EventData, events_append
+
+    data = json.loads(open(args.path).read())
+    t = tenant("bench_locomo_summaries")
+    with tenant_context(t):
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE memory_summarynode, memory_consolidationrun CASCADE")
+            cursor.execute(
+                "DELETE FROM memory_memoryaccess WHERE memory_id IN "
+                "(SELECT id FROM memory_semanticmemory WHERE memory_type = 'summary')"
+            )
+            cursor.execute("DELETE FROM memory_semanticmemory WHERE memory_type = 'summary'")
+        agent = Agent.objects.filter(name="locomo").first() or agent_create(name="locomo")
+        turn_event: dict[tuple[str, str], tuple[str, int]] = {}
+        text_of: dict[tuple[str, str], str] = {}
+        if not Event.objects.exists():
+            for sample in data:
+                turns = list(iter_turns(sample))
+                events = events_append(
+                    agent=agent,
+                    events=[
+                        EventData(
+                            session_id=f"{turn.sample_id}:{turn.session_key}",
+                            kind="message",
+                            role="user",
+                            content=turn.text,
+                            occurred_at=turn.occurred_at,
+                            payload={"speaker": turn.speaker, "dia_id": turn.dia_id},
+                        )
+                        for turn in turns
+                    ],
+                )
+                print(f"  {sample['sample_id']}: {len(events)} turns", flush=True)
+        for e in Event.objects.all().only("seq", "session_id", "payload_json", "content"):
+            key = (e.session_id.split(":")[0], e.payload["dia_id"])
+            turn_event[key] = (e.session_id, e.seq)
+            text_of[key] = e.content
+        took, counts = timed_run(summaries_pass)
+        print(f"summary trees: {took:.1f} s {counts}")
+        leaves = list(SummaryNode.objects.filter(level=1))
+        by_session: dict[str, list[SummaryNode]] = {}
+        for leaf in leaves:
+            by_session.setdefault(leaf.session_id, []).append(leaf)
+        ent_total = ent_kept = num_total = num_kept = turns_total = turns_all = 0
+        for sample in data:
+            sid = sample["sample_id"]
+            known = {d for (s, d) in turn_event if s == sid}
+            for qa in sample.get("qa", []):
+                if qa.get("category") not in (1, 2, 3, 4):
+                    continue
+                gold, _ = clean_evidence(qa.get("evidence"), known)
+                for dia in gold:
+                    session_id, seq = turn_event[(sid, dia)]
+                    leaf = next(n for n in by_session[session_id] if n.first_seq <= seq <= n.last_seq)
+                    text = text_of[(sid, dia)]
+                    names, numbers = entities(text), numbers_and_dates(text)
+                    kept_names = [n for n in names if n in leaf.content]
+                    kept_numbers = [n for n in numbers if n in leaf.content]
+                    ent_total, ent_kept = ent_total + len(names), ent_kept + len(kept_names)
+                    num_total, num_kept = num_total + len(numbers), num_kept + len(kept_numbers)
+                    turns_total += 1
+                    turns_all += len(kept_names) == len(names) and len(kept_numbers) == len(numbers)
+        source_chars = sum(len(c) for c in text_of.values())
+        leaf_chars = sum(len(n.content) for n in leaves)
+        tree_chars = sum(len(n.content) for n in SummaryNode.objects.all())
+        print(f"gold evidence turns (categories 1-4, with repeats): {turns_total}")
+        print(
+            f"  entities kept in their level-1 summary: {ent_kept}/{ent_total} = {ent_kept / max(1, ent_total):.1%}"
+        )
+        print(f"  numbers and dates kept: {num_kept}/{num_total} = {num_kept / max(1, num_total):.1%}")
+        print(f"  turns with every entity and number kept: {turns_all / max(1, turns_total):.1%}")
+        print(
+            f"compression: level 1 {leaf_chars / source_chars:.2f} of the events' characters "
+            f"({source_chars:,} -> {leaf_chars:,}); whole tree {tree_chars / source_chars:.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("pass")
+    p.add_argument("--memories", type=int, default=1_000_000)
+    p.add_argument("--hnsw-sample", type=int, default=20_000)
+    s = sub.add_parser("summarize")
+    s.add_argument("--events", type=int, default=100_000)
+    a = sub.add_parser("async")
+    a.add_argument("--writes", type=int, default=2_000)
+    lo = sub.add_parser("locomo")
+    lo.add_argument("--path", default=str(ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev5.json"))
+    args = parser.parse_args()
+    django_setup()
+    print(f"load average: {os.getloadavg()}", file=sys.stderr)
+    {"pass": bench_pass, "summarize": bench_summarize, "async": bench_async, "locomo": bench_locomo}[
+        args.what
+    ](args)
+    print(f"load average: {os.getloadavg()}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,580 @@
+"""The consolidation jobs: the forgetting curve (archiving), promotion of memories to facts, and the
+episodic summary tree.
+
+Every job runs in the current tenant as one ``ConsolidationRun`` of bounded batches, each batch one
+transaction that also commits the run's cursor and counts: a worker killed mid-run loses at most
+its current batch, and the next start of the job (the requeued message, or the next schedule)
+resumes the run from its cursor. Runs of one job in one tenant never overlap (a session advisory
+lock, released when the worker's connection closes, even on a kill). Every change is recorded in
+the trail by ``decision_record`` with ``actor`` ``job:consolidation``: one decision per batch of
+archived memories and per batch of summaries (session ``consolidation``), one per promotion (in the
+memory's session, else ``consolidation``). Nothing comes back: forgotten memories are never archived, restored, promoted
+or rewritten, and a promotion never re-asserts a retracted fact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents.services import system_agent_get
+from core.errors import DomainError, InvalidInput
+from core.tenancy import current_schema
+from memory.episodic.models import ChainHead, Event
+from memory.episodic.services import decision_record
+from memory.knowledge.services import FactData, FactObject, FactRetracted, fact_assert
+from memory.semantic.models import MemoryType, SemanticMemory
+from memory.semantic.services import SummaryText, consolidation_policy, summaries_put
+
+from . import llm
+from .models import (
+    ConsolidationRun,
+    Job,
+    Promotion,
+    PromotionOutcome,
+    RunStatus,
+    SummaryNode,
+)
+from .selectors import consolidation_due, run_unfinished
+from .summarizer import (
+    SourceEvent,
+    estimate_tokens,
+    header,
+    summarize_events,
+    summarize_summaries,
+)
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "job:consolidation"
+TRAIL_SESSION = "consolidation"
+# sessions the summary tree leaves out: the jobs' own trail (summarising it would feed itself) and
+# the one-object trail sessions of memories and facts ("memory:<id>", "fact:<id>": a forget, a
+# retract), which hold a decision or two each and would each cost a summary memory
+UNSUMMARISED_SESSIONS = (TRAIL_SESSION,)
+UNSUMMARISED_PREFIXES = ("memory:", "fact:")
+
+
+def _batch_size(batch: int | None) -> int:
+    return int(batch or settings.ENGRAM["CONSOLIDATION_BATCH"])
+
+
+@contextmanager
+def job_lock(job: str) -> Iterator[bool]:
+    """A session advisory lock on (tenant, ``job``): yields False when another run holds it."""
+    digest = hashlib.sha256(f"{current_schema()}:consolidation:{job}".encode()).digest()
+    key = int.from_bytes(digest[:8], "big", signed=True)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        got = bool(cursor.fetchone()[0])
+    try:
+        yield got
+    finally:
+        if got:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+
+def _run_open(job: str, now: datetime | None) -> ConsolidationRun:
+    """The unfinished run of ``job`` to resume (``attempts`` + 1; it keeps its clock), or a new one
+    at ``now`` (default: the current time)."""
+    run = run_unfinished(job)
+    if run is not None:
+        run.attempts += 1
+        run.save(update_fields=["attempts"])
+        logger.info("resuming %s at %s", run, run.cursor)
+        return run
+    return ConsolidationRun.objects.create(job=job, clock=now or timezone.now())
+
+
+def _add(counts: dict[str, int], **more: int) -> None:
+    for name, value in more.items():
+        counts[name] = int(counts.get(name, 0)) + int(value)
+
+
+def _run_finish(run: ConsolidationRun, *, error: str = "") -> ConsolidationRun:
+    run.status = RunStatus.FAILED if error else RunStatus.DONE
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+    return run
+
+
+def _execute(
+    job: str, now: datetime | None, body: Callable[[ConsolidationRun], None]
+) -> ConsolidationRun | None:
+    """Run ``body`` over the open run of ``job`` under the job's lock; None when another run holds
+    the lock. A domain error (a dependency down) ends the run as ``failed`` with its message; any
+    other exception too, and is raised again."""
+    with job_lock(job) as got:
+        if not got:
+            logger.info("%s already running in %s", job, current_schema())
+            return None
+        run = _run_open(job, now)
+        try:
+            body(run)
+        except DomainError as exc:
+            return _run_finish(run, error=f"{type(exc).__name__}: {exc.message}")
+        except Exception as exc:
+            _run_finish(run, error=f"{type(exc).__name__}: {exc}")
+            raise
+        return _run_finish(run)
+
+
+# --- the forgetting curve ---------------------------------------------------------------------------
+
+_ARCHIVE_SQL = """
+UPDATE memory_semanticmemory m SET archived_at = %(clock)s
+FROM memory_memoryaccess a
+WHERE a.memory_id = m.id AND m.id > %(after)s AND (%(upper)s::uuid IS NULL OR m.id <= %(upper)s::uuid)
+  AND m.forgotten_at IS NULL AND m.archived_at IS NULL AND m.embedding_dimensions > 0
+  AND m.created_at <= %(born_before)s
+  AND extract(epoch FROM (%(clock)s - a.last_accessed_at)) / 3600.0 > -a.stability_hours * ln(%(threshold)s)
+RETURNING m.id
+"""
+_NIL = uuid.UUID(int=0)
+
+
+def forgetting_pass(*, now: datetime | None = None, batch: int | None = None) -> ConsolidationRun | None:
+    """Archive the memories that the forgetting curve has let go: live (not forgotten, not already
+    archived, embedded) memories created at least ``archive_min_age_hours`` before the run's clock
+    whose recall probability ``exp(-t / S)`` (``memory.semantic.forgetting``) is below the tenant's
+    ``archive_below_recall``, i.e. ``t > -S ln θ`` hours since their last access. Archived memories
+    leave default recall (``include_archived`` finds them; a recall, a reinforcement or an operator
+    restores them); nothing is deleted.
+
+    Batches walk the memories in id order (``batch`` rows each, ``ENGRAM_CONSOLIDATION_BATCH`` by
+    default); each batch that archives something records one decision listing the ids. Counts:
+    ``examined``, ``archived``. Returns the run, or None when one is already running."""
+    size = _batch_size(batch)
+    policy = consolidation_policy()
+
+    def body(run: ConsolidationRun) -> None:
+        if not 0.0 < policy.archive_below_recall:
+            return  # a threshold of 0: nothing is ever below it
+        clock = run.clock
+        born_before = clock - timedelta(hours=policy.archive_min_age_hours)
+        after = uuid.UUID(run.cursor["after"]) if run.cursor.get("after") else _NIL
+        while True:
+            with transaction.atomic():
+                ids = list(
+                    SemanticMemory.objects.filter(pk__gt=after)
+                    .order_by("pk")
+                    .values_list("pk", flat=True)[:size]
+                )
+                if not ids:
+                    break
+                upper = ids[-1] if len(ids) == size else None
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        _ARCHIVE_SQL,
+                        {
+                            "clock": clock,
+                            "after": after,
+                            "upper": upper,
+                            "born_before": born_before,
+                            "threshold": min(policy.archive_below_recall, 1.0),
+                        },
+                    )
+                    archived = sorted(str(row[0]) for row in cursor.fetchall())
+                if archived:
+                    decision_record(
+                        agent=system_agent_get(),
+                        session_id=TRAIL_SESSION,
+                        actor=ACTOR,
+                        content=f"Archived {len(archived)} memories below recall probability "
+                        f"{policy.archive_below_recall} (forgetting curve).",
+                        payload={
+                            "action": "memories_archive",
+                            "run_id": run.pk,
+                            "clock": clock.isoformat(),
+                            "threshold": policy.archive_below_recall,
+                            "min_age_hours": policy.archive_min_age_hours,
+                            "memory_ids": archived,
+                        },
+                    )
+                after = ids[-1]
+                _add(run.counts, examined=len(ids), archived=len(archived))
+                run.cursor = {"after": str(after)}
+                run.save(update_fields=["cursor", "counts"])
+            if upper is None:
+                break
+
+    return _execute(Job.FORGETTING, now, body)
+
+
+# --- promotion to facts -----------------------------------------------------------------------------
+
+
+def _hints(memory: SemanticMemory) -> list[dict[str, Any]]:
+    if memory.fact_hint:
+        return [memory.fact_hint]
+    if llm.llm_configured():
+        return llm.extract_triples(memory.content)
+    return []
+
+
+def _fact_data(memory: SemanticMemory, hint: dict[str, Any]) -> FactData:
+    subject, predicate = hint.get("subject"), hint.get("predicate")
+    if not isinstance(subject, str) or not isinstance(predicate, str):
+        raise InvalidInput("A fact hint names a subject and a predicate.", field="fact")
+    return FactData(
+        subject=subject,
+        subject_type=str(hint.get("subject_type") or ""),
+        predicate=predicate,
+        object=FactObject.from_wire(hint.get("object")),
+        confidence=memory.confidence,
+        valid_from=memory.created_at,
+        session_id=memory.session_id or "",
+        source_event_id=memory.source_event_id,
+    )
+
+
+def _promote(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun) -> str:
+    """Assert ``hint`` as ``memory``'s author, once; record the promotion and its decision."""
+    promotion = Promotion(memory=memory, run=run, source_event_id=memory.source_event_id)
+    try:
+        with transaction.atomic():
+            result = fact_assert(agent=memory.agent, data=_fact_data(memory, hint), refuse_retracted=True)
+    except FactRetracted:
+        promotion.outcome, promotion.detail = PromotionOutcome.REFUSED, "the same fact was retracted"
+    except InvalidInput as exc:
+        promotion.outcome, promotion.detail = PromotionOutcome.INVALID, exc.message
+    else:
+        promotion.outcome = result.outcome
+        promotion.fact = result.fact
+        promotion.provenance = result.fact.provenance.order_by("-id").first()
+        promotion.contradiction = result.contradiction
+    promotion.save()
+    decision_record(
+        agent=memory.agent,
+        session_id=memory.session_id or TRAIL_SESSION,
+        actor=ACTOR,
+        content=f"Promoted memory {memory.pk} to a fact: {promotion.outcome}"
+        + (f" (fact #{promotion.fact_id})" if promotion.fact_id else f" ({promotion.detail})"),
+        payload={
+            "action": "memory_promote",
+            "run_id": run.pk,
+            "memory_id": str(memory.pk),
+            "outcome": promotion.outcome,
+            "fact_id": promotion.fact_id,
+            "contradiction_id": promotion.contradiction_id,
+            "source_event_id": memory.source_event_id,
+        },
+    )
+    return str(promotion.outcome)
+
+
+def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> ConsolidationRun | None:
+    """Promote the memories that earned it to facts of the knowledge layer: live, not archived,
+    embedded, not summaries, never promoted, with confidence above the tenant's
+    ``promote_min_confidence`` and at least ``promote_min_accesses`` recalls or reinforcements.
+
+    The fact comes from the memory's fact hint (``{"subject", "predicate", "object"}``) or, with an
+    LLM endpoint configured and no hint, from the triples it extracts; it is asserted through
+    ``fact_assert`` as the memory's author, with the memory's confidence, session and source event
+    (its provenance), so a conflicting fact opens a contradiction as usual, and a retracted one is
+    refused (``refused``). Each memory is promoted once (``Promotion``, unique per memory). Without
+    a hint and without an endpoint the memory is skipped (``skipped_no_hint``, counted each run).
+    Counts: ``examined``, ``created``, ``reinforced``, ``disputed``, ``refused``, ``invalid``,
+    ``skipped_no_hint``. Returns the run, or None when one is already running."""
+    size = _batch_size(batch)
+    policy = consolidation_policy()
+
+    def body(run: ConsolidationRun) -> None:
+        after = uuid.UUID(run.cursor["after"]) if run.cursor.get("after") else _NIL
+        eligible = (
+            SemanticMemory.objects.filter(
+                forgotten_at__isnull=True,
+                archived_at__isnull=True,
+                embedding_dimensions__gt=0,
+                confidence__gt=policy.promote_min_confidence,
+                access__access_count__gte=policy.promote_min_accesses,
+                promotion__isnull=True,
+            )
+            .exclude(memory_type=MemoryType.SUMMARY)
+            .select_related("agent")
+            .defer("embedding", "search")
+            .order_by("pk")
+        )
+        while True:
+            with transaction.atomic():
+                memories = list(eligible.filter(pk__gt=after)[:size])
+                if not memories:
+                    break
+                counts: dict[str, int] = {"examined": len(memories)}
+                for memory in memories:
+                    hints = _hints(memory)
+                    if not hints:
+                        _add(counts, skipped_no_hint=1)
+                        continue
+                    # one promotion per memory: the first triple (an extractor may find several)
+                    _add(counts, **{_promote(memory, hints[0], run): 1})
+                after = memories[-1].pk
+                _add(run.counts, **counts)
+                run.cursor = {"after": str(after)}
+                run.save(update_fields=["cursor", "counts"])
+            if len(memories) < size:
+                break
+
+    return _execute(Job.PROMOTION, now, body)
+
+
+# --- the episodic summary tree ----------------------------------------------------------------------
+
+
+@dataclass
+class _Leaf:
+    events: list[SourceEvent]
+    tokens: int
+
+
+def _source(event: Event) -> SourceEvent:
+    return SourceEvent(
+        seq=event.seq,
+        kind=event.kind,
+        role=event.role,
+        content=event.content,
+        payload=event.payload,
+        speaker=str(event.payload.get("speaker") or "") if isinstance(event.payload, dict) else "",
+    )
+
+
+def _event_tokens(event: SourceEvent) -> int:
+    return estimate_tokens(event.content) + (estimate_tokens(str(event.payload)) if event.payload else 0)
+
+
+def _summarize_leaf(events: Sequence[SourceEvent]) -> tuple[list[str], str]:
+    if llm.llm_configured():
+        try:
+            text = llm.summarize_abstractive(
+                [f"[{e.kind}] {e.speaker or e.role}: {e.content}" for e in events]
+            )
+            return text.splitlines(), "abstractive"
+        except llm.LLMUnavailable:
+            logger.warning("chat endpoint down: extractive summary instead")
+    return summarize_events(events), "extractive"
+
+
+def _summarize_parent(children: Sequence[str]) -> tuple[list[str], str]:
+    if llm.llm_configured():
+        try:
+            return llm.summarize_abstractive(list(children)).splitlines(), "abstractive"
+        except llm.LLMUnavailable:
+            logger.warning("chat endpoint down: extractive summary instead")
+    return summarize_summaries(children), "extractive"
+
+
+def _node_set(
+    node: SummaryNode, *, first: int, last: int, count: int, last_hash: str, body: list[str], method: str
+) -> None:
+    node.first_seq, node.last_seq, node.event_count, node.last_event_hash = first, last, count, last_hash
+    node.content = "\n".join([header(node.session_id, node.level, first, last, count), *body])
+    node.method = method
+    node.updated_at = timezone.now()
+
+
+def tree_extend(*, session_id: str, events: Sequence[Event]) -> list[SummaryNode]:
+    """Add ``events`` (of ``session_id``, in seq order) to the session's summary tree, incrementally:
+    events already covered are skipped; the last leaf takes events while it has fewer than
+    ``summary_leaf_events`` events and ``summary_leaf_tokens`` tokens, then new leaves follow; then,
+    level by level, only the parents of changed nodes are rewritten (each covers ``summary_fanout``
+    consecutive nodes), up to the one root. Returns the nodes written (text, range and hash set;
+    their memories are written by the caller)."""
+    policy = consolidation_policy()
+    leaves = SummaryNode.objects.filter(session_id=session_id, level=1)
+    last = leaves.order_by("-position").first()
+    new = [e for e in events if last is None or e.seq > last.last_seq]
+    if not new:
+        return []
+    hashes = {e.seq: e.hash for e in new}
+    groups: list[tuple[SummaryNode, _Leaf]] = []
+    if (
+        last is not None
+        and last.event_count < policy.summary_leaf_events
+        and last.tokens < policy.summary_leaf_tokens
+    ):
+        old = [
+            _source(e)
+            for e in Event.objects.filter(
+                session_id=session_id, seq__gte=last.first_seq, seq__lte=last.last_seq
+            ).order_by("seq")
+        ]
+        groups.append((last, _Leaf(old, sum(_event_tokens(e) for e in old))))
+    next_position = 0 if last is None else last.position + 1
+    for event in new:
+        source = _source(event)
+        tokens = _event_tokens(source)
+        leaf = groups[-1][1] if groups else None
+        if (
+            leaf is None
+            or len(leaf.events) >= policy.summary_leaf_events
+            or (leaf.events and leaf.tokens + tokens > policy.summary_leaf_tokens)
+        ):
+            node = SummaryNode(session_id=session_id, level=1, position=next_position)
+            next_position += 1
+            leaf = _Leaf([], 0)
+            groups.append((node, leaf))
+        leaf.events.append(source)
+        leaf.tokens += tokens
+
+    written: list[SummaryNode] = []
+    for node, leaf in groups:
+        body, method = _summarize_leaf(leaf.events)
+        last_seq = leaf.events[-1].seq
+        last_hash = hashes.get(last_seq) or node.last_event_hash
+        _node_set(
+            node,
+            first=leaf.events[0].seq,
+            last=last_seq,
+            count=len(leaf.events),
+            last_hash=last_hash,
+            body=body,
+            method=method,
+        )
+        node.tokens, node.child_count = leaf.tokens, 0
+        node.save()
+        written.append(node)
+
+    level, changed = 1, {n.position for n in written}
+    fanout = policy.summary_fanout
+    while True:
+        count = SummaryNode.objects.filter(session_id=session_id, level=level).count()
+        if count <= 1:
+            break
+        parents = SummaryNode.objects.filter(session_id=session_id, level=level + 1)
+        if not parents.exists():
+            changed = set(range(count))  # a new level: every parent is new
+        for position in sorted({p // fanout for p in changed}):
+            children = list(
+                SummaryNode.objects.filter(
+                    session_id=session_id,
+                    level=level,
+                    position__gte=position * fanout,
+                    position__lt=(position + 1) * fanout,
+                ).order_by("position")
+            )
+            node = parents.filter(position=position).first() or SummaryNode(
+                session_id=session_id, level=level + 1, position=position
+            )
+            body, method = _summarize_parent([c.content for c in children])
+            _node_set(
+                node,
+                first=children[0].first_seq,
+                last=children[-1].last_seq,
+                count=sum(c.event_count for c in children),
+                last_hash=children[-1].last_event_hash,
+                body=body,
+                method=method,
+            )
+            node.child_count, node.tokens = len(children), estimate_tokens(node.content)
+            node.save()
+            written.append(node)
+        changed = {n.position for n in written if n.level == level + 1}
+        level += 1
+    return written
+
+
+def summaries_pass(*, now: datetime | None = None, batch: int | None = None) -> ConsolidationRun | None:
+    """Bring every session's summary tree up to the events logged when the run started: the run
+    reads the log in seq order, ``batch`` events at a time (``ENGRAM_CONSOLIDATION_BATCH``), from
+    where the previous run stopped, extends the tree of each session in the batch
+    (``tree_extend``) and stores each written node's text as a semantic memory of type ``summary``
+    (embedded in one batch; searchable). One decision per batch records the nodes written. Sessions
+    in ``UNSUMMARISED_SESSIONS`` (the jobs' own trail) and those starting with
+    ``UNSUMMARISED_PREFIXES`` (one object's trail) are left out. Counts: ``events``,
+    ``sessions``, ``nodes``. Returns the run, or None when one is already running."""
+    size = _batch_size(batch)
+
+    def body(run: ConsolidationRun) -> None:
+        if "head" not in run.cursor:
+            previous = (
+                ConsolidationRun.objects.filter(job=Job.SUMMARIES, status=RunStatus.DONE)
+                .order_by("-started_at", "-id")
+                .first()
+            )
+            start = int(previous.cursor.get("after", 0)) if previous else 0
+            head = ChainHead.objects.filter(pk=1).values_list("last_seq", flat=True).first() or 0
+            run.cursor = {"after": start, "head": int(head)}
+            run.save(update_fields=["cursor"])
+        after, head = int(run.cursor["after"]), int(run.cursor["head"])
+        while after < head:
+            upper = min(after + size, head)
+            with transaction.atomic():
+                events = list(
+                    Event.objects.filter(seq__gt=after, seq__lte=upper)
+                    .exclude(session_id__in=UNSUMMARISED_SESSIONS)
+                    .exclude(
+                        session_id__regex=r"^("
+                        + "|".join(p.rstrip(":") for p in UNSUMMARISED_PREFIXES)
+                        + r"):"
+                    )
+                    .defer("search", "payload_index")
+                    .order_by("seq")
+                )
+                by_session: dict[str, list[Event]] = {}
+                for event in events:
+                    by_session.setdefault(event.session_id, []).append(event)
+                written: list[SummaryNode] = []
+                for session_id, session_events in by_session.items():
+                    written.extend(tree_extend(session_id=session_id, events=session_events))
+                memories = summaries_put(
+                    items=[SummaryText(n.session_id, n.content, n.memory_id) for n in written]
+                )
+                for node, memory in zip(written, memories, strict=True):
+                    if node.memory_id != memory.pk:
+                        node.memory = memory
+                        node.save(update_fields=["memory"])
+                if written:
+                    decision_record(
+                        agent=system_agent_get(),
+                        session_id=TRAIL_SESSION,
+                        actor=ACTOR,
+                        content=f"Summarised events #{after + 1}–#{upper} of {len(by_session)} sessions "  # noqa: RUF001
+                        f"({len(written)} summary nodes written).",
+                        payload={
+                            "action": "summaries_update",
+                            "run_id": run.pk,
+                            "through_seq": upper,
+                            "nodes": [
+                                [n.session_id, n.level, n.position, n.first_seq, n.last_seq] for n in written
+                            ],
+                        },
+                    )
+                after = upper
+                _add(run.counts, events=len(events), sessions=len(by_session), nodes=len(written))
+                run.cursor = {"after": after, "head": head}
+                run.save(update_fields=["cursor", "counts"])
+
+    return _execute(Job.SUMMARIES, now, body)
+
+
+# --- the whole pass ---------------------------------------------------------------------------------
+
+
+def consolidate(*, now: datetime | None = None, force: bool = False) -> list[ConsolidationRun]:
+    """One consolidation pass in the current tenant, when due by its policy's ``interval_hours`` (or
+    ``force``), or when a run was left unfinished: promotion, then forgetting, then summaries.
+    Returns the runs made (none when not due; a job already running elsewhere is left to it)."""
+    moment = now or timezone.now()
+    if not force and not consolidation_due(interval_hours=consolidation_policy().interval_hours, now=moment):
+        return []
+    runs = []
+    started = time.monotonic()
+    for job in (promotion_pass, forgetting_pass, summaries_pass):
+        run = job(now=now)
+        if run is not None:
+            runs.append(run)
+    logger.info("consolidation of %s took %.1f s", current_schema(), time.monotonic() - started)
+    return runs

@@ -1,0 +1,40 @@
+"""Background work of semantic memory: embedding the memories written with ``"write": "async"``."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from core.tasks import TenantTask, for_each_tenant
+from core.tenancy import current_tenant
+
+from .selectors import pending_exists
+from .services import pending_embed
+
+# One task embeds at most this many batches, then leaves the rest to the next (bounded work per
+# message; the beat sweep and later writes queue more).
+MAX_BATCHES = 40
+
+
+@shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
+def embed_pending(batch: int = 256) -> dict[str, int]:
+    """Embed the tenant's pending memories, ``batch`` at a time (one embedder call each), until none
+    is left or ``MAX_BATCHES`` batches are done. Queued after each async write's commit (once per
+    transaction) and swept by beat every ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS``. Idempotent: rows are
+    claimed under lock and an embedded row is no longer pending. Returns the counts."""
+    policy = current_tenant().retrieval_policy
+    embedded = merged = 0
+    for _ in range(MAX_BATCHES):
+        report = pending_embed(policy=policy, limit=batch)
+        embedded += report.embedded
+        merged += report.merged
+        if report.embedded + report.merged < batch:
+            break
+    return {"embedded": embedded, "merged": merged}
+
+
+@shared_task(base=TenantTask, ignore_result=True)
+def pending_sweep() -> int:
+    """Queue ``embed_pending`` for every tenant with pending memories (from beat): an async write is
+    searchable within ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS`` plus one batch even when the task queued
+    at its commit was lost. Returns how many were queued."""
+    return for_each_tenant(embed_pending, when=pending_exists)
