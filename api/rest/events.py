@@ -33,6 +33,12 @@ class EventInputSerializer(StrictSerializer):
     )
     payload = JSONObjectField(required=False, default=dict, numbers=True)
     occurred_at = AwareDateTimeField()
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs["content"].strip() and not attrs["payload"]:
@@ -54,6 +60,11 @@ class EventOutputSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField()
     prev_hash = serializers.CharField()
     hash = serializers.CharField()
+    data_subject = serializers.CharField()
+    redacted = serializers.SerializerMethodField()
+
+    def get_redacted(self, event: Any) -> bool:
+        return event.redacted_at is not None
 
 
 class EventListParams(StrictSerializer):

@@ -69,6 +69,12 @@ class FactInputSerializer(StrictSerializer):
     valid_from = AwareDateTimeField(required=False)
     session_id = CleanCharField(max_length=200, required=False, default="")
     source_event_id = StrictIntegerField(required=False, min_value=1)
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
 
 class EntityOutputSerializer(serializers.Serializer):
@@ -93,6 +99,7 @@ class FactOutputSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField()
     agent = serializers.CharField(source="agent.name")
     session_id = serializers.CharField()
+    data_subject = serializers.CharField()
     source_event_id = serializers.IntegerField(allow_null=True)
     assertions = serializers.SerializerMethodField()
 

@@ -45,6 +45,12 @@ class MemoryInputSerializer(StrictSerializer):
         help_text="optional precomputed vector from the configured model",
     )
     embedding_model = CleanCharField(max_length=200, required=False)
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
     def validate_content(self, value: str) -> str:
         if not value.strip():
@@ -59,6 +65,7 @@ class MemoryOutputSerializer(serializers.Serializer):
     scope = serializers.CharField()
     agent = serializers.CharField(source="agent.name")
     session_id = serializers.CharField(allow_null=True)
+    data_subject = serializers.CharField()
     tags = serializers.ListField(child=serializers.CharField())
     importance = serializers.FloatField()
     confidence = serializers.FloatField()

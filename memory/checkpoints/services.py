@@ -224,6 +224,7 @@ def checkpoint_save(
     plan: list[Any],
     schema_version: int = 1,
     policy: WorkingMemoryPolicy,
+    data_subject: str = "",
 ) -> SaveResult:
     """Store ``agent``'s checkpoint of ``session_id`` after step ``step_index`` in the current tenant.
 
@@ -232,6 +233,8 @@ def checkpoint_save(
     or changed. ``state`` is a JSON object of at most ``MAX_STATE_BYTES`` (1 MiB) as UTF-8 JSON, ``plan`` a JSON
     list of at most ``MAX_PLAN_BYTES``. After the commit, the checkpoint is cached in Redis for
     ``policy.checkpoint_cache_ttl_seconds``; a Redis failure then only sets ``cached=False``.
+
+    ``data_subject``: the person the state is about (what erasures and holds target), or "".
 
     Returns a ``SaveResult``: a new checkpoint, or the stored one (``replayed=True``) when this
     ``idempotency_key`` was already used by ``agent`` in the session with the same body.
@@ -285,6 +288,7 @@ def checkpoint_save(
             schema_version=schema_version,
             agent=agent,
             fingerprint=fingerprint,
+            data_subject=data_subject,
         )
         # uniqueness is what the advisory lock and the checks above decide (constraints are the backstop)
         checkpoint.full_clean(validate_unique=False, validate_constraints=False)

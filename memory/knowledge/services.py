@@ -70,6 +70,7 @@ class FactData:
     session_id: str = ""
     source_event_id: int | None = None
     subject_type: str = ""
+    data_subject: str = ""
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,7 @@ def fact_assert(*, agent: Agent, data: FactData) -> AssertResult:
             agent=agent,
             session_id=data.session_id,
             source_event=source_event,
+            data_subject=data.data_subject,
         )
         existing = None
         if predicate.cardinality == Cardinality.ONE:
@@ -364,8 +366,8 @@ def fact_retract(*, agent: Agent, fact_id: int, reason: str = "", session_id: st
             raise NotFound(f"No fact {fact_id}.", field="id")
         if fact.status not in LIVE_STATUSES:
             raise Conflict(f"Fact {fact_id} is already {fact.status}.", field="id")
-        fact.status = FactStatus.RETRACTED
-        fact.save(update_fields=["status"])
+        fact.status, fact.ended_at = FactStatus.RETRACTED, timezone.now()
+        fact.save(update_fields=["status", "ended_at"])
         open_ones = Contradiction.objects.filter(
             Q(existing_fact=fact) | Q(new_fact=fact), status=ContradictionStatus.OPEN
         )
@@ -456,7 +458,8 @@ def contradiction_resolve(
                     changed.append(other.new_fact)
                 dismissed.append(other.pk)
         for fact in {f.pk: f for f in changed}.values():
-            fact.save(update_fields=["status", "valid_to"])
+            fact.ended_at = None if fact.status in LIVE_STATUSES else now  # retention counts from here
+            fact.save(update_fields=["status", "valid_to", "ended_at"])
         contradiction.status = (
             ContradictionStatus.DISMISSED
             if resolution == Resolution.DISMISS

@@ -44,6 +44,9 @@ class SemanticMemory(models.Model):
     scope = models.CharField(max_length=10, choices=MemoryScope.choices, default=MemoryScope.PRIVATE)
     memory_type = models.CharField(max_length=16, choices=MemoryType.choices, default=MemoryType.FACT)
     session_id = models.CharField(max_length=200, null=True, blank=True)
+    data_subject = models.CharField(
+        max_length=200, blank=True, default="", help_text="the person it is about"
+    )
     tags = ArrayField(models.CharField(max_length=64), default=list, blank=True)
     content = models.TextField()
     content_hash = models.CharField(max_length=64, editable=False)
@@ -87,6 +90,7 @@ class SemanticMemory(models.Model):
             GinIndex(fields=["tags"], name="semantic_tags_gin"),
             models.Index(fields=["agent", "created_at"], name="semantic_agent_idx"),
             models.Index(fields=["session_id"], name="semantic_session_idx"),
+            models.Index(fields=["data_subject"], condition=~Q(data_subject=""), name="semantic_subject_idx"),
         ]
 
     def __str__(self) -> str:

@@ -57,6 +57,7 @@ class MemoryData:
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding: Sequence[float] | None = None
     embedding_model: str | None = None
+    data_subject: str = ""
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ def memory_create(
         scope=data.scope,
         memory_type=data.memory_type,
         session_id=data.session_id,
+        data_subject=data.data_subject,
         tags=list(dict.fromkeys(data.tags)),
         content=data.content,
         content_hash=digest,
