@@ -182,6 +182,12 @@ CELERY_BEAT_SCHEDULE = {
         "args": ["memory.knowledge.tasks.outbox_purge_processed"],
         "schedule": 3600.0,
     },
+    # the retention rules of every tenant, applied in bounded batches (compliance.lifecycle)
+    "apply-retention": {
+        "task": "core.tasks.each_tenant",
+        "args": ["compliance.tasks.retention_daily"],
+        "schedule": env.float("ENGRAM_RETENTION_SECONDS", default=24 * 3600.0),
+    },
 }
 
 # --- i18n / time ------------------------------------------------------------------------------------
@@ -249,6 +255,8 @@ ENGRAM = {
     "ANCHOR_SINK_TIMEOUT": env.float("ENGRAM_ANCHOR_SINK_TIMEOUT", default=5.0),
     # compliance export archives, one folder per tenant
     "EXPORT_DIR": env("ENGRAM_EXPORT_DIR", default=str(BASE_DIR / "var" / "exports")),
+    # rows per transaction of retention passes and erasures (each batch commits with its progress)
+    "LIFECYCLE_BATCH": env.int("ENGRAM_LIFECYCLE_BATCH", default=1000),
 }
 
 LOGGING = {

@@ -345,3 +345,31 @@ def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPol
             ttl_seconds=policy.checkpoint_cache_ttl_seconds,
         )
     return Restored(body=body, source="postgres", degraded=degraded)
+
+
+def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str]]:
+    """Delete the checkpoints ``checkpoint_ids`` of the current tenant, then the Redis copies of
+    the streams they were in (the cached latest may be one of them; the next restore reads what is
+    left in PostgreSQL). Returns ``(ids deleted, Redis keys deleted)``.
+
+    Raises ``ServiceUnavailable`` when Redis cannot be reached after the delete: an erasure must not
+    report a copy gone that may still be cached (run it again; it is idempotent). The caller
+    records why."""
+    from core.errors import ServiceUnavailable
+
+    if not checkpoint_ids:
+        return [], []
+    with transaction.atomic():
+        rows = list(
+            Checkpoint.objects.select_for_update()
+            .filter(pk__in=checkpoint_ids)
+            .values_list("pk", "session_id", "agent_id")
+        )
+        Checkpoint.objects.filter(pk__in=[r[0] for r in rows]).delete()
+    keys = sorted({cache_key(session_id, agent_id) for _, session_id, agent_id in rows})
+    if keys:
+        try:
+            get_redis().delete(*keys)
+        except redis.RedisError as exc:
+            raise ServiceUnavailable(f"Redis cannot be reached to drop checkpoint copies: {exc}") from exc
+    return sorted(r[0] for r in rows), keys

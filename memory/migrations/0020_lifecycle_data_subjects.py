@@ -13,8 +13,9 @@ Numbered 0020 to stay clear of the layers' migrations landing meanwhile (renumbe
 
 from django.db import migrations, models
 
+# Its own function: the old one also guards compliance_anchor, which has no redacted_at.
 REDACTABLE = """
-CREATE OR REPLACE FUNCTION engram_reject_event_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION engram_event_redaction_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'UPDATE' AND OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL
        AND NEW.content = '' AND NEW.payload_json = '{}' AND NEW.body_salt = '' AND NEW.data_subject = ''
@@ -28,18 +29,19 @@ BEGIN
     THEN
         RETURN NEW;  -- a redaction: the body goes, the chained fields stay
     END IF;
-    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed', TG_OP, TG_TABLE_NAME
-        USING ERRCODE = 'insufficient_privilege';
+    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed (only a redaction is)',
+        TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
 END
 $$;
+DROP TRIGGER memory_event_append_only ON memory_event;
+CREATE TRIGGER memory_event_append_only BEFORE UPDATE OR DELETE ON memory_event
+    FOR EACH ROW EXECUTE FUNCTION engram_event_redaction_only();
 """
 APPEND_ONLY = """
-CREATE OR REPLACE FUNCTION engram_reject_event_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed', TG_OP, TG_TABLE_NAME
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$;
+DROP TRIGGER memory_event_append_only ON memory_event;
+CREATE TRIGGER memory_event_append_only BEFORE UPDATE OR DELETE ON memory_event
+    FOR EACH ROW EXECUTE FUNCTION engram_reject_event_mutation();
+DROP FUNCTION engram_event_redaction_only();
 """
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -366,3 +366,21 @@ def memory_search(
             hit.memory.access.last_accessed_at = touched_at
             hit.memory.access.access_count += 1
     return hits
+
+
+def memories_erase(*, memory_ids: Sequence[uuid.UUID | str]) -> list[str]:
+    """Delete the memories ``memory_ids`` of the current tenant for good: the row with its content,
+    full-text vector and embedding (vectors can be inverted into text), and its access clock.
+    Unlike ``memory_forget`` nothing stays for audit. Returns the ids deleted (as strings); ids
+    already gone are skipped. Index entries go when the table is vacuumed (the caller does it).
+
+    The caller records why (an erasure or a retention pass records its own decision)."""
+    if not memory_ids:
+        return []
+    ids = [str(i) for i in memory_ids]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {MemoryAccess._meta.db_table} WHERE memory_id = ANY(%s::uuid[])", [ids])
+        cursor.execute(
+            f"DELETE FROM {SemanticMemory._meta.db_table} WHERE id = ANY(%s::uuid[]) RETURNING id", [ids]
+        )
+        return sorted(str(row[0]) for row in cursor.fetchall())
