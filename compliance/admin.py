@@ -421,6 +421,8 @@ class LegalHoldForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if "value" not in self.fields:  # a placed hold: every field is read-only
+            return data
         if data.get("kind") != "tenant" and not (data.get("value") or "").strip():
             self.add_error("value", "Name what the hold is on.")
         return data
@@ -445,6 +447,10 @@ class LegalHoldAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # a placed hold is never edited (its page is read-only); "change" releases, by the action
+        return obj is None and super().has_change_permission(request)
 
     def save_model(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
         if change:
