@@ -796,6 +796,7 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
     size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
     kind, value = request.kind, request.value
     try:
+        signing.key_id()  # no receipt can be signed without the key: stop before erasing anything
         _refuse_if_held(kind, value)
         for name in ERASURE_STEPS:
             layer = lifecycle.layer_get(name)
@@ -833,6 +834,7 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         report = lifecycle.verification_pass(kind=kind, value=value, progress=request.progress)
         if not lifecycle.verification_clean(report):
             raise RuntimeError(f"the verification pass found erased data left: {report}")
+        return _erasure_finish(request, report)
     except Exception as exc:  # shown on the request; approving it again resumes
         logger.exception("erasure %s failed", request.pk)
         ErasureRequest.objects.filter(pk=request.pk).update(
@@ -842,7 +844,6 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         )
         request.refresh_from_db()
         return request
-    return _erasure_finish(request, report)
 
 
 def _progress_add(request_pk: Any, layer: str, removed: lifecycle.Removed) -> None:
