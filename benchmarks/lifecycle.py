@@ -32,6 +32,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from _common import django_setup
 
@@ -69,7 +70,7 @@ def fresh_tenant(slug: str):  # type: ignore[no-untyped-def]
     return tenant
 
 
-def sql(statement: str, params: dict[str, object] | None = None) -> None:
+def sql(statement: str, params: dict[str, Any] | None = None) -> None:
     from django.db import connection
 
     with connection.cursor() as cursor:

@@ -107,10 +107,9 @@ def _entity_facts(value: str) -> Q:
     return Q(subject__key=key) | Q(object_entity__key=key)
 
 
-def _stream_quiet_since(cutoff: datetime, _kind: str) -> Q:
-    newer = Checkpoint.objects.filter(
-        session_id=OuterRef("session_id"), agent_id=OuterRef("agent_id"), created_at__gte=cutoff
-    )
+def _session_quiet_since(cutoff: datetime, _kind: str) -> Q:
+    """Checkpoints of sessions whose last checkpoint (of any agent) is older than ``cutoff``."""
+    newer = Checkpoint.objects.filter(session_id=OuterRef("session_id"), created_at__gte=cutoff)
     return Q(created_at__lt=cutoff) & ~Q(Exists(newer))
 
 
@@ -177,14 +176,14 @@ LAYERS: tuple[Layer, ...] = (
         name="checkpoints",
         label="checkpoints",
         model=Checkpoint,
-        counts_from="the last checkpoint of the same agent in the session (a stream goes as a whole)",
+        counts_from="the session's last checkpoint (a session's checkpoints go together)",
         default_days={"": 30},
         targets={
             TargetKind.SUBJECT: lambda v: Q(data_subject=v),
             TargetKind.SESSION: lambda v: Q(session_id=v),
             TargetKind.AGENT: lambda v: Q(agent__name=v),
         },
-        aged=_stream_quiet_since,
+        aged=_session_quiet_since,
         load=("pk", "session_id"),
         remove=_checkpoints_remove,
     ),

@@ -33,6 +33,8 @@ from core.tasks import queue_on_commit
 from core.tenancy import current_schema
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
+from memory.knowledge.models import Entity, FactProvenance
+from memory.semantic.models import MemoryAccess
 
 from . import lifecycle, signing
 from .exporting import EVENT_TABLE, archive_write, scope_where
@@ -829,8 +831,13 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
                 "ids": sorted(set(locked.progress.get("exports", {}).get("ids", [])) | set(withdrawn))
             }
             locked.save(update_fields=["progress"])
-        lifecycle.vacuum([layer.model._meta.db_table for layer in lifecycle.stored_layers() if layer.model])
+        vacuumed = lifecycle.vacuum(
+            [layer.model._meta.db_table for layer in lifecycle.stored_layers() if layer.model]
+            + [MemoryAccess._meta.db_table, Entity._meta.db_table, FactProvenance._meta.db_table]
+        )
         request.refresh_from_db()
+        request.progress["vacuumed"] = vacuumed
+        ErasureRequest.objects.filter(pk=request.pk).update(progress=request.progress)
         report = lifecycle.verification_pass(kind=kind, value=value, progress=request.progress)
         if not lifecycle.verification_clean(report):
             raise RuntimeError(f"the verification pass found erased data left: {report}")
@@ -894,6 +901,7 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
             "entity_ids": sorted(set(progress.get("knowledge", {}).get("entity_ids", []))),
             "checkpoints_deleted": len(progress.get("checkpoints", {}).get("ids", [])),
             "checkpoint_ids": progress.get("checkpoints", {}).get("ids", []),
+            "tables_vacuumed": progress.get("vacuumed", []),
         },
         "pgvector": {
             "embeddings_deleted": len(progress.get("semantic", {}).get("ids", [])),

@@ -295,6 +295,15 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
     assert receipt["stores"]["redis"]["keys_deleted"] >= 4
     assert receipt["stores"]["exports"]["archives_withdrawn"] == [str(old.pk)]
     assert receipt["verification"]["clean"] is True
+    vacuumed = set(receipt["stores"]["postgres"]["tables_vacuumed"])
+    assert {"memory_event", "memory_semanticmemory", "memory_fact", "memory_checkpoint"} <= vacuumed
+    with connection.cursor() as cursor:  # and PostgreSQL's statistics say so
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_all_tables WHERE schemaname = %s AND last_vacuum IS NOT NULL "
+            "AND relname IN ('memory_event', 'memory_semanticmemory', 'memory_fact', 'memory_checkpoint')",
+            [schema],
+        )
+        assert cursor.fetchone()[0] == 4
     assert not any(w in request.receipt for w in (*SECRET_WORDS, SUBJECT))
     with tenant_context(graph_tenant):
         done = Event.objects.get(payload_index__action="erasure_done")

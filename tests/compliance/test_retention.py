@@ -101,8 +101,8 @@ def test_a_pass_removes_exactly_what_the_dry_run_counted_and_never_held_data(
         knowledge.fact_retract(agent=alice.agent, fact_id=facts[1].pk)
         Fact.objects.filter(pk=facts[0].pk).update(ended_at=timezone.now() - timedelta(days=400))  # goes
         Fact.objects.filter(pk=facts[1].pk).update(ended_at=timezone.now() - timedelta(days=30))  # kept
-        quiet = stream(alice, "s-quiet", [45, 40])  # the stream's last checkpoint is 40 days old: goes
-        busy = stream(alice, "s-busy", [45, 1])  # the stream is alive: all of it kept
+        quiet = stream(alice, "s-quiet", [45, 40])  # the session's last checkpoint is 40 days old: goes
+        busy = stream(alice, "s-busy", [45, 40]) + stream(bob, "s-busy", [1])  # bob's keeps the session
         services.hold_place(kind="session", value="s-court", reason="case 7", username="olga")
 
         now = timezone.now()
@@ -134,7 +134,7 @@ def test_a_pass_removes_exactly_what_the_dry_run_counted_and_never_held_data(
         )
         assert set(Fact.objects.values_list("pk", flat=True)) == {facts[1].pk, facts[2].pk}
         assert not Checkpoint.objects.filter(pk__in=[c.pk for c in quiet]).exists()
-        assert Checkpoint.objects.filter(pk__in=[c.pk for c in busy]).count() == 2
+        assert Checkpoint.objects.filter(pk__in=[c.pk for c in busy]).count() == 3
 
         report = chain_verify()
         assert report.ok and report.redacted == 3
@@ -182,7 +182,9 @@ def test_rules_override_defaults_per_layer_and_type(alice: Caller) -> None:
                 raise AssertionError(f"{bad} was saved")
 
 
-def test_officers_edit_rules_and_holds_in_the_admin_and_see_the_dry_run(alice: Caller) -> None:
+def test_officers_edit_rules_and_holds_in_the_admin_and_see_the_dry_run(
+    alice: Caller, mallory: Caller
+) -> None:
     olga = admin_client(alice.tenant, "olga", group="compliance officer")
     with tenant_context(alice.tenant):
         old_events(alice, 2, session_id="s-old", age=8 * YEAR)
@@ -215,6 +217,11 @@ def test_officers_edit_rules_and_holds_in_the_admin_and_see_the_dry_run(alice: C
     assert {"retention_rule_create", "legal_hold_place", "legal_hold_release"} <= set(actions)
     nobody = admin_client(alice.tenant, "nobody")
     assert nobody.get("/admin/compliance/retentionrule/dry-run/").status_code == 403
+    # another tenant's officer sees only that tenant: its rules, holds and counts
+    outsider = admin_client(mallory.tenant, "beta-officer", group="compliance officer")
+    page = outsider.get("/admin/compliance/retentionrule/dry-run/").content.decode()
+    assert "3650 days" not in page and "2555 days (default)" in page
+    assert "audit" not in outsider.get("/admin/compliance/legalhold/").content.decode()
 
 
 def test_the_daily_job_applies_retention_in_the_worker(celery_worker, scratch_tenant: Tenant) -> None:  # type: ignore[no-untyped-def]
