@@ -585,7 +585,8 @@ def retention_run_start(*, requested_by: str) -> RetentionRun:
 def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None = None) -> RetentionRun:
     """Apply the retention rules (``compliance.lifecycle``) for run ``run_id``: per layer, rows past
     their rule and under no legal hold, ``batch`` at a time (``ENGRAM_LIFECYCLE_BATCH``), each batch
-    one transaction that locks only its rows (``SKIP LOCKED``) and adds its count to the run, so
+    one transaction that locks only its rows (``SKIP LOCKED``: rows another transaction holds wait
+    for the next run; batches follow the primary key) and adds its count to the run, so
     no lock is held long and a run that was interrupted resumes where it stopped. When every
     layer is done, logs one system decision (``job:retention``) with what was removed per layer.
     A run already finished is returned as it is. On an error the run is ``failed`` (logged) and
@@ -599,11 +600,14 @@ def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None
     size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
     try:
         for layer in lifecycle.stored_layers():
+            after: Any = None  # keyset: the batches behind stay dead tuples until the vacuum
             while True:
                 with transaction.atomic():
                     rows = lifecycle.retention_candidates(layer, now=now)
                     if rows is None:
                         break
+                    if after is not None:
+                        rows = rows.filter(pk__gt=after)
                     chosen = list(
                         rows.order_by("pk")
                         .select_for_update(skip_locked=True, of=("self",))
@@ -611,6 +615,7 @@ def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None
                     )
                     if not chosen:
                         break
+                    after = chosen[-1]["pk"]
                     assert layer.remove is not None
                     removed = layer.remove(chosen)
                     counts = RetentionRun.objects.select_for_update().get(pk=run.pk).removed
