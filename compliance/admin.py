@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
@@ -21,9 +22,10 @@ from django.utils.safestring import SafeString
 from agents import admin as agents_admin
 from agents.models import Agent, ApiKey, Scope
 from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
+from core.errors import DomainError
 
-from . import admin_views, services
-from .models import Anchor, ChainCheck, Export
+from . import admin_views, lifecycle, services
+from .models import Anchor, ChainCheck, ErasureRequest, Export, LegalHold, RetentionRule, RetentionRun
 
 
 def _username(request: HttpRequest) -> str:
@@ -326,3 +328,192 @@ class RecordedGroupAdmin(GroupAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
             services.account_delete(obj=obj, username=_username(request))
+
+
+# --- the data lifecycle --------------------------------------------------------------------------------------
+
+
+class RetentionRuleForm(forms.ModelForm):
+    layer = forms.ChoiceField(
+        choices=[(layer.name, layer.label) for layer in lifecycle.LAYERS if layer.aged is not None]
+    )
+
+    class Meta:
+        model = RetentionRule
+        fields = ["layer", "memory_type", "keep_days"]
+
+
+@admin.register(RetentionRule)
+class RetentionRuleAdmin(admin.ModelAdmin):
+    """Retention rules stored for this tenant (layers without one keep their default: see the dry
+    run); saves and deletes go through services that record the person."""
+
+    form = RetentionRuleForm
+    change_list_template = "admin/compliance/retentionrule/change_list.html"
+    list_display = ["layer", "memory_type", "keep_days", "updated_by", "updated_at"]
+    readonly_fields = ["updated_by", "updated_at"]
+
+    def save_model(self, request: HttpRequest, obj: RetentionRule, form: Any, change: bool) -> None:
+        try:
+            services.retention_rule_save(rule=obj, username=_username(request))
+        except DomainError as error:  # the form validated the fields; this is the layer's own rule
+            messages.error(request, error.message)
+
+    def delete_model(self, request: HttpRequest, obj: RetentionRule) -> None:
+        services.retention_rule_delete(rule=obj, username=_username(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[RetentionRule]) -> None:
+        for rule in queryset:
+            services.retention_rule_delete(rule=rule, username=_username(request))
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "dry-run/",
+                self.admin_site.admin_view(admin_views.retention_preview_view),
+                name="compliance_retentionrule_preview",
+            ),
+            *super().get_urls(),
+        ]
+
+
+RUN_FIELDS: tuple[str, ...] = ("requested_by", "status", "started_at", "finished_at", "removed", "error")
+
+
+@admin.register(RetentionRun)
+class RetentionRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Retention passes: when, and what each removed per layer."""
+
+    list_display = ["id", "status", "requested_by", "started_at", "finished_at", "removed"]
+    list_filter = ["status"]
+    fields = RUN_FIELDS
+    readonly_fields = RUN_FIELDS
+
+
+HOLD_FIELDS: tuple[str, ...] = (
+    "kind",
+    "value",
+    "reason",
+    "placed_by",
+    "placed_at",
+    "released_by",
+    "released_at",
+    "release_reason",
+)
+
+
+class LegalHoldForm(forms.ModelForm):
+    class Meta:
+        model = LegalHold
+        fields = ["kind", "value", "reason"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "value" not in self.fields:  # a placed hold: every field is read-only
+            return data
+        if data.get("kind") != "tenant" and not (data.get("value") or "").strip():
+            self.add_error("value", "Name what the hold is on.")
+        return data
+
+
+@admin.register(LegalHold)
+class LegalHoldAdmin(admin.ModelAdmin):
+    """Legal holds: placed here (kind, value, reason), released by the action; never edited or
+    deleted, so the history of who held what and when stays."""
+
+    form = LegalHoldForm
+    list_display = ["id", "kind", "value", "reason", "placed_by", "placed_at", "released_by", "released_at"]
+    list_filter = ["kind", ("released_at", admin.EmptyFieldListFilter)]
+    search_fields = ["value", "reason"]
+    actions = ["release"]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return HOLD_FIELDS if obj is not None else ["kind", "value", "reason"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return HOLD_FIELDS if obj is not None else []
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # a placed hold is never edited (its page is read-only); "change" releases, by the action
+        return obj is None and super().has_change_permission(request)
+
+    def save_model(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
+        if change:
+            return  # every field is read-only once placed
+        hold = services.hold_place(
+            kind=obj.kind, value=obj.value, reason=obj.reason, username=_username(request)
+        )
+        obj.pk, obj.placed_by, obj.placed_at = hold.pk, hold.placed_by, hold.placed_at
+
+    @admin.action(description="Release the selected holds", permissions=["change"])
+    def release(self, request: HttpRequest, queryset: QuerySet[LegalHold]) -> None:
+        count = 0
+        for hold in queryset.filter(released_at__isnull=True):
+            services.hold_release(hold=hold, username=_username(request))
+            count += 1
+        self.message_user(request, f"Released {count} hold(s).")
+
+
+ERASURE_FIELDS: tuple[str, ...] = (
+    "status",
+    "target",
+    "legal_basis",
+    "note",
+    "requested_by",
+    "requested_at",
+    "approved_by",
+    "approved_at",
+    "started_at",
+    "finished_at",
+    "error",
+)
+
+
+@admin.register(ErasureRequest)
+class ErasureRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Erasure requests and their state; new ones from the request form, approval and the receipt
+    on each request's page."""
+
+    change_list_template = "admin/compliance/erasurerequest/change_list.html"
+    list_display = ["short_id", "target", "status", "requested_by", "approved_by", "requested_at", "page"]
+    list_filter = ["status", "kind"]
+    fields = ERASURE_FIELDS
+    readonly_fields = ERASURE_FIELDS
+
+    @admin.display(description="erasure")
+    def short_id(self, obj: ErasureRequest) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="target")
+    def target(self, obj: ErasureRequest) -> str:
+        return shown(obj.target_label, 120)
+
+    @admin.display(description="state, approval and receipt")
+    def page(self, obj: ErasureRequest) -> SafeString:
+        url = reverse("admin:compliance_erasurerequest_detail", args=[obj.pk])
+        return format_html('<a href="{}">open</a>', url)
+
+    def get_urls(self) -> list[URLPattern]:
+        site = self.admin_site
+        return [
+            path("new/", site.admin_view(admin_views.erasure_new_view), name="compliance_erasurerequest_new"),
+            path(
+                "<uuid:erasure_id>/state/",
+                site.admin_view(admin_views.erasure_detail_view),
+                name="compliance_erasurerequest_detail",
+            ),
+            path(
+                "<uuid:erasure_id>/approve/",
+                site.admin_view(admin_views.erasure_approve_view),
+                name="compliance_erasurerequest_approve",
+            ),
+            path(
+                "<uuid:erasure_id>/receipt/",
+                site.admin_view(admin_views.erasure_receipt_view),
+                name="compliance_erasurerequest_receipt",
+            ),
+            *super().get_urls(),
+        ]

@@ -6,6 +6,7 @@ otherwise, which ``compliance.views.permission_denied`` renders in the admin's s
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -16,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_safe
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -23,8 +25,8 @@ from core.admin import HtmxHttpRequest
 from core.errors import DomainError
 from memory.episodic.models import EventKind
 
-from . import selectors, services, signing
-from .models import Export, ExportStatus, ScopeKind
+from . import lifecycle, selectors, services, signing
+from .models import ErasureRequest, ErasureStatus, Export, ExportStatus, RetentionRule, ScopeKind, TargetKind
 
 VIEW_STATUS = "compliance.view_chaincheck"
 RUN_CHECK = "compliance.run_chaincheck"
@@ -255,3 +257,169 @@ def timeline_view(request: HtmxHttpRequest) -> HttpResponse:
         is_nav_sidebar_enabled=False,  # the timeline needs the width; the breadcrumbs lead back
     )
     return TemplateResponse(request, "admin/compliance/timeline.html", context)
+
+
+# --- the data lifecycle: erasure requests, the retention dry run -------------------------------------------
+
+REQUEST_ERASURE = "compliance.add_erasurerequest"
+APPROVE_ERASURE = "compliance.approve_erasurerequest"
+VIEW_ERASURES = "compliance.view_erasurerequest"
+VIEW_RETENTION = "compliance.view_retentionrule"
+
+
+class ErasureForm(forms.Form):
+    """What to erase and why."""
+
+    kind = forms.ChoiceField(
+        choices=[c for c in TargetKind.choices if c[0] != TargetKind.TENANT],
+        initial=TargetKind.SUBJECT,
+        widget=forms.RadioSelect,
+        label="Erase",
+    )
+    value = forms.CharField(
+        max_length=300,
+        label="Which one",
+        help_text="the data subject's id, the session id, the agent's name, the tag or the entity's name",
+    )
+    legal_basis = forms.CharField(max_length=300, label="Legal basis", help_text="e.g. GDPR Art. 17(1)(a)")
+    note = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="kept with the request and in the trail: do not repeat the person's data here",
+    )
+
+
+def _erasure_opts() -> Any:
+    return ErasureRequest._meta
+
+
+def erasure_new_view(request: HtmxHttpRequest) -> HttpResponse:
+    """GET: the request form; POST: request the erasure as this person (refused, on the form, when
+    it meets a legal hold) and go to its page."""
+    _require(request, REQUEST_ERASURE)
+    if request.method == "POST":
+        form = ErasureForm(request.POST)
+        status = 400
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                erasure = services.erasure_request(
+                    kind=data["kind"],
+                    value=data["value"],
+                    legal_basis=data["legal_basis"],
+                    note=data.get("note") or "",
+                    username=request.user.get_username(),
+                )
+            except DomainError as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+                status = error.status  # 409 when a legal hold refuses it
+            else:
+                url = reverse("admin:compliance_erasurerequest_detail", args=[erasure.pk])
+                return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+    elif request.method in ("GET", "HEAD"):
+        form = ErasureForm()
+        status = 200
+    else:
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    context = _context(request, title="Request an erasure", form=form, opts=_erasure_opts())
+    return TemplateResponse(request, "admin/compliance/erasure_new.html", context, status=status)
+
+
+def _erasure_context(request: HtmxHttpRequest, erasure: ErasureRequest, **extra: Any) -> dict[str, Any]:
+    username = f"user:{request.user.get_username()}"
+    return _context(
+        request,
+        title=f"Erasure {str(erasure.pk)[:8]}",
+        erasure=erasure,
+        can_approve=request.user.has_perm(APPROVE_ERASURE)
+        and erasure.status in (ErasureStatus.REQUESTED, ErasureStatus.FAILED)
+        and erasure.requested_by != username,
+        own_request=erasure.requested_by == username,
+        poll_seconds=POLL_SECONDS,
+        opts=_erasure_opts(),
+        **extra,
+    )
+
+
+@require_safe
+def erasure_detail_view(request: HtmxHttpRequest, erasure_id: Any) -> HttpResponse:
+    """GET: an erasure request with its state (htmx polls the state while it runs), the approve
+    button for a second person, and the receipt once done."""
+    _require(request, VIEW_ERASURES)
+    erasure = selectors.erasure_get(erasure_id=erasure_id)
+    if erasure is None:
+        raise Http404("No such erasure request.")
+    template = (
+        "admin/compliance/_erasure_state.html" if request.htmx else "admin/compliance/erasure_detail.html"
+    )
+    return TemplateResponse(request, template, _erasure_context(request, erasure))
+
+
+def erasure_approve_view(request: HtmxHttpRequest, erasure_id: Any) -> HttpResponse:
+    """POST: approve the erasure as this person (not its requester) and queue it."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    _require(request, APPROVE_ERASURE)
+    try:
+        erasure = services.erasure_approve(request_id=erasure_id, username=request.user.get_username())
+    except DomainError as error:
+        erasure_or_none = selectors.erasure_get(erasure_id=erasure_id)
+        if erasure_or_none is None:
+            raise Http404("No such erasure request.") from None
+        context = _erasure_context(request, erasure_or_none, approve_error=error.message)
+        template = (
+            "admin/compliance/_erasure_state.html" if request.htmx else "admin/compliance/erasure_detail.html"
+        )
+        return TemplateResponse(request, template, context, status=error.status)
+    url = reverse("admin:compliance_erasurerequest_detail", args=[erasure.pk])
+    return HttpResponseClientRedirect(url) if request.htmx else HttpResponseRedirect(url)
+
+
+@require_safe
+def erasure_receipt_view(request: HtmxHttpRequest, erasure_id: Any) -> HttpResponse:
+    """GET: the signed receipt of a finished erasure, as JSON: ``{"receipt": <the RFC 8785 text
+    signed>, "signature": <Ed25519, hex>, "key_id"}`` (the download is recorded)."""
+    _require(request, VIEW_ERASURES)
+    erasure = selectors.erasure_get(erasure_id=erasure_id)
+    if erasure is None or erasure.status != ErasureStatus.DONE:
+        raise Http404("No finished erasure with that id.")
+    services.erasure_receipt_download_record(request=erasure, username=request.user.get_username())
+    body = json.dumps(
+        {
+            "receipt": erasure.receipt,
+            "signature": erasure.receipt_signature,
+            "key_id": erasure.receipt_key_id,
+        },
+        indent=2,
+    )
+    response = HttpResponse(body, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{erasure.receipt_filename}"'
+    return response
+
+
+@require_safe
+def retention_preview_view(request: HtmxHttpRequest) -> HttpResponse:
+    """GET: the rules in effect per layer and what the next run would remove (a dry run: counts)."""
+    _require(request, VIEW_RETENTION)
+    now = timezone.now()
+    rules = lifecycle.rules_in_effect()
+    counts = lifecycle.retention_preview(now=now)
+    rows = [
+        {
+            "layer": lifecycle_layer.label,
+            "name": lifecycle_layer.name,
+            "counts_from": lifecycle_layer.counts_from,
+            "rules": [r for r in rules if r.layer == lifecycle_layer.name],
+            "count": counts[lifecycle_layer.name],
+        }
+        for lifecycle_layer in lifecycle.LAYERS
+    ]
+    context = _context(
+        request,
+        title="Retention: what the next run would remove",
+        rows=rows,
+        now=now,
+        holds=lifecycle.active_holds(),
+        opts=RetentionRule._meta,
+    )
+    return TemplateResponse(request, "admin/compliance/retention_preview.html", context)

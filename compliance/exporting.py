@@ -60,7 +60,7 @@ _OCCURRED, _RECORDED = ISO_SQL.format("e.occurred_at"), ISO_SQL.format("e.record
 _EVENT_COLUMNS = (
     "e.id, e.seq, e.hash, e.prev_hash, e.hash_version, e.session_id, e.execution_id, e.agent_id, "
     f"e.actor, e.role, e.kind, {_OCCURRED}, {_RECORDED}, e.content, e.payload_json, "
-    "e.body_salt, e.body_digest"
+    "e.body_salt, e.body_digest, e.redacted_at IS NOT NULL"
 )
 _CHAIN_COLUMNS = (
     "e.seq, e.hash, e.prev_hash, e.hash_version, e.session_id, e.execution_id, e.agent_id, e.actor, "
@@ -443,7 +443,7 @@ def _write(
             written = 0
             for row in _stream(sql, [*params, end_of_log]):
                 (row_id, seq, hash_value, prev, version, session_id, execution_id, agent_id,
-                 actor, role, kind, occurred_at, recorded_at, content, payload_json, salt, digest) = row  # fmt: skip
+                 actor, role, kind, occurred_at, recorded_at, content, payload_json, salt, digest, redacted) = row  # fmt: skip
                 agent_name = names.get(agent_id)
                 if agent_name is None:  # an agent made during the export
                     names = dict(Agent.objects.values_list("pk", "name"))
@@ -469,6 +469,7 @@ def _write(
                             "payload_json": payload_json,
                             "body_salt": salt,
                             "body_digest": digest,
+                            "redacted": redacted,
                         }
                     )
                 )

@@ -1,5 +1,6 @@
 """What compliance keeps beside the trail: chain checks (their history), signed anchors of the chain
-head, and exports. Per tenant schema; none of it is in ``memory_event``, so deleting events cannot
+head, exports, and the data lifecycle (retention rules and runs, legal holds, erasure requests
+with their signed receipts). Per tenant schema; none of it is in ``memory_event``, so deleting events cannot
 delete the evidence that they existed (and each anchor also goes to a sink outside the database)."""
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class ChainCheck(models.Model):
     head_seq = models.BigIntegerField(null=True, blank=True)
     head_hash = models.CharField(max_length=64, blank=True)
     anchors_checked = models.PositiveIntegerField(default=0)
+    redacted = models.BigIntegerField(default=0, help_text="events checked whose content was erased")
     findings = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
 
@@ -165,3 +167,153 @@ class Export(models.Model):
         if self.occurred_to:
             parts.append(f"until {self.occurred_to:%Y-%m-%d %H:%M} UTC")
         return " ".join(parts) or "a time range"
+
+
+# --- the data lifecycle: retention, legal holds, erasure --------------------------------------------------
+
+
+class TargetKind(models.TextChoices):
+    """What a legal hold or an erasure is about (``compliance.lifecycle`` says how each layer finds
+    its rows for each kind)."""
+
+    SUBJECT = "subject", "a data subject (the person the data is about)"
+    SESSION = "session", "a session"
+    AGENT = "agent", "an agent"
+    TAG = "tag", "a memory tag"
+    ENTITY = "entity", "a knowledge entity"
+    TENANT = "tenant", "the whole tenant"
+
+
+class RetentionRule(models.Model):
+    """How long ``layer`` keeps data of ``memory_type`` ("" = every type the layer has without a rule
+    of its own): ``keep_days`` after the moment the layer counts from (see
+    ``compliance.lifecycle.LAYERS``). Layers without a row use their declared default."""
+
+    layer = models.CharField(max_length=32)
+    memory_type = models.CharField(max_length=32, blank=True, help_text="empty: every type")
+    keep_days = models.PositiveIntegerField(help_text="days kept, counted as the layer says")
+    updated_by = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["layer", "memory_type"]
+        constraints = [
+            models.UniqueConstraint(fields=["layer", "memory_type"], name="retention_rule_layer_type_uniq")
+        ]
+
+    def __str__(self) -> str:
+        kind = f" ({self.memory_type})" if self.memory_type else ""
+        return f"{self.layer}{kind}: {self.keep_days} days"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RetentionRun(models.Model):
+    """One pass of the retention rules (``compliance.services.retention_run``). ``removed``:
+    ``{layer: rows removed}`` so far, updated in each batch's transaction, so a pass that was
+    interrupted resumes with its counts and logs the whole of them once it finishes."""
+
+    requested_by = models.CharField(max_length=200)
+    status = models.CharField(max_length=8, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    removed = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"retention run #{self.pk} ({self.status})"
+
+
+class LegalHold(models.Model):
+    """Data that must be kept: retention skips it and erasure refuses to touch it while the hold is
+    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty)."""
+
+    kind = models.CharField(max_length=8, choices=TargetKind.choices)
+    value = models.CharField(max_length=300, blank=True)
+    reason = models.TextField()
+    placed_by = models.CharField(max_length=200)
+    placed_at = models.DateTimeField(default=timezone.now)
+    released_by = models.CharField(max_length=200, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    release_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-placed_at", "-id"]
+        indexes = [models.Index(fields=["kind", "value"], name="legalhold_target_idx")]
+
+    def __str__(self) -> str:
+        target = "the whole tenant" if self.kind == TargetKind.TENANT else f"{self.kind} {self.value}"
+        return f"legal hold #{self.pk} on {target}"
+
+    @property
+    def active(self) -> bool:
+        return self.released_at is None
+
+
+class ErasureStatus(models.TextChoices):
+    REQUESTED = "requested"
+    APPROVED = "approved"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ErasureRequest(models.Model):
+    """A request to erase everything of one target from every store, decided by two people.
+
+    A compliance officer requests it (``requested_by``: ``user:<name>``) with the legal basis; a
+    second person approves it; a Celery task executes it, layer by layer in bounded batches
+    (``progress``: per store what is erased so far, saved with each batch, so an interrupted run
+    resumes), verifies that nothing is left, and signs the ``receipt`` (RFC 8785 JSON, Ed25519
+    ``receipt_signature`` by ``receipt_key_id``). For a subject or an entity, ``value`` is cleared
+    once done and only ``value_digest`` (HMAC-SHA256 under a key derived from the secret key) stays,
+    so the request does not keep the identifier it erased.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    kind = models.CharField(max_length=8, choices=TargetKind.choices)
+    value = models.CharField(max_length=300, blank=True)
+    value_digest = models.CharField(max_length=64)
+    legal_basis = models.CharField(max_length=300)
+    note = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=ErasureStatus.choices, default=ErasureStatus.REQUESTED)
+    requested_by = models.CharField(max_length=200)
+    requested_at = models.DateTimeField(default=timezone.now)
+    approved_by = models.CharField(max_length=200, blank=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    receipt = models.TextField(blank=True)
+    receipt_signature = models.CharField(max_length=128, blank=True)
+    receipt_key_id = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+        permissions = [("approve_erasurerequest", "Can approve an erasure (not one's own)")]
+
+    def __str__(self) -> str:
+        return f"erasure {str(self.pk)[:8]} ({self.status})"
+
+    @property
+    def is_done(self) -> bool:
+        return self.status in (ErasureStatus.DONE, ErasureStatus.FAILED)
+
+    @property
+    def target_label(self) -> str:
+        """The target in words; a subject or entity by its digest once erased."""
+        if self.value:
+            return f"{self.kind} {self.value}"
+        return f"{self.kind} (HMAC {self.value_digest[:16]}…)"
+
+    @property
+    def receipt_filename(self) -> str:
+        return f"engram-erasure-{str(self.pk)[:8]}.json"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
 from agents.models import Agent
@@ -16,7 +17,7 @@ from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import SemanticMemory
 
-from .models import Anchor, ChainCheck, CheckStatus, Export
+from .models import Anchor, ChainCheck, CheckStatus, ErasureRequest, Export
 
 KIND_LABELS = dict(EventKind.choices)
 ROLE_LABELS = dict(EventRole.choices)
@@ -68,6 +69,14 @@ def chain_check_get(*, check_id: int) -> ChainCheck | None:
 
 def export_get(*, export_id: Any) -> Export | None:
     return Export.objects.filter(pk=export_id).first()
+
+
+def erasure_get(*, erasure_id: Any) -> ErasureRequest | None:
+    """The erasure request ``erasure_id`` of the current tenant, or None (also for a malformed id)."""
+    try:
+        return ErasureRequest.objects.filter(pk=erasure_id).first()
+    except (ValueError, ValidationError):
+        return None
 
 
 def agent_names() -> list[str]:

@@ -9,6 +9,7 @@ in the session of the object it concerns or else the person's own ``admin:<usern
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -26,15 +27,32 @@ from django_tenants.utils import get_public_schema_name
 
 from agents.models import Agent, ApiKey
 from agents.services import api_key_create, api_key_revoke, system_agent_get
-from core.errors import InvalidInput, NotFound, ServiceUnavailable
+from core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied, ServiceUnavailable
+from core.locks import advisory_xact_lock
 from core.tasks import queue_on_commit
 from core.tenancy import current_schema
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
+from memory.knowledge.models import Entity, FactProvenance
+from memory.semantic.models import MemoryAccess
 
-from . import signing
+from . import lifecycle, signing
 from .exporting import EVENT_TABLE, archive_write, scope_where
-from .models import Anchor, ChainCheck, CheckStatus, Export, ExportStatus, ScopeKind
+from .models import (
+    Anchor,
+    ChainCheck,
+    CheckStatus,
+    ErasureRequest,
+    ErasureStatus,
+    Export,
+    ExportStatus,
+    LegalHold,
+    RetentionRule,
+    RetentionRun,
+    RunStatus,
+    ScopeKind,
+    TargetKind,
+)
 from .verification import AnchorRecord, anchor_statement, sink_records, trail_verify
 
 logger = logging.getLogger(__name__)
@@ -279,6 +297,7 @@ def chain_check_run(*, check_id: int, chunk_size: int = 10_000, sink_file: str |
             head_seq=report.chain.last_seq,
             head_hash=report.chain.last_hash,
             anchors_checked=report.anchors_trusted,
+            redacted=report.chain.redacted,
             findings=[f.as_dict() for f in report.findings],
         )
         if not report.ok:
@@ -490,4 +509,496 @@ def export_download_record(*, export: Export, username: str) -> Event:
         action="export_download",
         content=f"{username} downloaded export {str(export.pk)[:8]} ({export.scope_description()}).",
         payload={"export_id": str(export.pk), "sha256": export.sha256},
+    )
+
+
+# --- the data lifecycle: retention rules, legal holds, erasure -----------------------------------------------
+
+LIFECYCLE_SESSION = "compliance:lifecycle"  # the trail session of retention passes and erasures
+RETENTION_JOB = "retention"
+
+
+def _layer_or_error(name: str) -> lifecycle.Layer:
+    try:
+        return lifecycle.layer_get(name)
+    except KeyError:
+        raise InvalidInput(
+            f"Unknown layer {name!r}; use one of {', '.join(lifecycle.LAYER_NAMES)}.", field="layer"
+        ) from None
+
+
+def retention_rule_save(*, rule: RetentionRule, username: str) -> RetentionRule:
+    """Save a retention rule as changed in the admin by ``username`` and record it (old and new
+    days). Raises ``InvalidInput`` for an unknown layer or memory type, or a layer kept by its
+    TTLs rather than by age."""
+    layer = _layer_or_error(rule.layer)
+    if rule.memory_type and rule.memory_type not in layer.kinds:
+        raise InvalidInput(f"The {layer.name} layer has no type {rule.memory_type!r}.", field="memory_type")
+    if layer.aged is None:
+        raise InvalidInput(f"The {layer.label} are kept by {layer.counts_from}.", field="layer")
+    with transaction.atomic():
+        old = RetentionRule.objects.filter(pk=rule.pk).values_list("keep_days", flat=True).first()
+        rule.updated_by, rule.updated_at = f"user:{username}", timezone.now()
+        rule.full_clean()
+        rule.save()
+        kind = f" ({rule.memory_type})" if rule.memory_type else ""
+        person_record(
+            username=username,
+            action="retention_rule_update" if old is not None else "retention_rule_create",
+            content=f"{username} set the retention of {layer.label}{kind} to {rule.keep_days} days"
+            + (f" (was {old})." if old is not None else "."),
+            payload={
+                "layer": rule.layer,
+                "memory_type": rule.memory_type,
+                "keep_days": rule.keep_days,
+                "previous": old,
+            },
+            session_id=LIFECYCLE_SESSION,
+        )
+    return rule
+
+
+def retention_rule_delete(*, rule: RetentionRule, username: str) -> None:
+    """Delete a stored rule (the layer's default applies again) and record it."""
+    with transaction.atomic():
+        layer, kind, days = rule.layer, rule.memory_type, rule.keep_days
+        rule.delete()
+        person_record(
+            username=username,
+            action="retention_rule_delete",
+            content=f"{username} removed the retention rule of {layer}"
+            + (f" ({kind})" if kind else "")
+            + f" ({days} days): the default applies.",
+            payload={"layer": layer, "memory_type": kind, "previous": days},
+            session_id=LIFECYCLE_SESSION,
+        )
+
+
+def retention_run_start(*, requested_by: str) -> RetentionRun:
+    """The unfinished retention run of the tenant (one interrupted), else a new one."""
+    with transaction.atomic():
+        advisory_xact_lock("retention-run")
+        run = RetentionRun.objects.filter(status=RunStatus.RUNNING).order_by("pk").first()
+        return run or RetentionRun.objects.create(requested_by=requested_by)
+
+
+def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None = None) -> RetentionRun:
+    """Apply the retention rules (``compliance.lifecycle``) for run ``run_id``: per layer, rows past
+    their rule and under no legal hold, ``batch`` at a time (``ENGRAM_LIFECYCLE_BATCH``), each batch
+    one transaction that locks only its rows (``SKIP LOCKED``: rows another transaction holds wait
+    for the next run; batches follow the primary key) and adds its count to the run, so
+    no lock is held long and a run that was interrupted resumes where it stopped. When every
+    layer is done, logs one system decision (``job:retention``) with what was removed per layer.
+    A run already finished is returned as it is. On an error the run is ``failed`` (logged) and
+    the next run takes over."""
+    run = RetentionRun.objects.filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"No retention run {run_id}.", field="run_id")
+    if run.status != RunStatus.RUNNING:
+        return run
+    now = now or timezone.now()
+    size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
+    try:
+        for layer in lifecycle.stored_layers():
+            after: Any = None  # keyset: the batches behind stay dead tuples until the vacuum
+            while True:
+                with transaction.atomic():
+                    rows = lifecycle.retention_candidates(layer, now=now)
+                    if rows is None:
+                        break
+                    if after is not None:
+                        rows = rows.filter(pk__gt=after)
+                    chosen = list(
+                        rows.order_by("pk")
+                        .select_for_update(skip_locked=True, of=("self",))
+                        .values(*layer.load)[:size]
+                    )
+                    if not chosen:
+                        break
+                    after = chosen[-1]["pk"]
+                    assert layer.remove is not None
+                    removed = layer.remove(chosen)
+                    counts = RetentionRun.objects.select_for_update().get(pk=run.pk).removed
+                    counts[layer.name] = counts.get(layer.name, 0) + len(removed.ids)
+                    RetentionRun.objects.filter(pk=run.pk).update(removed=counts)
+    except Exception as exc:  # recorded on the run; the next daily run starts afresh
+        logger.exception("retention run %s failed", run.pk)
+        RetentionRun.objects.filter(pk=run.pk).update(
+            status=RunStatus.FAILED, finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
+        )
+        run.refresh_from_db()
+        return run
+    lifecycle.vacuum([layer.model._meta.db_table for layer in lifecycle.stored_layers() if layer.model])
+    with transaction.atomic():
+        run = RetentionRun.objects.select_for_update().get(pk=run.pk)
+        run.status, run.finished_at = RunStatus.DONE, timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+        totals: dict[str, int] = {name: run.removed.get(name, 0) for name in lifecycle.LAYER_NAMES}
+        job_record(
+            job=RETENTION_JOB,
+            action="retention_purge",
+            content="Retention removed "
+            + ", ".join(f"{n} {lifecycle.layer_get(name).label}" for name, n in totals.items() if n)
+            + "."
+            if any(totals.values())
+            else "Retention removed nothing.",
+            payload={"run_id": run.pk, "removed": totals, "as_of": now.isoformat()},
+            session_id=LIFECYCLE_SESSION,
+        )
+    return run
+
+
+# legal holds
+
+
+def hold_place(*, kind: str, value: str, reason: str, username: str) -> LegalHold:
+    """Place a legal hold on (``kind``, ``value``) for ``reason`` as ``username`` and record it.
+    Raises ``InvalidInput`` naming the field (unknown kind, missing value or reason)."""
+    if kind not in TargetKind.values:
+        raise InvalidInput(f"Unknown target kind {kind!r}.", field="kind")
+    value = lifecycle.normalise_value(kind, value)
+    if kind != TargetKind.TENANT and not value:
+        raise InvalidInput("Name what the hold is on.", field="value")
+    if not reason.strip():
+        raise InvalidInput("Give the reason for the hold.", field="reason")
+    with transaction.atomic():
+        hold = LegalHold(kind=kind, value=value, reason=reason.strip(), placed_by=f"user:{username}")
+        hold.full_clean()
+        hold.save()
+        person_record(
+            username=username,
+            action="legal_hold_place",
+            content=f"{username} placed {hold}: {hold.reason}",
+            payload={"hold_id": hold.pk, "kind": kind, "value": value, "reason": hold.reason},
+            session_id=LIFECYCLE_SESSION,
+        )
+    return hold
+
+
+def hold_release(*, hold: LegalHold, username: str, reason: str = "") -> LegalHold:
+    """Release an active hold as ``username`` and record it; a released hold is left as it is."""
+    with transaction.atomic():
+        hold = LegalHold.objects.select_for_update().get(pk=hold.pk)
+        if hold.released_at is not None:
+            return hold
+        hold.released_at, hold.released_by, hold.release_reason = timezone.now(), f"user:{username}", reason
+        hold.save(update_fields=["released_at", "released_by", "release_reason"])
+        person_record(
+            username=username,
+            action="legal_hold_release",
+            content=f"{username} released {hold}" + (f": {reason}" if reason else "."),
+            payload={"hold_id": hold.pk, "kind": hold.kind, "value": hold.value, "reason": reason},
+            session_id=LIFECYCLE_SESSION,
+        )
+    return hold
+
+
+# erasure (four eyes)
+
+
+def _refuse_if_held(kind: str, value: str) -> None:
+    met = lifecycle.holds_meeting(kind, value)
+    if met:
+        names = "; ".join(f"{h} ({h.reason})" for h in met)
+        raise Conflict(f"Refused: the erasure meets {names}. Release the hold first.", field="kind")
+
+
+def erasure_request(*, kind: str, value: str, legal_basis: str, note: str, username: str) -> ErasureRequest:
+    """Request the erasure of everything of (``kind``, ``value``) (a data subject, a session, an
+    agent, a memory tag or an entity) as ``username``, on ``legal_basis``; a second person must
+    approve it (``erasure_approve``). Recorded in the trail by the value's digest, never the value.
+
+    Raises ``InvalidInput`` naming the field, and ``Conflict`` naming the legal hold the erasure
+    would meet."""
+    if kind not in TargetKind.values or kind == TargetKind.TENANT:
+        raise InvalidInput("Erase a subject, a session, an agent, a tag or an entity.", field="kind")
+    value = lifecycle.normalise_value(kind, value)
+    if not value:
+        raise InvalidInput("Name what to erase.", field="value")
+    if len(value) > 300:
+        raise InvalidInput("At most 300 characters.", field="value")
+    if not legal_basis.strip():
+        raise InvalidInput("Give the legal basis (e.g. GDPR Art. 17(1)(a)).", field="legal_basis")
+    _refuse_if_held(kind, value)
+    with transaction.atomic():
+        request = ErasureRequest.objects.create(
+            kind=kind,
+            value=value,
+            value_digest=lifecycle.value_digest(kind, value),
+            legal_basis=legal_basis.strip(),
+            note=note.strip(),
+            requested_by=f"user:{username}",
+        )
+        person_record(
+            username=username,
+            action="erasure_request",
+            content=f"{username} requested erasure {str(request.pk)[:8]} of a {kind} "
+            f"({legal_basis.strip()}).",
+            payload={
+                "erasure_id": str(request.pk),
+                "kind": kind,
+                "value_digest": request.value_digest,
+                "legal_basis": request.legal_basis,
+            },
+            session_id=LIFECYCLE_SESSION,
+        )
+    return request
+
+
+def erasure_approve(*, request_id: Any, username: str) -> ErasureRequest:
+    """Approve a requested erasure as ``username`` (not its requester: four eyes) and queue its
+    execution (``compliance.tasks.erasure_run``); recorded. A failed erasure may be approved again
+    to run it once more (it resumes). Raises ``NotFound``, ``PermissionDenied`` for the requester,
+    ``Conflict`` when it is not waiting for approval or meets a legal hold."""
+    with transaction.atomic():
+        request = ErasureRequest.objects.select_for_update().filter(pk=request_id).first()
+        if request is None:
+            raise NotFound("No such erasure request.", field="id")
+        if request.requested_by == f"user:{username}":
+            raise PermissionDenied(
+                "You requested this erasure: a second person must approve it.", field="approved_by"
+            )
+        if request.status not in (ErasureStatus.REQUESTED, ErasureStatus.FAILED):
+            raise Conflict(f"This erasure is {request.status}, not waiting for approval.", field="status")
+        _refuse_if_held(request.kind, request.value)
+        request.status, request.approved_by, request.approved_at = (
+            ErasureStatus.APPROVED,
+            f"user:{username}",
+            timezone.now(),
+        )
+        request.error = ""
+        request.save(update_fields=["status", "approved_by", "approved_at", "error"])
+        person_record(
+            username=username,
+            action="erasure_approve",
+            content=f"{username} approved erasure {str(request.pk)[:8]} requested by "
+            f"{request.requested_by.removeprefix('user:')}.",
+            payload={"erasure_id": str(request.pk), "value_digest": request.value_digest},
+            session_id=LIFECYCLE_SESSION,
+        )
+        queue_on_commit("compliance.tasks.erasure_run", str(request.pk))
+    return request
+
+
+ERASURE_STEPS = ("checkpoints", "semantic", "knowledge", "episodic")
+
+
+def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
+    """Execute an approved erasure: every layer in bounded batches (each batch commits with its
+    progress, so a run killed midway resumes without redoing or losing anything), the entity
+    itself for an entity, the working memory of the sessions touched (Redis), exports that hold
+    erased events withdrawn (their archives deleted), the tables vacuumed; then the verification
+    pass, and the signed receipt. Recorded in the trail as ``job:erasure``. A legal hold placed
+    since the approval stops it (``failed``, naming the hold). Requests not approved or running
+    are returned as they are (tasks may repeat)."""
+    with transaction.atomic():
+        request = ErasureRequest.objects.select_for_update().filter(pk=request_id).first()
+        if request is None:
+            raise NotFound("No such erasure request.", field="id")
+        if request.status not in (ErasureStatus.APPROVED, ErasureStatus.RUNNING):
+            return request
+        request.status = ErasureStatus.RUNNING
+        request.started_at = request.started_at or timezone.now()
+        request.save(update_fields=["status", "started_at"])
+    size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
+    kind, value = request.kind, request.value
+    try:
+        signing.key_id()  # no receipt can be signed without the key: stop before erasing anything
+        _refuse_if_held(kind, value)
+        for name in ERASURE_STEPS:
+            layer = lifecycle.layer_get(name)
+            while True:
+                with transaction.atomic():
+                    removed = lifecycle.erase_batch(layer, kind, value, batch=size)
+                    if removed is None:
+                        break
+                    _progress_add(request.pk, name, removed)
+        with transaction.atomic():
+            if kind == TargetKind.ENTITY:
+                gone = lifecycle.erase_entity_rows(value)
+                _progress_add(request.pk, "knowledge", lifecycle.Removed([], set(), {"entity_ids": gone}))
+        progress = ErasureRequest.objects.get(pk=request.pk).progress
+        agent_ids = (
+            list(Agent.objects.filter(name=value).values_list("pk", flat=True)) if kind == "agent" else []
+        )
+        sessions = sorted(
+            set(progress.get("sessions", [])) | ({value} if kind == TargetKind.SESSION else set())
+        )
+        keys = lifecycle.erase_working_memory(
+            sessions=sessions, agent_ids=agent_ids, needles=[value] if kind == TargetKind.SUBJECT else []
+        )
+        withdrawn = _exports_withdraw(progress.get("episodic", {}).get("ids", []), request)
+        with transaction.atomic():
+            locked = ErasureRequest.objects.select_for_update().get(pk=request.pk)
+            redis_keys = sorted(set(locked.progress.get("redis", {}).get("keys", [])) | set(keys))
+            locked.progress["redis"] = {"keys": redis_keys}
+            locked.progress["exports"] = {
+                "ids": sorted(set(locked.progress.get("exports", {}).get("ids", [])) | set(withdrawn))
+            }
+            locked.save(update_fields=["progress"])
+        vacuumed = lifecycle.vacuum(
+            [layer.model._meta.db_table for layer in lifecycle.stored_layers() if layer.model]
+            + [MemoryAccess._meta.db_table, Entity._meta.db_table, FactProvenance._meta.db_table]
+        )
+        request.refresh_from_db()
+        request.progress["vacuumed"] = vacuumed
+        ErasureRequest.objects.filter(pk=request.pk).update(progress=request.progress)
+        report = lifecycle.verification_pass(kind=kind, value=value, progress=request.progress)
+        if not lifecycle.verification_clean(report):
+            raise RuntimeError(f"the verification pass found erased data left: {report}")
+        return _erasure_finish(request, report)
+    except Exception as exc:  # shown on the request; approving it again resumes
+        logger.exception("erasure %s failed", request.pk)
+        ErasureRequest.objects.filter(pk=request.pk).update(
+            status=ErasureStatus.FAILED,
+            finished_at=timezone.now(),
+            error=exc.message if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}",
+        )
+        request.refresh_from_db()
+        return request
+
+
+def _progress_add(request_pk: Any, layer: str, removed: lifecycle.Removed) -> None:
+    """Add a batch's removals to the request's progress (inside the batch's transaction)."""
+    request = ErasureRequest.objects.select_for_update().get(pk=request_pk)
+    progress = request.progress
+    part = progress.setdefault(layer, {})
+    part["ids"] = part.get("ids", []) + list(removed.ids)
+    for key, values in removed.details.items():
+        part[key] = part.get(key, []) + list(values)
+    progress["sessions"] = sorted(set(progress.get("sessions", [])) | removed.sessions)
+    request.progress = progress
+    request.save(update_fields=["progress"])
+
+
+def _exports_withdraw(seqs: Sequence[int], request: ErasureRequest) -> list[str]:
+    """Delete the archives of finished exports whose chain range holds an erased event (an archive
+    keeps the content it was made with); the export stays listed, saying why its archive is gone."""
+    if not seqs:
+        return []
+    low, high = min(seqs), max(seqs)
+    withdrawn = []
+    for export in Export.objects.filter(status=ExportStatus.DONE, first_seq__lte=high, last_seq__gte=low):
+        if not any(export.first_seq <= s <= export.last_seq for s in seqs):  # type: ignore[operator]
+            continue
+        if export.path:
+            Path(export.path).unlink(missing_ok=True)
+        Export.objects.filter(pk=export.pk).update(
+            path="", error=f"archive withdrawn by erasure {str(request.pk)[:8]}"
+        )
+        withdrawn.append(str(export.pk))
+    return withdrawn
+
+
+def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureRequest:
+    """Sign the receipt, clear the identifier, mark the request done and record it."""
+    progress = request.progress
+    now = timezone.now()
+    stores = {
+        "postgres": {
+            "events_redacted": len(progress.get("episodic", {}).get("ids", [])),
+            "event_seqs": progress.get("episodic", {}).get("ids", []),
+            "event_body_digests": progress.get("episodic", {}).get("body_digests", []),
+            "memories_deleted": len(progress.get("semantic", {}).get("ids", [])),
+            "memory_ids": progress.get("semantic", {}).get("ids", []),
+            "facts_deleted": len(progress.get("knowledge", {}).get("ids", [])),
+            "fact_ids": progress.get("knowledge", {}).get("ids", []),
+            "entity_ids": sorted(set(progress.get("knowledge", {}).get("entity_ids", []))),
+            "checkpoints_deleted": len(progress.get("checkpoints", {}).get("ids", [])),
+            "checkpoint_ids": progress.get("checkpoints", {}).get("ids", []),
+            "tables_vacuumed": progress.get("vacuumed", []),
+        },
+        "pgvector": {
+            "embeddings_deleted": len(progress.get("semantic", {}).get("ids", [])),
+            # keyed digests of the erased texts: comparable by whoever holds the server's secret,
+            # never reversible into the short texts they stand for
+            "content_digests": sorted(
+                lifecycle.keyed_digest(h) for h in progress.get("semantic", {}).get("content_hashes", [])
+            ),
+        },
+        "neo4j": {
+            "relationships_removed": len(progress.get("knowledge", {}).get("ids", [])),
+            "fact_ids": progress.get("knowledge", {}).get("ids", []),
+            "entity_ids": sorted(set(progress.get("knowledge", {}).get("entity_ids", []))),
+        },
+        "redis": {
+            "keys_deleted": len(progress.get("redis", {}).get("keys", []))
+            + len(progress.get("checkpoints", {}).get("redis_keys", [])),
+            "keys": sorted(
+                set(progress.get("redis", {}).get("keys", []))
+                | set(progress.get("checkpoints", {}).get("redis_keys", []))
+            ),
+        },
+        "exports": {"archives_withdrawn": progress.get("exports", {}).get("ids", [])},
+    }
+    document = {
+        "v": 1,
+        "type": "engram-erasure-receipt",
+        "tenant": current_schema(),
+        "erasure_id": str(request.pk),
+        "target": {"kind": request.kind, "value_digest": request.value_digest},
+        "legal_basis": request.legal_basis,
+        "requested_by": request.requested_by,
+        "requested_at": request.requested_at.isoformat(),
+        "approved_by": request.approved_by,
+        "approved_at": request.approved_at.isoformat() if request.approved_at else None,
+        "executed_at": now.isoformat(),
+        "stores": stores,
+        "verification": {
+            "clean": True,
+            **{store: counts for store, counts in report.items()},
+        },
+        "key_id": signing.key_id(),
+    }
+    statement = lifecycle.receipt_bytes(document)
+    signature = signing.sign(statement)
+    sha = hashlib.sha256(statement).hexdigest()
+    with transaction.atomic():
+        done = ErasureRequest.objects.select_for_update().get(pk=request.pk)
+        done.status, done.finished_at = ErasureStatus.DONE, now
+        done.receipt, done.receipt_signature, done.receipt_key_id = (
+            statement.decode(),
+            signature,
+            signing.key_id(),
+        )
+        if done.kind in (TargetKind.SUBJECT, TargetKind.ENTITY):
+            done.value = ""  # only the digest stays
+        # the working lists held the erased texts' plain digests: only the receipt's keyed ones stay
+        done.progress.get("semantic", {}).pop("content_hashes", None)
+        done.save()
+        job_record(
+            job="erasure",
+            action="erasure_done",
+            content=f"Erasure {str(done.pk)[:8]} of a {done.kind} done: "
+            f"{stores['postgres']['events_redacted']} events redacted, "
+            f"{stores['postgres']['memories_deleted']} memories, {stores['postgres']['facts_deleted']} facts, "
+            f"{stores['postgres']['checkpoints_deleted']} checkpoints and {stores['redis']['keys_deleted']} "
+            f"Redis keys deleted; receipt SHA-256 {sha}.",
+            payload={
+                "erasure_id": str(done.pk),
+                "value_digest": done.value_digest,
+                "counts": {
+                    "events_redacted": stores["postgres"]["events_redacted"],
+                    "memories": stores["postgres"]["memories_deleted"],
+                    "facts": stores["postgres"]["facts_deleted"],
+                    "entities": len(stores["postgres"]["entity_ids"]),
+                    "checkpoints": stores["postgres"]["checkpoints_deleted"],
+                    "redis_keys": stores["redis"]["keys_deleted"],
+                    "exports_withdrawn": len(stores["exports"]["archives_withdrawn"]),
+                },
+                "receipt_sha256": sha,
+            },
+            session_id=LIFECYCLE_SESSION,
+        )
+    return done
+
+
+def erasure_receipt_download_record(*, request: ErasureRequest, username: str) -> Event:
+    """Record that ``username`` downloaded the receipt of ``request``."""
+    return person_record(
+        username=username,
+        action="erasure_receipt_download",
+        content=f"{username} downloaded the receipt of erasure {str(request.pk)[:8]}.",
+        payload={"erasure_id": str(request.pk)},
+        session_id=LIFECYCLE_SESSION,
     )

@@ -33,3 +33,24 @@ def anchor_head() -> int | None:
 def export_run(export_id: str) -> str:
     """Write the archive of the queued export ``export_id``; returns its status."""
     return services.export_run(export_id=export_id).status
+
+
+@shared_task(base=TenantTask, requires_tenant=True)
+def retention_daily() -> dict[str, int]:
+    """Apply the tenant's retention rules (queued for every tenant by Celery beat): resumes an
+    interrupted run, else starts one; returns what it removed per layer."""
+    run = services.retention_run_start(requested_by=f"job:{services.RETENTION_JOB}")
+    return services.retention_run(run_id=run.pk).removed
+
+
+@shared_task(base=TenantTask, requires_tenant=True)
+def retention_apply(run_id: int) -> str:
+    """Apply the retention rules for the run ``run_id`` (started from the admin); returns its status."""
+    return services.retention_run(run_id=run_id).status
+
+
+@shared_task(base=TenantTask, requires_tenant=True)
+def erasure_run(request_id: str) -> str:
+    """Execute the approved erasure ``request_id`` (resumes one that was interrupted); returns its
+    status."""
+    return services.erasure_run(request_id=request_id).status

@@ -12,7 +12,8 @@ It checks, and reports each failure by name:
 3. the chain: every event of the range (``events.jsonl`` with content, ``chain.jsonl`` without)
    recomputed with chain format 2, each linked to its predecessor from ``start_prev_hash`` (the
    genesis, or a signed anchor's row) to ``end_seq``; the body digest (HMAC-SHA256 under the event's
-   salt) of every event in scope; that every line is canonical JSON;
+   salt) of every event in scope, except a redacted one (erased: its content is gone for good and
+   its stored digest is what the chain covers); that every line is canonical JSON;
 4. every anchor's signature, tenant, and that the chain has the anchored hash at its position.
 
 Chain format 2 (Engram's ``memory/episodic/models.py``): ``hash = SHA-256(JCS({session_id,
@@ -290,7 +291,8 @@ def verify(path: str, public_key_pem: bytes | None = None) -> Report:
                 try:
                     if chain_hash(row) != row.get("hash"):
                         report.fail("fields_altered", f"event #{seq}: its fields do not match its hash")
-                    if with_body and body_digest(row) != row.get("body_digest"):
+                    # a redacted event (an erasure) has no body left: its digest stands for it
+                    if with_body and not row.get("redacted") and body_digest(row) != row.get("body_digest"):
                         report.fail(
                             "content_altered",
                             f"event #{seq}: its content or payload does not match its body digest",

@@ -39,6 +39,12 @@ class CheckpointInputSerializer(StrictSerializer):
     state = JSONValueField(help_text="a JSON object, at most 1 MiB as UTF-8 JSON", kind="object")
     plan = JSONValueField(required=False, default=list, help_text="a JSON list of steps", kind="array")
     schema_version = StrictIntegerField(min_value=1, max_value=MAX_SCHEMA_VERSION, default=1)
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
     def validate_state(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):

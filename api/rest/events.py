@@ -10,7 +10,13 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from api.exceptions import batch_errors
-from api.fields import AwareDateTimeField, CleanCharField, JSONObjectField, StrictSerializer
+from api.fields import (
+    AwareDateTimeField,
+    CleanCharField,
+    JSONObjectField,
+    NullIfBlankCharField,
+    StrictSerializer,
+)
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
 from api.schema import one_or_many
@@ -31,6 +37,12 @@ class EventInputSerializer(StrictSerializer):
     )
     payload = JSONObjectField(required=False, default=dict, numbers=True)
     occurred_at = AwareDateTimeField()
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs["content"].strip() and not attrs["payload"]:
@@ -52,6 +64,11 @@ class EventOutputSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField()
     prev_hash = serializers.CharField()
     hash = serializers.CharField()
+    data_subject = NullIfBlankCharField(help_text="the person this is about, null when none")
+    redacted = serializers.SerializerMethodField()
+
+    def get_redacted(self, event: Any) -> bool:
+        return event.redacted_at is not None
 
 
 class EventListParams(StrictSerializer, PageParams):

@@ -95,10 +95,17 @@ class FactInputSerializer(StrictSerializer):
     valid_from = AwareDateTimeField(required=False)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_null=True)
     source_event_id = StrictIntegerField(required=False, min_value=1, allow_null=True)
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        allow_null=True,
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # null and absent are the same for optional values (README, Conventions)
-        for name in ("subject_type", "session_id"):
+        for name in ("subject_type", "session_id", "data_subject"):
             attrs[name] = attrs.get(name) or ""
         return attrs
 
@@ -149,6 +156,7 @@ class FactOutputSerializer(serializers.Serializer):
     recorded_at = serializers.DateTimeField()
     agent = serializers.CharField(source="agent.name")
     session_id = NullIfBlankCharField()
+    data_subject = NullIfBlankCharField()
     source_event_id = serializers.IntegerField(allow_null=True)
     assertions = serializers.IntegerField(help_text="how many times it was asserted (provenance rows)")
 

@@ -15,6 +15,7 @@ from api.fields import (
     AwareDateTimeField,
     CleanCharField,
     JSONObjectField,
+    NullIfBlankCharField,
     StrictBooleanField,
     StrictFloatField,
     StrictIntegerField,
@@ -104,6 +105,12 @@ class MemoryInputSerializer(StrictSerializer):
         default="sync",
         help_text="async: 202 at once with the id; embedded by the worker in batches, searchable soon after",
     )
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person this is about (erasure and legal holds target it)",
+    )
 
     def validate_content(self, value: str) -> str:
         if not value.strip():
@@ -122,6 +129,7 @@ class MemoryOutputSerializer(serializers.Serializer):
     visible_to = serializers.SerializerMethodField()
     agent = serializers.CharField(source="agent.name")
     session_id = serializers.CharField(allow_null=True)
+    data_subject = NullIfBlankCharField(help_text="the person this is about, null when none")
     tags = serializers.ListField(child=serializers.CharField())
     importance = serializers.FloatField()
     confidence = serializers.FloatField()

@@ -209,6 +209,12 @@ CELERY_BEAT_SCHEDULE = {
         "args": ["memory.knowledge.tasks.outbox_purge_processed"],
         "schedule": 3600.0,
     },
+    # the retention rules of every tenant, applied in bounded batches (compliance.lifecycle)
+    "apply-retention": {
+        "task": "core.tasks.each_tenant",
+        "args": ["compliance.tasks.retention_daily"],
+        "schedule": env.float("ENGRAM_RETENTION_SECONDS", default=24 * 3600.0),
+    },
 }
 
 # --- i18n / time ------------------------------------------------------------------------------------
@@ -344,6 +350,8 @@ ENGRAM = {
         **env.dict("ENGRAM_TOKENIZERS", default={}),
     },
     "DEFAULT_TOKENIZER": env("ENGRAM_DEFAULT_TOKENIZER", default="minilm"),
+    # rows per transaction of retention passes and erasures (each batch commits with its progress)
+    "LIFECYCLE_BATCH": env.int("ENGRAM_LIFECYCLE_BATCH", default=1000),
 }
 
 LOGGING = {

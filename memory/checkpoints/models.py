@@ -52,6 +52,9 @@ class Checkpoint(models.Model):
         default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_SCHEMA_VERSION)]
     )
     agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="checkpoints")
+    data_subject = models.CharField(
+        max_length=200, blank=True, default="", help_text="the person it is about"
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     fingerprint = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the body")
 
@@ -68,7 +71,14 @@ class Checkpoint(models.Model):
             ),
             models.CheckConstraint(condition=models.Q(step_index__gte=0), name="checkpoint_step_nonnegative"),
         ]
-        indexes = [models.Index(fields=["agent", "created_at"], name="checkpoint_agent_idx")]
+        indexes = [
+            models.Index(fields=["agent", "created_at"], name="checkpoint_agent_idx"),
+            models.Index(
+                fields=["data_subject"],
+                condition=~models.Q(data_subject=""),
+                name="checkpoint_subject_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         """``<session> step <n> (<agent>)``; needs ``agent`` loaded to avoid one query."""

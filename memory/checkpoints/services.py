@@ -224,6 +224,7 @@ def checkpoint_save(
     plan: list[Any],
     schema_version: int = 1,
     policy: WorkingMemoryPolicy,
+    data_subject: str = "",
 ) -> SaveResult:
     """Store ``agent``'s checkpoint of ``session_id`` after step ``step_index`` in the current tenant.
 
@@ -232,6 +233,8 @@ def checkpoint_save(
     or changed. ``state`` is a JSON object of at most ``MAX_STATE_BYTES`` (1 MiB) as UTF-8 JSON, ``plan`` a JSON
     list of at most ``MAX_PLAN_BYTES``. After the commit, the checkpoint is cached in Redis for
     ``policy.checkpoint_cache_ttl_seconds``; a Redis failure then only sets ``cached=False``.
+
+    ``data_subject``: the person the state is about (what erasures and holds target), or "".
 
     Returns a ``SaveResult``: a new checkpoint, or the stored one (``replayed=True``) when this
     ``idempotency_key`` was already used by ``agent`` in the session with the same body.
@@ -291,6 +294,7 @@ def checkpoint_save(
             schema_version=schema_version,
             agent=agent,
             fingerprint=fingerprint,
+            data_subject=data_subject,
         )
         # uniqueness is what the advisory lock and the checks above decide (constraints are the
         # backstop); the agent is the caller itself, so its foreign key needs no query to validate
@@ -348,3 +352,31 @@ def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPol
             ttl_seconds=policy.checkpoint_cache_ttl_seconds,
         )
     return Restored(body=body, source="postgres", degraded=degraded)
+
+
+def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str]]:
+    """Delete the checkpoints ``checkpoint_ids`` of the current tenant, then the Redis copies of
+    the streams they were in (the cached latest may be one of them; the next restore reads what is
+    left in PostgreSQL). Returns ``(ids deleted, Redis keys deleted)``.
+
+    Raises ``ServiceUnavailable`` when Redis cannot be reached after the delete: an erasure must not
+    report a copy gone that may still be cached (run it again; it is idempotent). The caller
+    records why."""
+    from core.errors import ServiceUnavailable
+
+    if not checkpoint_ids:
+        return [], []
+    with transaction.atomic():
+        rows = list(
+            Checkpoint.objects.select_for_update()
+            .filter(pk__in=checkpoint_ids)
+            .values_list("pk", "session_id", "agent_id")
+        )
+        Checkpoint.objects.filter(pk__in=[r[0] for r in rows]).delete()
+    keys = sorted({cache_key(session_id, agent_id) for _, session_id, agent_id in rows})
+    if keys:
+        try:
+            get_redis().delete(*keys)
+        except redis.RedisError as exc:
+            raise ServiceUnavailable(f"Redis cannot be reached to drop checkpoint copies: {exc}") from exc
+    return sorted(r[0] for r in rows), keys

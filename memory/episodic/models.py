@@ -118,7 +118,8 @@ class Event(models.Model):
 
     ``seq`` is the event's position in the tenant's chain (1, 2, ...); ``hash`` covers the row's
     fields, its ``body_digest`` (content and payload) and ``prev_hash``, the hash of event
-    ``seq - 1``. ``payload_json`` is the payload's RFC 8785 canonical text, the record; ``payload``
+    ``seq - 1``. A redacted event (``redacted_at``) has lost its content, payload and salt; its
+    ``body_digest`` still commits to what they were. ``payload_json`` is the payload's RFC 8785 canonical text, the record; ``payload``
     (a property) is that text parsed, and ``payload_index`` a ``jsonb`` copy PostgreSQL derives from
     it for queries (``payload_index__action="..."``), never hashed or returned. ``actor`` names who
     acted when it was not the agent itself (``user:<username>`` for a person in the admin).
@@ -131,6 +132,9 @@ class Event(models.Model):
     role = models.CharField(max_length=16, choices=EventRole.choices)
     kind = models.CharField(max_length=16, choices=EventKind.choices)
     actor = models.CharField(max_length=200, blank=True)
+    # the person the event is about (an id the agent gives, e.g. a customer number): what erasures
+    # and holds target; not hashed, and cleared when the event is redacted
+    data_subject = models.CharField(max_length=200, blank=True, default="")
     content = models.TextField(blank=True)
     payload_json = models.TextField(default="{}", editable=False)
     payload_index = models.GeneratedField(
@@ -145,6 +149,9 @@ class Event(models.Model):
     body_digest = models.CharField(max_length=64, blank=True, editable=False)
     prev_hash = models.CharField(max_length=64, editable=False)
     hash = models.CharField(max_length=64, unique=True, editable=False)
+    # set when an erasure or retention removed content, payload and salt for good (the one update
+    # the append-only trigger allows); the hash and body digest stay, so the chain still verifies
+    redacted_at = models.DateTimeField(null=True, blank=True, editable=False)
     search = models.GeneratedField(
         expression=SearchVector("content", config="english"),
         output_field=SearchVectorField(),
@@ -159,6 +166,9 @@ class Event(models.Model):
             models.Index(fields=["agent", "occurred_at"], name="event_agent_idx"),
             models.Index(fields=["kind", "occurred_at"], name="event_kind_idx"),
             GinIndex(fields=["search"], name="event_search_gin"),
+            models.Index(
+                fields=["data_subject"], condition=~models.Q(data_subject=""), name="event_subject_idx"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -87,7 +87,8 @@ class TrustedAnchor:
 class ChainReport:
     """Outcome of ``chain_verify``: ``ok``, how many events were checked, every finding (the first
     ``max_findings``) and, for the first one, ``broken_seq`` / ``broken_id`` / ``reason``.
-    ``last_seq`` / ``last_hash``: the last row of the log as found."""
+    ``last_seq`` / ``last_hash``: the last row of the log as found; ``redacted``: events checked
+    whose content was erased (their body digest stands in for it)."""
 
     ok: bool
     checked: int
@@ -97,12 +98,13 @@ class ChainReport:
     findings: tuple[Finding, ...] = ()
     last_seq: int = 0
     last_hash: str = GENESIS_HASH
+    redacted: int = 0
 
 
 _COLUMNS = (
     "id, seq, session_id, execution_id, agent_id, actor, role, kind, content, payload_json, "
     f"{ISO_SQL.format('occurred_at')}, {ISO_SQL.format('recorded_at')}, "
-    "hash_version, body_salt, body_digest, prev_hash, hash"
+    "hash_version, body_salt, body_digest, prev_hash, hash, redacted_at IS NOT NULL"
 )
 
 
@@ -133,7 +135,8 @@ def chain_verify(
 
     ``anchors``: signed heads whose signatures the caller verified (see ``compliance``); they catch
     what the chain alone cannot: deleting the last rows together with rolling the head back, or
-    rewriting the tail with recomputed hashes. ``progress(checked)`` is called after each chunk.
+    rewriting the tail with recomputed hashes. A redacted event (erasure, retention) is checked
+    without its body, by its stored body digest, and counted in ``redacted``. ``progress(checked)`` is called after each chunk.
     Reads a raw cursor in keyset chunks of ``chunk_size`` rows: memory use is O(chunk_size).
     """
     findings: list[Finding] = []
@@ -147,7 +150,7 @@ def chain_verify(
             findings.append(Finding(kind, seq, message))
 
     wanted = {a.seq: a for a in anchors}
-    expected_seq, expected_prev, checked = 1, GENESIS_HASH, 0
+    expected_seq, expected_prev, checked, redacted_count = 1, GENESIS_HASH, 0, 0
     last_seq, last_hash = 0, GENESIS_HASH
     query = f"SELECT {_COLUMNS} FROM {Event._meta.db_table} WHERE seq > %s ORDER BY seq LIMIT %s"
     while True:
@@ -172,13 +175,20 @@ def chain_verify(
             digest,
             prev_hash,
             stored_hash,
+            redacted,
         ) in rows:
-            if version == 1:
+            redacted_count += redacted
+            if version == 1 and redacted:
+                # format 1 hashed the content itself, so a redacted format-1 row cannot be
+                # recomputed: its links (prev_hash here, and its successor's) are still checked
+                body_ok, computed = True, stored_hash
+            elif version == 1:
                 # format 1 hashed Python's own rendering of the row: recompute it from the model
                 legacy = Event.objects.defer("search", "payload_index").get(pk=row_id)
                 body_ok, computed = True, legacy.compute_hash()
             else:
-                body_ok = (
+                # a redacted row has lost its body for good; the digest it was chained with stays
+                body_ok = redacted or (
                     bool(salt)
                     and body_digest(salt=salt, content=content, payload_json=payload_json) == digest
                 )
@@ -281,6 +291,14 @@ def chain_verify(
     if findings:
         first = findings[0]
         return ChainReport(
-            False, checked, first.seq, first_id, first.message, tuple(findings), last_seq, last_hash
+            False,
+            checked,
+            first.seq,
+            first_id,
+            first.message,
+            tuple(findings),
+            last_seq,
+            last_hash,
+            redacted_count,
         )
-    return ChainReport(True, checked, last_seq=last_seq, last_hash=last_hash)
+    return ChainReport(True, checked, last_seq=last_seq, last_hash=last_hash, redacted=redacted_count)

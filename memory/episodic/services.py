@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
@@ -30,6 +30,7 @@ class EventData:
     payload: dict[str, Any] = field(default_factory=dict)
     execution_id: str | None = None
     actor: str = ""
+    data_subject: str = ""
 
 
 def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
@@ -65,6 +66,7 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
                 execution_id=item.execution_id,
                 agent=agent,
                 actor=item.actor,
+                data_subject=item.data_subject,
                 role=item.role,
                 kind=item.kind,
                 content=item.content,
@@ -124,3 +126,23 @@ def decision_record(
             )
         ],
     )[0]
+
+
+def events_redact(*, event_ids: Sequence[int]) -> list[int]:
+    """Remove for good the content, payload, salt and data subject of the events ``event_ids`` of
+    the current tenant, and set their ``redacted_at`` (the one update the append-only trigger
+    allows). The full-text vector and the ``jsonb`` copy are generated from the body, so they empty
+    too; hash, body digest and the hashed header stay, so ``chain_verify`` still passes and counts
+    them as redacted. Events already redacted are left as they are. Returns the seqs redacted now.
+
+    The caller records why (an erasure or a retention pass records its own decision)."""
+    if not event_ids:
+        return []
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Event._meta.db_table} SET content = '', payload_json = '{{}}', body_salt = '', "
+            "data_subject = '', redacted_at = now() WHERE id = ANY(%s) AND redacted_at IS NULL "
+            "RETURNING seq",
+            [list(event_ids)],
+        )
+        return sorted(int(row[0]) for row in cursor.fetchall())

@@ -116,6 +116,10 @@ class Fact(models.Model):
     source_event = models.ForeignKey(
         "memory.Event", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    # the person the fact is about (``subject`` is the triple's subject entity)
+    data_subject = models.CharField(max_length=200, blank=True, default="")
+    # when it stopped being live (retracted or superseded): the clock of its retention
+    ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["recorded_at", "id"]
@@ -124,6 +128,7 @@ class Fact(models.Model):
             models.Index(fields=["object_entity", "status"], name="fact_object_idx"),
             models.Index(fields=["agent"], name="fact_agent_idx"),
             models.Index(fields=["session_id"], name="fact_session_idx"),
+            models.Index(fields=["data_subject"], condition=~Q(data_subject=""), name="fact_subject_idx"),
         ]
         constraints = [
             # one live row per (subject, predicate, object): a repeat reinforces it instead

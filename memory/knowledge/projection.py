@@ -225,3 +225,37 @@ def graph_rebuild(*, batch_size: int = 5000) -> int:
         projected += len(batch)
         GraphOutbox.objects.filter(pk__in=pending_ids).update(processed_at=timezone.now())
     return projected
+
+
+DROP_ENTITIES = """
+MATCH (n:Entity {tenant: $tenant}) WHERE n.id IN $entity_ids
+DETACH DELETE n
+"""
+
+
+def unproject(*, fact_ids: list[int], entity_ids: list[int], touched_ids: list[int]) -> None:
+    """Remove facts ``fact_ids`` and entities ``entity_ids`` (with their relationships) from the
+    current tenant's projection, and entities of ``touched_ids`` left without a relationship.
+    Call inside the transaction that deletes them from PostgreSQL, holding the graph lock shared
+    and the facts' locks (as a drain does), so no drain or rebuild projects them again in between.
+    Nothing without ``NEO4J_URI``. Raises :class:`core.neo4j.Neo4jUnavailable`."""
+    from core.neo4j import get_driver, neo4j_guard, write_timeout
+
+    driver = get_driver()
+    if driver is None:
+        return
+    tenant = current_schema()
+
+    @neo4j.unit_of_work(timeout=write_timeout())
+    def work(tx: Any) -> None:
+        if fact_ids:
+            tx.run(REMOVE, tenant=tenant, fact_ids=fact_ids).consume()
+        if entity_ids:
+            tx.run(DROP_ENTITIES, tenant=tenant, entity_ids=entity_ids).consume()
+        if touched_ids:
+            tx.run(DROP_ORPHANS, tenant=tenant, entity_ids=touched_ids).consume()
+
+    with neo4j_guard():
+        ensure_schema(driver)
+        with driver.session() as session:
+            session.execute_write(work)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.services import system_agent_get
 from core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied
-from core.locks import advisory_xact_lock
+from core.locks import advisory_xact_lock, advisory_xact_locks
 from core.tasks import queue_on_commit
 from core.tenancy import current_tenant
 from memory.episodic.models import Event
@@ -106,6 +106,7 @@ class FactData:
     session_id: str = ""
     source_event_id: int | None = None
     subject_type: str = ""
+    data_subject: str = ""
 
 
 @dataclass(frozen=True)
@@ -368,6 +369,7 @@ def fact_assert(*, agent: Agent, data: FactData, refuse_retracted: bool = False)
             agent=agent,
             session_id=data.session_id,
             source_event=source_event,
+            data_subject=data.data_subject,
         )
         existing = None
         if predicate.cardinality == Cardinality.ONE:
@@ -437,8 +439,8 @@ def fact_retract(
             )
         if fact.status not in LIVE_STATUSES:
             raise Conflict(f"Fact {fact_id} is already {fact.status}.", field="id")
-        fact.status = FactStatus.RETRACTED
-        fact.save(update_fields=["status"])
+        fact.status, fact.ended_at = FactStatus.RETRACTED, timezone.now()
+        fact.save(update_fields=["status", "ended_at"])
         open_ones = Contradiction.objects.filter(
             Q(existing_fact=fact) | Q(new_fact=fact), status=ContradictionStatus.OPEN
         )
@@ -529,7 +531,8 @@ def contradiction_resolve(
                     changed.append(other.new_fact)
                 dismissed.append(other.pk)
         for fact in {f.pk: f for f in changed}.values():
-            fact.save(update_fields=["status", "valid_to"])
+            fact.ended_at = None if fact.status in LIVE_STATUSES else now  # retention counts from here
+            fact.save(update_fields=["status", "valid_to", "ended_at"])
         contradiction.status = (
             ContradictionStatus.DISMISSED
             if resolution == Resolution.DISMISS
@@ -559,3 +562,56 @@ def contradiction_resolve(
             },
         )
     return contradiction
+
+
+@dataclass(frozen=True)
+class FactsErased:
+    """What ``facts_erase`` removed: fact ids, entity ids (asked for, or left without a fact)."""
+
+    fact_ids: list[int]
+    entity_ids: list[int]
+
+
+def facts_erase(*, fact_ids: Sequence[int], entity_ids: Sequence[int] = ()) -> FactsErased:
+    """Delete for good the facts ``fact_ids`` (with their provenance, contradictions and outbox
+    rows) and the entities ``entity_ids`` (whose facts must be among ``fact_ids``) of the current
+    tenant, from PostgreSQL and from the Neo4j projection, in one transaction: Neo4j first, under
+    the graph lock (shared, as drains take it; ``graph_rebuild`` waits) and the facts' locks, so
+    neither a drain nor a rebuild can project them again; then the rows. Entities the facts touched
+    that are left without any fact go too (their names are data of the facts). A retried call
+    skips what is gone.
+
+    Raises ``Conflict`` when one of ``entity_ids`` still has a fact not in ``fact_ids`` and
+    :class:`core.neo4j.Neo4jUnavailable` when Neo4j cannot be reached (nothing is deleted then).
+    The caller records why."""
+    from .projection import FACT_LOCK, TENANT_LOCK, unproject
+
+    with transaction.atomic():
+        advisory_xact_lock(TENANT_LOCK, shared=True)
+        advisory_xact_locks(FACT_LOCK, sorted(set(fact_ids)))
+        facts = list(Fact.objects.filter(pk__in=fact_ids).values_list("pk", "subject_id", "object_entity_id"))
+        ids = [f[0] for f in facts]
+        wanted = set(entity_ids)
+        others = Fact.objects.filter(Q(subject_id__in=wanted) | Q(object_entity_id__in=wanted)).exclude(
+            pk__in=ids
+        )
+        if wanted and others.exists():
+            raise Conflict("An entity to erase still has facts outside the erasure.", field="entity_ids")
+        touched = {e for _, s, o in facts for e in (s, o) if e is not None} | wanted
+        still_used = set(
+            Fact.objects.filter(subject_id__in=touched)
+            .exclude(pk__in=ids)
+            .values_list("subject_id", flat=True)
+        ) | set(
+            Fact.objects.filter(object_entity_id__in=touched)
+            .exclude(pk__in=ids)
+            .values_list("object_entity_id", flat=True)
+        )
+        doomed_entities = sorted((touched - still_used) | wanted)
+        unproject(fact_ids=ids, entity_ids=doomed_entities, touched_ids=sorted(touched))
+        Contradiction.objects.filter(Q(existing_fact_id__in=ids) | Q(new_fact_id__in=ids)).delete()
+        GraphOutbox.objects.filter(fact_id__in=ids).delete()
+        FactProvenance.objects.filter(fact_id__in=ids).delete()
+        Fact.objects.filter(pk__in=ids).delete()
+        Entity.objects.filter(pk__in=doomed_entities).delete()
+    return FactsErased(sorted(ids), doomed_entities)

@@ -54,6 +54,9 @@ class SemanticMemory(models.Model):
     scope = models.CharField(max_length=12, choices=MemoryScope.choices, default=MemoryScope.PRIVATE)
     memory_type = models.CharField(max_length=16, choices=MemoryType.choices, default=MemoryType.FACT)
     session_id = models.CharField(max_length=200, null=True, blank=True)
+    data_subject = models.CharField(
+        max_length=200, blank=True, default="", help_text="the person it is about"
+    )
     tags = ArrayField(models.CharField(max_length=64), default=list, blank=True)
     # hierarchical scope: who else may recall it, by agent id and by agent role (empty otherwise)
     visible_to_agents = ArrayField(models.BigIntegerField(), default=list, blank=True)
@@ -123,6 +126,7 @@ class SemanticMemory(models.Model):
                 name="semantic_pending_idx",
                 condition=Q(embedding_dimensions=0, forgotten_at__isnull=True),
             ),
+            models.Index(fields=["data_subject"], condition=~Q(data_subject=""), name="semantic_subject_idx"),
         ]
 
     def __str__(self) -> str:

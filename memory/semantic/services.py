@@ -67,6 +67,7 @@ class MemoryData:
     visible_to_roles: Sequence[str] = ()
     fact_hint: dict[str, Any] | None = None
     source_event_id: int | None = None
+    data_subject: str = ""
 
 
 @dataclass(frozen=True)
@@ -327,6 +328,7 @@ def memory_create(
         scope=data.scope,
         memory_type=data.memory_type,
         session_id=data.session_id,
+        data_subject=data.data_subject,
         tags=list(dict.fromkeys(data.tags)),
         visible_to_agents=audience[0],
         visible_to_roles=audience[1],
@@ -705,3 +707,21 @@ def memory_search(
                     ]
                 hit.memory.archived_at = None  # a recall restores an archived memory
     return hits
+
+
+def memories_erase(*, memory_ids: Sequence[uuid.UUID | str]) -> list[str]:
+    """Delete the memories ``memory_ids`` of the current tenant for good: the row with its content,
+    full-text vector and embedding (vectors can be inverted into text), and its access clock.
+    Unlike ``memory_forget`` nothing stays for audit. Returns the ids deleted (as strings); ids
+    already gone are skipped. Index entries go when the table is vacuumed (the caller does it).
+
+    The caller records why (an erasure or a retention pass records its own decision)."""
+    if not memory_ids:
+        return []
+    ids = [str(i) for i in memory_ids]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {MemoryAccess._meta.db_table} WHERE memory_id = ANY(%s::uuid[])", [ids])
+        cursor.execute(
+            f"DELETE FROM {SemanticMemory._meta.db_table} WHERE id = ANY(%s::uuid[]) RETURNING id", [ids]
+        )
+        return sorted(str(row[0]) for row in cursor.fetchall())

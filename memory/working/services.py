@@ -29,6 +29,8 @@ execution for all. An execution nobody ever wrote to (or whose keys expired) doe
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -447,3 +449,90 @@ def execution_close(*, agent: Agent, execution_id: str, session_id: str | None =
             "blackboard": summary,
         },
     )
+
+
+# --- erasure ---------------------------------------------------------------------------------------------
+
+
+def tenant_keys(client: Any = None) -> list[str]:
+    """Every Redis key of the current tenant (``SCAN`` over ``{t}:*``, never ``KEYS``).
+    Raises ``ServiceUnavailable`` when Redis cannot be reached."""
+    pattern = tenant_key("*")
+    with redis_errors():
+        client = client or get_redis()
+        return sorted(k.decode() for k in client.scan_iter(match=pattern, count=1000))
+
+
+def _key_bytes(client: Any, key: str) -> bytes:
+    """Everything a key holds (names and values), as one byte string to search in."""
+    kind = client.type(key).decode()
+    if kind == "string":
+        return client.get(key) or b""
+    if kind == "hash":
+        return b"\n".join(k + b"=" + v for k, v in client.hgetall(key).items())
+    if kind == "list":
+        return b"\n".join(client.lrange(key, 0, -1))
+    if kind == "set":
+        return b"\n".join(client.smembers(key))
+    if kind == "zset":
+        return b"\n".join(client.zrange(key, 0, -1))
+    return b""
+
+
+def keys_containing(needles: list[str]) -> list[str]:
+    """The current tenant's keys whose name or content holds any of ``needles`` as a whole
+    identifier (not inside a longer one), in UTF-8 or as JSON escapes it (``"Zoë"`` is found in
+    ``"Zo\\u00eb"`` too). Raises ``ServiceUnavailable``."""
+    forms = {form for n in needles if n for form in (n.encode(), json.dumps(n)[1:-1].encode())}
+    if not forms:
+        return []
+    # whole identifiers only: the subject "u1" is not in "u10" or "menu1"
+    pattern = re.compile(
+        rb"(?<![A-Za-z0-9_.@-])(?:"
+        + b"|".join(re.escape(f) for f in sorted(forms))
+        + rb")(?![A-Za-z0-9_.@-])"
+    )
+    with redis_errors():
+        client = get_redis()
+        found = []
+        for key in tenant_keys(client):
+            text = key.encode() + b"\n" + _key_bytes(client, key)
+            if pattern.search(text):
+                found.append(key)
+        return found
+
+
+def working_memory_erase(
+    *, session_ids: Sequence[str], agent_ids: Sequence[int], keys: Sequence[str] = ()
+) -> list[str]:
+    """Delete from Redis the working memory of ``session_ids`` (their conversation windows, and the
+    blackboards and scratchpads of every execution whose session is one of them), the scratchpads
+    of ``agent_ids`` in every execution, and ``keys``. Returns the keys deleted. Raises
+    ``ServiceUnavailable`` when Redis cannot be reached (nothing may be reported gone that is not)."""
+    sessions = set(session_ids)
+    agents = {str(a) for a in agent_ids}
+    doomed = set(keys)
+    with redis_errors():
+        client = get_redis()
+        prefix = tenant_key("")
+        for session_id in sessions:
+            doomed.add(tenant_key("win", session_id))
+        executions = set()
+        for key in tenant_keys(client):
+            rest = key[len(prefix) :]
+            kind, _, name = rest.partition(":")
+            if kind == "bb-session" and sessions:
+                raw = client.get(key)
+                if (raw.decode() if isinstance(raw, bytes) else str(raw or "")) in sessions:
+                    executions.add(name)
+            elif kind == "sp" and agents and name.rpartition(":")[2] in agents:
+                doomed.add(key)
+        for execution_id in executions:
+            for kind in ("bb", "bbv", "bb-owner", "bb-closed", "bb-session", "sp-idx"):
+                doomed.add(tenant_key(kind, execution_id))
+            doomed.update(client.scan_iter(match=tenant_key("sp", execution_id, "*"), count=1000))
+        names = sorted(k if isinstance(k, str) else k.decode() for k in doomed)
+        existing = [k for k in names if client.exists(k)]
+        if existing:
+            client.delete(*existing)
+        return existing

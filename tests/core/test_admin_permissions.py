@@ -31,6 +31,7 @@ from django_tenants.utils import schema_context, tenant_context
 
 from agents.models import Agent, ApiKey
 from compliance import services as compliance_services
+from compliance.models import RetentionRule
 from memory.consolidation.services import consolidate
 from memory.knowledge.models import Contradiction, ContradictionStatus
 from memory.models import SemanticMemory, Skill, SkillVersion, Tool
@@ -167,8 +168,9 @@ def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     """Tenant alpha with a row in each model its admin registers: agents and keys (the callers),
     a semantic memory, a checkpoint, events, predicate, entities, facts and an open contradiction,
     tools, a published skill with a reported run and an agent's proposed draft, a chain check, an
-    anchor, an export, an admin log entry and a consolidation pass (its runs, a promotion, summary
-    nodes); users and the review groups exist already."""
+    anchor, an export, a retention rule and run, a legal hold, an erasure request, an admin log entry
+    and a consolidation pass (its runs, a promotion, summary nodes); users and the review groups
+    exist already."""
     created = alice.post("/api/v1/memories", {"content": "Alice prefers tea to coffee."})
     assert created.status_code == 201, created.content
     saved = alice.post("/api/v1/sessions/s-seed/checkpoints", checkpoint_body(1))
@@ -195,6 +197,16 @@ def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
         compliance_services.chain_check_run(check_id=check.pk)
         export = compliance_services.export_request(username="seed", scope="session", session_id="s-seed")
         compliance_services.export_run(export_id=str(export.pk))
+        # the data lifecycle: a rule, a run, a hold and an erasure request (someone else's)
+        compliance_services.retention_rule_save(
+            rule=RetentionRule(layer="semantic", memory_type="", keep_days=120), username="seed"
+        )
+        run = compliance_services.retention_run_start(requested_by="job:seed")
+        compliance_services.retention_run(run_id=run.pk)
+        compliance_services.hold_place(kind="session", value="s-held", reason="seeded", username="seed")
+        compliance_services.erasure_request(
+            kind="subject", value="seed-subject", legal_basis="seeded", note="", username="seed"
+        )
         LogEntry.objects.create(
             user=bystander,
             content_type=ContentType.objects.get_for_model(Agent),
@@ -263,6 +275,11 @@ def site_level_urls(door: Door) -> list[str]:
 AUDIT_TABLES = {
     "compliance_chaincheck",
     "compliance_export",
+    # the data lifecycle a compliance officer runs: rules, holds, erasure requests and approvals
+    "compliance_retentionrule",
+    "compliance_legalhold",
+    "compliance_erasurerequest",
+    "django_admin_log",  # Django's own record of those admin changes
     "memory_event",
     "memory_chainhead",
     "agents_agent",
@@ -289,13 +306,18 @@ class Walk:
         before = fingerprint(self.door.schemas)
         response = self.client.post(url, data, **headers)
         changed = changed_tables(before, fingerprint(self.door.schemas))
-        if url in self.audit_urls:
+        if url in self.audit_urls or any(url.startswith(p) and p.endswith("/") for p in self.audit_urls):
             changed = [t for t in changed if t.split(".", 1)[1] not in AUDIT_TABLES]
             refused = False
         if changed:
             self.problems.append(f"{what} POST {url} changed {', '.join(changed)}")
         if response.status_code >= 500 or (refused and response.status_code not in (403, 405)):
             self.problems.append(f"{what} POST {url}: {response.status_code}, expected a refusal")
+
+
+def changelist_in(changelist: str, audit_urls: frozenset[str]) -> bool:
+    """Whether a whole admin (its changelist URL and every page under it) is audit work."""
+    return changelist in audit_urls
 
 
 def walk_as_view_only(door: Door, user: User, audit_urls: frozenset[str] = frozenset()) -> list[str]:
@@ -314,8 +336,9 @@ def walk_as_view_only(door: Door, user: User, audit_urls: frozenset[str] = froze
             # every action registered for this admin, before the permission filter (as Django's
             # own admin checks list them)
             registered = [name for _, name, _ in model_admin._get_base_actions()]
+        lifecycle_work = changelist_in(door.url(f"{prefix}_changelist"), audit_urls)
         for name, (func, _, _) in offered.items():
-            if not is_read_only(func):
+            if not is_read_only(func) and not lifecycle_work:
                 walk.problems.append(f"{opts.label}: action {name} offered to a view-only user")
         pk = quote(obj.pk)
         changelist = door.url(f"{prefix}_changelist")
@@ -358,9 +381,15 @@ def test_a_view_only_tenant_user_can_change_nothing_through_the_tenant_admin(ten
 @requires_model
 def test_a_compliance_officer_can_change_nothing_through_the_tenant_admin(tenant_seeded: Tenant) -> None:
     """The officer reads every layer and changes nothing of it; the one thing their POSTs may write
-    is audit work of their own: a verification or an export (and its record in the trail)."""
+    is audit work of their own: a verification or an export, and the data lifecycle's records
+    (retention rules, legal holds, erasure requests and approvals: every page under those admins),
+    each with its record in the trail. An erasure's own effect is the worker's, after approval."""
     door = tenant_door(tenant_seeded)
-    audit = frozenset({door.url("compliance_chaincheck_run"), door.url("compliance_export_new")})
+    lifecycle = {
+        door.url(f"compliance_{model}_changelist")
+        for model in ("retentionrule", "legalhold", "erasurerequest")
+    }
+    audit = frozenset({door.url("compliance_chaincheck_run"), door.url("compliance_export_new"), *lifecycle})
     assert_walk_is_clean(door, staff_user(door.schema, "officer", group="compliance officer"), audit)
 
 

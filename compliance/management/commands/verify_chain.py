@@ -33,7 +33,9 @@ class Command(BaseCommand):
         if report.ok:
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"chain intact: {chain.checked} events verified, {report.anchors_trusted} anchors checked"
+                    f"chain intact: {chain.checked} events verified"
+                    + (f" ({chain.redacted} redacted)" if chain.redacted else "")
+                    + f", {report.anchors_trusted} anchors checked"
                 )
             )
             return

@@ -1,0 +1,496 @@
+"""The data lifecycle's map of the stores: how each layer finds the rows of a target (a data
+subject, a session, an agent, a tag, an entity), how long it keeps them and from when, and how it
+removes them. Retention, legal holds and erasure all read this one table (``LAYERS``): a new layer
+(procedural skills, say) takes part in all three by adding its ``Layer`` here.
+
+Also here: the erasure's steps over every store (``erase_*``), its verification pass, and the
+receipt it signs. ``compliance.services`` runs them and records them in the trail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, models
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from core.canonical_json import canonical_json
+from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.services import checkpoints_erase
+from memory.episodic.models import Event
+from memory.episodic.services import events_redact
+from memory.knowledge.models import Entity, Fact, FactStatus, entity_key
+from memory.knowledge.services import facts_erase
+from memory.semantic.models import MemoryType, SemanticMemory
+from memory.semantic.services import memories_erase
+from memory.working.services import keys_containing, working_memory_erase
+
+from .models import LegalHold, RetentionRule, TargetKind
+
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What one batch removed from a layer: ``ids`` (seqs for events), the ``sessions`` the rows were
+    in (their working memory in Redis goes too), and extra facts for the receipt (``details``)."""
+
+    ids: list[Any]
+    sessions: set[str] = field(default_factory=set)
+    details: dict[str, list[Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One store of memory, as the lifecycle sees it.
+
+    ``targets``: for each ``TargetKind`` the layer has, the ``Q`` of its rows about a value (a kind
+    it lacks selects nothing there). ``pending``: rows not removed yet (redacted events stay as
+    rows). ``kinds``: memory types with retention rules of their own (``("",)``: one rule).
+    ``default_days``: per kind, days kept when no rule is stored (``None``: kept by another
+    mechanism, e.g. Redis TTLs). ``aged(cutoff, kind)``: rows past the cutoff, counted from
+    ``counts_from``. ``remove(rows)``: delete or redact the rows of a batch (model instances with
+    the ``load`` fields), for retention and erasure alike.
+    """
+
+    name: str
+    label: str
+    model: type[models.Model] | None
+    counts_from: str
+    default_days: Mapping[str, int | None]
+    targets: Mapping[str, Callable[[str], Q]] = field(default_factory=dict)
+    kinds: tuple[str, ...] = ("",)
+    pending: Q = field(default_factory=Q)
+    aged: Callable[[datetime, str], Q] | None = None
+    load: tuple[str, ...] = ("pk",)
+    remove: Callable[[list[Any]], Removed] | None = None
+
+    def rows(self) -> QuerySet[Any]:
+        assert self.model is not None
+        return self.model._default_manager.filter(self.pending)
+
+
+# --- the layers ----------------------------------------------------------------------------------------
+
+
+def _events_remove(rows: list[Any]) -> Removed:
+    seqs = events_redact(event_ids=[r["pk"] for r in rows])
+    digests = list(Event.objects.filter(seq__in=seqs).order_by("seq").values_list("body_digest", flat=True))
+    return Removed(seqs, {r["session_id"] for r in rows}, {"body_digests": digests})
+
+
+def _memories_remove(rows: list[Any]) -> Removed:
+    ids = memories_erase(memory_ids=[r["pk"] for r in rows])
+    sessions = {r["session_id"] for r in rows if r["session_id"]}
+    return Removed(ids, sessions, {"content_hashes": [r["content_hash"] for r in rows]})
+
+
+def _facts_remove(rows: list[Any]) -> Removed:
+    erased = facts_erase(fact_ids=[r["pk"] for r in rows])
+    sessions = {r["session_id"] for r in rows if r["session_id"]}
+    return Removed(erased.fact_ids, sessions, {"entity_ids": erased.entity_ids})
+
+
+def _checkpoints_remove(rows: list[Any]) -> Removed:
+    ids, keys = checkpoints_erase(checkpoint_ids=[r["pk"] for r in rows])
+    return Removed(ids, {r["session_id"] for r in rows}, {"redis_keys": keys})
+
+
+def _entity_facts(value: str) -> Q:
+    key = entity_key(value)
+    return Q(subject__key=key) | Q(object_entity__key=key)
+
+
+def _session_quiet_since(cutoff: datetime, _kind: str) -> Q:
+    """Checkpoints of sessions whose last checkpoint (of any agent) is older than ``cutoff``."""
+    newer = Checkpoint.objects.filter(session_id=OuterRef("session_id"), created_at__gte=cutoff)
+    return Q(created_at__lt=cutoff) & ~Q(Exists(newer))
+
+
+SEMANTIC_DAYS = 90
+
+LAYERS: tuple[Layer, ...] = (
+    Layer(
+        name="episodic",
+        label="episodic events",
+        model=Event,
+        counts_from="when the event occurred; removal redacts (content, payload and salt go, the "
+        "chained digest stays)",
+        default_days={"": 7 * 365},
+        targets={
+            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: lambda v: Q(agent__name=v),
+        },
+        pending=Q(redacted_at__isnull=True),
+        aged=lambda cutoff, _kind: Q(occurred_at__lt=cutoff),
+        load=("pk", "session_id"),
+        remove=_events_remove,
+    ),
+    Layer(
+        name="semantic",
+        label="semantic memories",
+        model=SemanticMemory,
+        counts_from="the memory's last access (recall restarts the clock); summaries are kept like "
+        "the memories they summarise",
+        default_days={t: SEMANTIC_DAYS for t in MemoryType.values},
+        kinds=tuple(MemoryType.values),
+        targets={
+            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: lambda v: Q(agent__name=v),
+            TargetKind.TAG: lambda v: Q(tags__contains=[v]),
+        },
+        aged=lambda cutoff, kind: (
+            Q(memory_type=kind)
+            & (Q(access__last_accessed_at__lt=cutoff) | Q(access__isnull=True, created_at__lt=cutoff))
+        ),
+        load=("pk", "session_id", "content_hash"),
+        remove=_memories_remove,
+    ),
+    Layer(
+        name="knowledge",
+        label="knowledge facts",
+        model=Fact,
+        counts_from="when the fact was retracted or superseded (live facts are kept)",
+        default_days={"": 365},
+        targets={
+            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: lambda v: Q(agent__name=v),
+            TargetKind.ENTITY: _entity_facts,
+        },
+        aged=lambda cutoff, _kind: Q(
+            status__in=[FactStatus.RETRACTED, FactStatus.SUPERSEDED], ended_at__lt=cutoff
+        ),
+        load=("pk", "session_id"),
+        remove=_facts_remove,
+    ),
+    Layer(
+        name="checkpoints",
+        label="checkpoints",
+        model=Checkpoint,
+        counts_from="the session's last checkpoint (a session's checkpoints go together)",
+        default_days={"": 30},
+        targets={
+            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: lambda v: Q(agent__name=v),
+        },
+        aged=_session_quiet_since,
+        load=("pk", "session_id"),
+        remove=_checkpoints_remove,
+    ),
+    Layer(
+        name="working",
+        label="working memory (Redis)",
+        model=None,
+        counts_from="its TTLs (the tenant's working-memory policy); erasure deletes the working "
+        "memory of the sessions erased",
+        default_days={"": None},
+    ),
+)
+
+LAYER_NAMES = tuple(layer.name for layer in LAYERS)
+
+
+def layer_get(name: str) -> Layer:
+    """The layer called ``name``; ``KeyError`` for another name."""
+    for layer in LAYERS:
+        if layer.name == name:
+            return layer
+    raise KeyError(name)
+
+
+def stored_layers() -> tuple[Layer, ...]:
+    """The layers with rows in PostgreSQL (the ones retention and erasure walk)."""
+    return tuple(layer for layer in LAYERS if layer.model is not None)
+
+
+# --- targets and holds -----------------------------------------------------------------------------------
+
+
+def normalise_value(kind: str, value: str) -> str:
+    """A target value as stored: trimmed; for a tenant, empty."""
+    return "" if kind == TargetKind.TENANT else value.strip()
+
+
+def target_q(layer: Layer, kind: str, value: str) -> Q | None:
+    """The rows of ``layer`` about (``kind``, ``value``): ``Q()`` (all) for the tenant, ``None``
+    when the layer holds nothing of that kind."""
+    if kind == TargetKind.TENANT:
+        return Q()
+    select = layer.targets.get(kind)
+    return None if select is None else select(value)
+
+
+def active_holds() -> list[LegalHold]:
+    return list(LegalHold.objects.filter(released_at__isnull=True).order_by("pk"))
+
+
+def held_q(layer: Layer, holds: Sequence[LegalHold]) -> Q | None:
+    """The rows of ``layer`` under any of ``holds`` (``Q()`` = all of them, ``None`` = none)."""
+    parts = [q for h in holds if (q := target_q(layer, h.kind, h.value)) is not None]
+    if not parts:
+        return None
+    if any(not q for q in parts):  # a tenant-wide hold
+        return Q()
+    combined = parts[0]
+    for q in parts[1:]:
+        combined |= q
+    return combined
+
+
+def holds_meeting(kind: str, value: str) -> list[LegalHold]:
+    """The active holds an erasure of (``kind``, ``value``) would touch: a tenant-wide hold, a hold
+    on the same target, or one on another target that shares a row with it in some layer (a hold on
+    session S meets the erasure of a subject with an event in S)."""
+    met = []
+    for hold in active_holds():
+        same = hold.kind == kind and (
+            entity_key(hold.value) == entity_key(value) if kind == TargetKind.ENTITY else hold.value == value
+        )
+        if hold.kind == TargetKind.TENANT or same:
+            met.append(hold)
+            continue
+        for layer in stored_layers():
+            mine, theirs = target_q(layer, kind, value), target_q(layer, hold.kind, hold.value)
+            if mine is None or theirs is None:
+                continue
+            if layer.rows().filter(mine).filter(theirs).exists():
+                met.append(hold)
+                break
+    return met
+
+
+# --- retention ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuleInEffect:
+    """The retention of one layer and kind: ``days`` (``None``: not by age), and whether it comes
+    from a stored rule or the layer's default."""
+
+    layer: str
+    kind: str
+    days: int | None
+    stored: bool
+
+
+def rules_in_effect() -> list[RuleInEffect]:
+    """Every layer's retention per kind: its own stored rule, else the layer's stored rule for
+    every kind (``memory_type`` empty), else the declared default."""
+    stored = {(r.layer, r.memory_type): r.keep_days for r in RetentionRule.objects.all()}
+    result = []
+    for layer in LAYERS:
+        for kind in layer.kinds:
+            if (layer.name, kind) in stored:
+                result.append(RuleInEffect(layer.name, kind, stored[(layer.name, kind)], True))
+            elif (layer.name, "") in stored:
+                result.append(RuleInEffect(layer.name, kind, stored[(layer.name, "")], True))
+            else:
+                result.append(RuleInEffect(layer.name, kind, layer.default_days.get(kind), False))
+    return result
+
+
+def retention_candidates(layer: Layer, *, now: datetime) -> QuerySet[Any] | None:
+    """The rows of ``layer`` its retention removes at ``now``, held rows left out; ``None`` when the
+    layer is not kept by age (or everything is held)."""
+    if layer.model is None or layer.aged is None:
+        return None
+    aged: Q | None = None
+    for rule in rules_in_effect():
+        if rule.layer != layer.name or rule.days is None:
+            continue
+        q = layer.aged(now - rule.days * DAY, rule.kind)
+        aged = q if aged is None else aged | q
+    if aged is None:
+        return None
+    rows = layer.rows().filter(aged)
+    held = held_q(layer, active_holds())
+    if held is not None:
+        if not held:
+            return None
+        rows = rows.exclude(held)
+    return rows
+
+
+def retention_preview(*, now: datetime) -> dict[str, int | None]:
+    """The dry run: per layer, how many rows retention would remove at ``now`` (``None``: the layer
+    is not kept by age, or all of it is held)."""
+    result: dict[str, int | None] = {}
+    for layer in LAYERS:
+        rows = retention_candidates(layer, now=now)
+        result[layer.name] = None if rows is None else rows.count()
+    return result
+
+
+# --- erasure -----------------------------------------------------------------------------------------------
+
+
+def value_digest(kind: str, value: str) -> str:
+    """HMAC-SHA256 (hex) of ``<kind>:<value>`` under a key derived from ``SECRET_KEY``: names an
+    erased target without keeping it, and cannot be brute-forced back without the secret."""
+    key = hashlib.sha256(b"engram-erasure:" + str(settings.SECRET_KEY).encode()).digest()
+    return hmac.new(key, f"{kind}:{value}".encode(), "sha256").hexdigest()
+
+
+def keyed_digest(text: str) -> str:
+    """HMAC-SHA256 (hex) of ``text`` under the erasure key (see ``value_digest``)."""
+    return value_digest("content", text)
+
+
+def erase_batch(layer: Layer, kind: str, value: str, *, batch: int) -> Removed | None:
+    """Remove the next ``batch`` rows of ``layer`` about (``kind``, ``value``); ``None`` when none
+    are left (or the layer has none of that kind). Call inside a transaction."""
+    q = target_q(layer, kind, value)
+    if q is None or layer.remove is None:
+        return None
+    rows = list(layer.rows().filter(q).order_by("pk").values(*layer.load)[:batch])
+    if not rows:
+        return None
+    return layer.remove(rows)
+
+
+def entity_ids_of(value: str) -> list[int]:
+    return list(Entity.objects.filter(key=entity_key(value)).values_list("pk", flat=True))
+
+
+def erase_entity_rows(value: str) -> list[int]:
+    """Delete the entity named ``value`` itself once its facts are gone (PostgreSQL and Neo4j)."""
+    ids = entity_ids_of(value)
+    if not ids:
+        return []
+    return facts_erase(fact_ids=[], entity_ids=ids).entity_ids
+
+
+def erase_working_memory(
+    *, sessions: Sequence[str], agent_ids: Sequence[int], needles: Sequence[str]
+) -> list[str]:
+    """Delete from Redis the working memory of ``sessions``, the scratchpads of ``agent_ids`` and
+    every tenant key whose name or content holds one of ``needles``."""
+    extra = keys_containing(list(needles)) if needles else []
+    return working_memory_erase(session_ids=list(sessions), agent_ids=list(agent_ids), keys=extra)
+
+
+def vacuum(tables: Sequence[str]) -> list[str]:
+    """``VACUUM (ANALYZE)`` each of ``tables``, so the dead tuples of erased rows (and their index
+    entries, HNSW included) are gone from the heap, not just invisible. Needs autocommit (not
+    inside a transaction); returns the tables vacuumed (none inside a transaction, as in tests
+    that roll back)."""
+    if connection.in_atomic_block:
+        return []
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f'VACUUM (ANALYZE) "{table}"')
+    return list(tables)
+
+
+def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Look for what an erasure removed in every store; each count must be 0.
+
+    PostgreSQL: rows of the target left in each layer, erased rows still there (memories, facts,
+    entities, checkpoints by id; redacted events with any body, full-text vector or subject left);
+    pgvector: embeddings of erased memories; Neo4j (Cypher): relationships of erased facts and
+    nodes of erased entities (and, for an entity, nodes of its name); Redis (SCAN): keys that were
+    deleted, and for a data subject any key holding its identifier. Also reported, not counted as
+    left: live memories with the same content digest as an erased one (``same_content_elsewhere``:
+    another agent wrote the same words outside the erasure's scope)."""
+    from core.neo4j import get_driver
+
+    report: dict[str, dict[str, int]] = {"postgres": {}, "pgvector": {}, "neo4j": {}, "redis": {}}
+    pg = report["postgres"]
+    for layer in stored_layers():
+        q = target_q(layer, kind, value)
+        pg[f"{layer.name}_left"] = 0 if q is None else layer.rows().filter(q).count()
+    seqs = progress.get("episodic", {}).get("ids", [])
+    pg["events_with_body"] = (
+        Event.objects.filter(seq__in=seqs)
+        .filter(~Q(content="") | ~Q(payload_json="{}") | ~Q(body_salt="") | ~Q(data_subject=""))
+        .count()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {Event._meta.db_table} WHERE seq = ANY(%s) AND search <> ''::tsvector",
+            [list(seqs)],
+        )
+        pg["events_fulltext"] = int(cursor.fetchone()[0])
+    if kind == TargetKind.SUBJECT:
+        pg["events_naming_subject"] = Event.objects.filter(data_subject=value).count()
+    memory_ids = progress.get("semantic", {}).get("ids", [])
+    pg["memories"] = SemanticMemory.objects.filter(pk__in=memory_ids).count()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {SemanticMemory._meta.db_table} WHERE id = ANY(%s::uuid[]) "
+            "AND embedding IS NOT NULL",
+            [list(memory_ids)],
+        )
+        report["pgvector"]["embeddings"] = int(cursor.fetchone()[0])
+    fact_ids = progress.get("knowledge", {}).get("ids", [])
+    entity_ids = progress.get("knowledge", {}).get("entity_ids", [])
+    pg["facts"] = Fact.objects.filter(pk__in=fact_ids).count()
+    pg["entities"] = Entity.objects.filter(pk__in=entity_ids).count()
+    if kind == TargetKind.ENTITY:
+        pg["entity_named"] = Entity.objects.filter(key=entity_key(value)).count()
+    pg["checkpoints"] = Checkpoint.objects.filter(
+        pk__in=progress.get("checkpoints", {}).get("ids", [])
+    ).count()
+    hashes = progress.get("semantic", {}).get("content_hashes", [])
+    report["postgres_notes"] = {
+        "same_content_elsewhere": SemanticMemory.objects.filter(content_hash__in=hashes).count()
+    }
+
+    driver = get_driver()
+    if driver is not None:
+        from core.neo4j import neo4j_guard
+        from core.tenancy import current_schema
+
+        tenant = current_schema()
+        with neo4j_guard():
+            records, _, _ = driver.execute_query(
+                "MATCH ()-[r:FACT {tenant: $t}]->() WHERE r.fact_id IN $ids RETURN count(r) AS n",
+                t=tenant,
+                ids=list(fact_ids),
+            )
+            report["neo4j"]["relationships"] = int(records[0]["n"])
+            records, _, _ = driver.execute_query(
+                "MATCH (n:Entity {tenant: $t}) WHERE n.id IN $ids RETURN count(n) AS n",
+                t=tenant,
+                ids=list(entity_ids),
+            )
+            report["neo4j"]["nodes"] = int(records[0]["n"])
+            if kind == TargetKind.ENTITY:
+                records, _, _ = driver.execute_query(
+                    "MATCH (n:Entity {tenant: $t}) WHERE toLower(n.name) = toLower($name) RETURN count(n) AS n",
+                    t=tenant,
+                    name=value,
+                )
+                report["neo4j"]["nodes_named"] = int(records[0]["n"])
+    from core.redis import get_redis, redis_errors
+
+    deleted = progress.get("redis", {}).get("keys", []) + progress.get("checkpoints", {}).get(
+        "redis_keys", []
+    )
+    with redis_errors():
+        report["redis"]["deleted_keys_back"] = int(get_redis().exists(*deleted)) if deleted else 0
+    if kind == TargetKind.SUBJECT:
+        report["redis"]["keys_naming_subject"] = len(keys_containing([value]))
+    return report
+
+
+def verification_clean(report: Mapping[str, Mapping[str, int]]) -> bool:
+    """Whether a ``verification_pass`` found nothing left (notes aside)."""
+    return all(
+        n == 0 for store, counts in report.items() if store != "postgres_notes" for n in counts.values()
+    )
+
+
+def receipt_bytes(document: dict[str, Any]) -> bytes:
+    """The RFC 8785 text of a receipt, the bytes that are signed."""
+    return canonical_json(document, root="receipt").encode()
