@@ -56,6 +56,7 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
 
     from agents.models import Agent
     from agents.services import agent_create
+    from core.tenancy import maintenance
 
     agent = Agent.objects.filter(name="bulk").first() or agent_create(name="bulk")
     now = timezone.now()
@@ -66,13 +67,13 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
             cursor.execute(
                 "INSERT INTO memory_semanticmemory (id, agent_id, scope, memory_type, tags, visible_to_agents, "
                 "visible_to_roles, content, content_hash, metadata, importance, confidence, embedding, "
-                "embedding_model, embedding_dimensions, created_at, fact_hint) "
+                "embedding_model, embedding_dimensions, created_at, fact_hint, data_subject) "
                 "SELECT gen_random_uuid(), %s, 'private', 'fact', '{}', '{}', '{}', "
                 "'memory ' || i || ' about topic ' || (i %% 997), md5('m' || i || %s), '{}', 0.5, "
                 "CASE WHEN i %% %s = 0 THEN 0.95 ELSE 0.8 END, "
                 "array_fill(0.05, ARRAY[%s])::vector, 'bench', %s, %s, "
                 "CASE WHEN i %% %s = 0 THEN jsonb_build_object('subject', 'entity ' || (i %% 5000), "
-                "'predicate', 'related_to', 'object', jsonb_build_object('entity', 'thing ' || i)) END "
+                "'predicate', 'related_to', 'object', jsonb_build_object('entity', 'thing ' || i)) END, '' "
                 "FROM generate_series(%s, %s) i",
                 [
                     agent.pk,
@@ -94,6 +95,7 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
                 [now],
             )
             print(f"  filled {start + n:,} memories", flush=True)
+    with maintenance(), connection.cursor() as cursor:  # ANALYZE is the tables' owner's
         cursor.execute("ANALYZE memory_semanticmemory")
         cursor.execute("ANALYZE memory_memoryaccess")
 

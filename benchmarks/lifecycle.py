@@ -120,6 +120,7 @@ def erasure_bench(others: int, subject_rows: int, dims: int) -> tuple[float, dic
 
     from agents.services import agent_create
     from compliance import services
+    from core.tenancy import maintenance
     from memory.checkpoints.services import checkpoint_save
     from memory.episodic.services import EventData, events_append
     from memory.knowledge import services as knowledge
@@ -209,7 +210,7 @@ def erasure_bench(others: int, subject_rows: int, dims: int) -> tuple[float, dic
                 data_subject=SUBJECT,
             )
             window_append(agent=agent, session_id=f"s-subject-{i}", role="user", content="hi", policy=policy)
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:  # ANALYZE is the tables' owner's
             cursor.execute("ANALYZE")
     print(f"filled in {time.perf_counter() - started:.0f} s; {load()}")
 
@@ -240,6 +241,7 @@ def retention_bench(memories: int, dims: int) -> tuple[float, int]:
 
     from agents.services import agent_create
     from compliance import services
+    from core.tenancy import maintenance
 
     tenant = fresh_tenant("bench_retention")
     started = time.perf_counter()
@@ -257,7 +259,7 @@ def retention_bench(memories: int, dims: int) -> tuple[float, int]:
             },
         )
         sql(ACCESS, {"days": 200})
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:  # ANALYZE is the tables' owner's
             cursor.execute("ANALYZE")
     print(f"filled {memories} memories in {time.perf_counter() - started:.0f} s; {load()}")
     with tenant_context(tenant):

@@ -21,6 +21,7 @@ from django.db import connection, models
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from core.canonical_json import canonical_json
+from core.tenancy import maintenance
 from memory.checkpoints.models import Checkpoint
 from memory.checkpoints.services import checkpoints_erase
 from memory.episodic.models import Event
@@ -383,10 +384,11 @@ def vacuum(tables: Sequence[str]) -> list[str]:
     """``VACUUM (ANALYZE)`` each of ``tables``, so the dead tuples of erased rows (and their index
     entries, HNSW included) are gone from the heap, not just invisible. Needs autocommit (not
     inside a transaction); returns the tables vacuumed (none inside a transaction, as in tests
-    that roll back)."""
+    that roll back). Runs as the tables' owner (the maintenance role): PostgreSQL skips a VACUUM
+    by a tenant's role with only a warning."""
     if connection.in_atomic_block:
         return []
-    with connection.cursor() as cursor:
+    with maintenance(), connection.cursor() as cursor:
         for table in tables:
             cursor.execute(f'VACUUM (ANALYZE) "{table}"')
     return list(tables)

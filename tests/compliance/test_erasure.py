@@ -273,7 +273,7 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
     maria = ok(alice.get("/api/v1/entities/Maria/facts", {"depth": 2}), 200)
     assert "Zoltan" not in json.dumps(maria)
     assert alice.get("/api/v1/sessions/s-zoltan/checkpoints/latest").status_code == 404
-    assert ok(alice.get("/api/v1/sessions/s-zoltan/window"), 200)["turns"] == []
+    assert ok(alice.get("/api/v1/sessions/s-zoltan/window"), 200)["results"] == []
     assert ok(bob.get("/api/v1/sessions/s-other/checkpoints/latest"), 200)["state"] == {"x": 1}
     events = ok(alice.get("/api/v1/events", {"session_id": "s-zoltan"}), 200)["results"]
     assert len(events) == 5 and all(

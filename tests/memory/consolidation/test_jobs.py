@@ -34,9 +34,9 @@ def stale_memories(tenant: Tenant, count: int) -> None:
             cursor.execute(
                 "INSERT INTO memory_semanticmemory (id, agent_id, scope, memory_type, tags, visible_to_agents, "
                 "visible_to_roles, content, content_hash, metadata, importance, confidence, embedding, "
-                "embedding_model, embedding_dimensions, created_at) "
+                "embedding_model, embedding_dimensions, created_at, data_subject) "
                 "SELECT gen_random_uuid(), %s, 'private', 'fact', '{}', '{}', '{}', 'memory ' || i, "
-                "md5('memory ' || i), '{}', 0.5, 1.0, array_fill(0.05, ARRAY[384])::vector, 'test-model', 384, %s "
+                "md5('memory ' || i), '{}', 0.5, 1.0, array_fill(0.05, ARRAY[384])::vector, 'test-model', 384, %s, '' "
                 "FROM generate_series(1, %s) i",
                 [agent.pk, CLOCK - timedelta(days=60), count],
             )
