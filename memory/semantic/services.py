@@ -103,18 +103,17 @@ def accesses_touch(
         return {}
     growth = consolidation_policy().stability_growth
     with connection.cursor() as cursor:
+        # the memory's archived flag read by the same statement: no second query on recall's path
         cursor.execute(
-            f"UPDATE memory_memoryaccess SET stability_hours = {STABILITY_SQL}, last_accessed_at = %s, "
-            "access_count = access_count + 1 WHERE memory_id = ANY(%s) "
-            "RETURNING memory_id, last_accessed_at, access_count, stability_hours",
+            f"UPDATE memory_memoryaccess a SET stability_hours = {STABILITY_SQL}, last_accessed_at = %s, "
+            "access_count = access_count + 1 FROM memory_semanticmemory m "
+            "WHERE m.id = a.memory_id AND a.memory_id = ANY(%s) "
+            "RETURNING a.memory_id, a.last_accessed_at, a.access_count, a.stability_hours, m.archived_at IS NOT NULL",
             [growth, now, now, list(ids)],
         )
-        touched = {row[0]: (row[1], int(row[2]), float(row[3])) for row in cursor.fetchall()}
-    archived = list(
-        SemanticMemory.objects.filter(pk__in=list(ids), archived_at__isnull=False).values_list(
-            "pk", flat=True
-        )
-    )
+        rows = cursor.fetchall()
+    touched = {row[0]: (row[1], int(row[2]), float(row[3])) for row in rows}
+    archived = [row[0] for row in rows if row[4]]
     if archived:
         memories_restore(ids=archived, reason="access", agent=agent)
     return touched
