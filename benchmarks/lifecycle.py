@@ -91,17 +91,18 @@ HEAD = """
 UPDATE memory_chainhead SET last_seq = %(n)s, last_hash = md5('h' || %(n)s) || md5('x' || %(n)s) WHERE id = 1
 """
 MEMORIES = """
-INSERT INTO memory_semanticmemory (id, agent_id, scope, memory_type, session_id, data_subject, tags, content,
-    content_hash, metadata, importance, confidence, embedding, embedding_model, embedding_dimensions, created_at)
+INSERT INTO memory_semanticmemory (id, agent_id, scope, memory_type, session_id, data_subject, tags,
+    visible_to_agents, visible_to_roles, content, content_hash, metadata, importance, confidence, embedding,
+    embedding_model, embedding_dimensions, created_at)
 SELECT gen_random_uuid(), %(agent)s, 'shared', 'fact', 's-' || (g / 50), %(subject)s || CASE WHEN %(numbered)s
-    THEN '' ELSE (g %% 100000)::text END, '{}', %(prefix)s || ' remembers detail number ' || g,
+    THEN '' ELSE (g %% 100000)::text END, '{}', '{}', '{}', %(prefix)s || ' remembers detail number ' || g,
     md5(%(prefix)s || g) || md5('c' || g), '{}', 0.5, 1.0, array_fill(0.1::real, ARRAY[%(dims)s])::vector,
     'bench', %(dims)s, now() - interval '300 days'
 FROM generate_series(1, %(n)s) g
 """
 ACCESS = """
-INSERT INTO memory_memoryaccess (memory_id, last_accessed_at, access_count)
-SELECT id, now() - make_interval(days => %(days)s), 1 FROM memory_semanticmemory
+INSERT INTO memory_memoryaccess (memory_id, last_accessed_at, access_count, stability_hours)
+SELECT id, now() - make_interval(days => %(days)s), 1, 168 FROM memory_semanticmemory
 WHERE id NOT IN (SELECT memory_id FROM memory_memoryaccess)
 """
 FACTS = """
@@ -232,6 +233,8 @@ def erasure_bench(others: int, subject_rows: int, dims: int) -> tuple[float, dic
             "redis_keys": len(done.progress["redis"]["keys"]),
         }
         clean = '"clean":true' in done.receipt
+        for step, spent in sorted(done.progress.get("timings", {}).items(), key=lambda kv: -kv[1]):
+            print(f"  {step:<40} {spent:8.2f} s")
     return seconds, counts, clean
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,19 +19,25 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, models
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from core.canonical_json import canonical_json
 from core.tenancy import maintenance
 from memory.checkpoints.models import Checkpoint
 from memory.checkpoints.services import checkpoints_erase
+from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
+from memory.consolidation.services import promotions_detach, promotions_erase, summaries_erase
 from memory.episodic.models import Event
 from memory.episodic.services import events_redact
 from memory.knowledge.models import Entity, Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
+from memory.procedural.models import SkillRun
+from memory.procedural.services import skill_runs_erase
 from memory.semantic.models import MemoryType, SemanticMemory
 from memory.semantic.services import memories_erase
-from memory.working.services import keys_containing, working_memory_erase
+from memory.working.services import keys_holding, working_memory_erase
 
 from .models import LegalHold, RetentionRule, TargetKind
 
@@ -57,7 +64,9 @@ class Layer:
     ``default_days``: per kind, days kept when no rule is stored (``None``: kept by another
     mechanism, e.g. Redis TTLs). ``aged(cutoff, kind)``: rows past the cutoff, counted from
     ``counts_from``. ``remove(rows)``: delete or redact the rows of a batch (model instances with
-    the ``load`` fields), for retention and erasure alike.
+    the ``load`` fields), for retention and erasure alike. ``like_sources``: derived rows kept as
+    long as what they were made from, without rules of their own: ``aged`` then selects the rows
+    whose sources were removed (by retention or an erasure), and every erasure removes those too.
     """
 
     name: str
@@ -71,6 +80,7 @@ class Layer:
     aged: Callable[[datetime, str], Q] | None = None
     load: tuple[str, ...] = ("pk",)
     remove: Callable[[list[Any]], Removed] | None = None
+    like_sources: bool = False
 
     def rows(self) -> QuerySet[Any]:
         assert self.model is not None
@@ -87,15 +97,100 @@ def _events_remove(rows: list[Any]) -> Removed:
 
 
 def _memories_remove(rows: list[Any]) -> Removed:
-    ids = memories_erase(memory_ids=[r["pk"] for r in rows])
+    ids = [r["pk"] for r in rows]
+    promotions = promotions_erase(memory_ids=ids)  # their facts went first (knowledge's targets)
+    erased = memories_erase(memory_ids=ids)
     sessions = {r["session_id"] for r in rows if r["session_id"]}
-    return Removed(ids, sessions, {"content_hashes": [r["content_hash"] for r in rows]})
+    return Removed(
+        erased, sessions, {"content_hashes": [r["content_hash"] for r in rows], "promotion_ids": promotions}
+    )
 
 
 def _facts_remove(rows: list[Any]) -> Removed:
-    erased = facts_erase(fact_ids=[r["pk"] for r in rows])
+    ids = [r["pk"] for r in rows]
+    detached = promotions_detach(fact_ids=ids)  # kept, so their memories are never promoted again
+    erased = facts_erase(fact_ids=ids)
     sessions = {r["session_id"] for r in rows if r["session_id"]}
-    return Removed(erased.fact_ids, sessions, {"entity_ids": erased.entity_ids})
+    return Removed(
+        erased.fact_ids, sessions, {"entity_ids": erased.entity_ids, "promotions_detached": detached}
+    )
+
+
+def _summaries_remove(rows: list[Any]) -> Removed:
+    erased = summaries_erase(node_ids=[r["pk"] for r in rows])
+    return Removed(
+        erased.node_ids, set(), {"memory_ids": erased.memory_ids, "rebuilt_sessions": erased.sessions}
+    )
+
+
+def _skill_runs_remove(rows: list[Any]) -> Removed:
+    return Removed(skill_runs_erase(run_ids=[r["pk"] for r in rows]))
+
+
+def _memories_about(kind: str) -> Callable[[str], Q]:
+    """The semantic layer's rows of a target, as a subquery (for derived rows that name them)."""
+
+    def select(value: str) -> Q:
+        q = target_q(layer_get("semantic"), kind, value)
+        return Q(pk__in=[]) if q is None else Q(pk__in=SemanticMemory.objects.filter(q).values("pk"))
+
+    return select
+
+
+def _facts_of(kind: str, own: Callable[[str], Q]) -> Callable[[str], Q]:
+    """Facts of a target: its own, and those a promotion made from the target's memories (the
+    fact was derived from them; a promotion that reinforced someone else's fact made nothing)."""
+
+    def select(value: str) -> Q:
+        memories = _memories_about(kind)(value)
+        made = Promotion.objects.filter(
+            outcome__in=[PromotionOutcome.CREATED, PromotionOutcome.DISPUTED], fact__isnull=False
+        ).filter(Q(memory__in=SemanticMemory.objects.filter(memories).values("pk")))
+        return own(value) | Q(pk__in=made.values("fact_id"))
+
+    return select
+
+
+def _summaries_covering(events: Callable[[str], Q]) -> Callable[[str], Q]:
+    """Summary nodes covering an event (not redacted) that ``events(value)`` selects."""
+
+    def select(value: str) -> Q:
+        covered = Event.objects.filter(
+            events(value),
+            session_id=OuterRef("session_id"),
+            seq__gte=OuterRef("first_seq"),
+            seq__lte=OuterRef("last_seq"),
+            redacted_at__isnull=True,
+        )
+        return Q(Exists(covered))
+
+    return select
+
+
+def _summaries_stale(_cutoff: datetime, _kind: str) -> Q:
+    """Summary nodes that summarised an event since redacted: fewer events of their range are left
+    unredacted than they counted (a node only ever summarises unredacted events, so one rebuilt
+    after a redaction is not stale). Their text may hold the erased content."""
+    left = (
+        Event.objects.filter(
+            session_id=OuterRef("session_id"),
+            seq__gte=OuterRef("first_seq"),
+            seq__lte=OuterRef("last_seq"),
+            redacted_at__isnull=True,
+        )
+        .order_by()
+        .values("session_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Q(event_count__gt=Coalesce(Subquery(left), 0))
+
+
+def _runs_in_sessions_of(value: str) -> Q:
+    """Skill runs reported in a session holding the subject's events (a run has no subject of its
+    own; its error text is about whom the session was, as its working memory is)."""
+    sessions = Event.objects.filter(data_subject=value, redacted_at__isnull=True).values("session_id")
+    return Q(session_id__in=sessions) & ~Q(session_id="")
 
 
 def _checkpoints_remove(rows: list[Any]) -> Removed:
@@ -138,10 +233,13 @@ LAYERS: tuple[Layer, ...] = (
         name="semantic",
         label="semantic memories",
         model=SemanticMemory,
-        counts_from="the memory's last access (recall restarts the clock); summaries are kept like "
-        "the memories they summarise",
+        counts_from="the memory's last access (recall restarts the clock); the summary tree's "
+        "summaries are kept like their sources (see summary nodes)",
         default_days={t: SEMANTIC_DAYS for t in MemoryType.values},
         kinds=tuple(MemoryType.values),
+        # a summary of the tree is kept like its sources (the "summaries" layer removes it with
+        # its node); only a summary of no node (an agent's own) is the semantic layer's
+        pending=~Q(memory_type=MemoryType.SUMMARY) | Q(summary_node__isnull=True),
         targets={
             TargetKind.SUBJECT: lambda v: Q(data_subject=v),
             TargetKind.SESSION: lambda v: Q(session_id=v),
@@ -162,9 +260,10 @@ LAYERS: tuple[Layer, ...] = (
         counts_from="when the fact was retracted or superseded (live facts are kept)",
         default_days={"": 365},
         targets={
-            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
-            TargetKind.SESSION: lambda v: Q(session_id=v),
-            TargetKind.AGENT: lambda v: Q(agent__name=v),
+            TargetKind.SUBJECT: _facts_of(TargetKind.SUBJECT, lambda v: Q(data_subject=v)),
+            TargetKind.SESSION: _facts_of(TargetKind.SESSION, lambda v: Q(session_id=v)),
+            TargetKind.AGENT: _facts_of(TargetKind.AGENT, lambda v: Q(agent__name=v)),
+            TargetKind.TAG: _facts_of(TargetKind.TAG, lambda v: Q(pk__in=[])),
             TargetKind.ENTITY: _entity_facts,
         },
         aged=lambda cutoff, _kind: Q(
@@ -187,6 +286,37 @@ LAYERS: tuple[Layer, ...] = (
         aged=_session_quiet_since,
         load=("pk", "session_id"),
         remove=_checkpoints_remove,
+    ),
+    Layer(
+        name="summaries",
+        label="summary nodes",
+        model=SummaryNode,
+        counts_from="their sources: a node goes with the events it covers (redacted by retention or "
+        "an erasure), with its summary memory, and the session's tree is rebuilt from the events left",
+        default_days={"": None},
+        like_sources=True,
+        targets={
+            TargetKind.SUBJECT: _summaries_covering(lambda v: Q(data_subject=v)),
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: _summaries_covering(lambda v: Q(agent__name=v)),
+        },
+        aged=_summaries_stale,
+        remove=_summaries_remove,
+    ),
+    Layer(
+        name="procedural",
+        label="skill run reports",
+        model=SkillRun,
+        counts_from="when the run was reported (skills and their versions are operators' work, "
+        "kept; the versions' run counters stay)",
+        default_days={"": 365},
+        targets={
+            TargetKind.SUBJECT: _runs_in_sessions_of,
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: lambda v: Q(agent__name=v),
+        },
+        aged=lambda cutoff, _kind: Q(reported_at__lt=cutoff),
+        remove=_skill_runs_remove,
     ),
     Layer(
         name="working",
@@ -305,8 +435,8 @@ def retention_candidates(layer: Layer, *, now: datetime) -> QuerySet[Any] | None
     layer is not kept by age (or everything is held)."""
     if layer.model is None or layer.aged is None:
         return None
-    aged: Q | None = None
-    for rule in rules_in_effect():
+    aged: Q | None = layer.aged(now, "") if layer.like_sources else None
+    for rule in rules_in_effect() if not layer.like_sources else ():
         if rule.layer != layer.name or rule.days is None:
             continue
         q = layer.aged(now - rule.days * DAY, rule.kind)
@@ -351,6 +481,9 @@ def erase_batch(layer: Layer, kind: str, value: str, *, batch: int) -> Removed |
     """Remove the next ``batch`` rows of ``layer`` about (``kind``, ``value``); ``None`` when none
     are left (or the layer has none of that kind). Call inside a transaction."""
     q = target_q(layer, kind, value)
+    if layer.like_sources and layer.aged is not None:
+        stale = layer.aged(timezone.now(), "")
+        q = stale if q is None else q | stale
     if q is None or layer.remove is None:
         return None
     rows = list(layer.rows().filter(q).order_by("pk").values(*layer.load)[:batch])
@@ -375,12 +508,12 @@ def erase_working_memory(
     *, sessions: Sequence[str], agent_ids: Sequence[int], needles: Sequence[str]
 ) -> list[str]:
     """Delete from Redis the working memory of ``sessions``, the scratchpads of ``agent_ids`` and
-    every tenant key whose name or content holds one of ``needles``."""
-    extra = keys_containing(list(needles)) if needles else []
+    every tenant key whose data holds one of ``needles`` (``keys_holding``: never by its name)."""
+    extra = keys_holding(list(needles)) if needles else []
     return working_memory_erase(session_ids=list(sessions), agent_ids=list(agent_ids), keys=extra)
 
 
-def vacuum(tables: Sequence[str]) -> list[str]:
+def vacuum(tables: Sequence[str], *, timings: dict[str, float] | None = None) -> list[str]:
     """``VACUUM (ANALYZE)`` each of ``tables``, so the dead tuples of erased rows (and their index
     entries, HNSW included) are gone from the heap, not just invisible. Needs autocommit (not
     inside a transaction); returns the tables vacuumed (none inside a transaction, as in tests
@@ -390,11 +523,16 @@ def vacuum(tables: Sequence[str]) -> list[str]:
         return []
     with maintenance(), connection.cursor() as cursor:
         for table in tables:
+            started = time.monotonic()
             cursor.execute(f'VACUUM (ANALYZE) "{table}"')
+            if timings is not None:
+                timings[f"vacuum {table}"] = round(time.monotonic() - started, 3)
     return list(tables)
 
 
-def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+def verification_pass(
+    *, kind: str, value: str, progress: Mapping[str, Any], timings: dict[str, float] | None = None
+) -> dict[str, dict[str, int]]:
     """Look for what an erasure removed in every store; each count must be 0.
 
     PostgreSQL: rows of the target left in each layer, erased rows still there (memories, facts,
@@ -407,6 +545,14 @@ def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> 
     from core.neo4j import get_driver
 
     report: dict[str, dict[str, int]] = {"postgres": {}, "pgvector": {}, "neo4j": {}, "redis": {}}
+    clock = [time.monotonic()]
+
+    def lap(step: str) -> None:
+        now = time.monotonic()
+        if timings is not None:
+            timings[f"verify {step}"] = round(timings.get(f"verify {step}", 0.0) + now - clock[0], 3)
+        clock[0] = now
+
     pg = report["postgres"]
     for layer in stored_layers():
         q = target_q(layer, kind, value)
@@ -425,8 +571,16 @@ def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> 
         pg["events_fulltext"] = int(cursor.fetchone()[0])
     if kind == TargetKind.SUBJECT:
         pg["events_naming_subject"] = Event.objects.filter(data_subject=value).count()
-    memory_ids = progress.get("semantic", {}).get("ids", [])
+    summaries = progress.get("summaries", {})
+    memory_ids = list(progress.get("semantic", {}).get("ids", [])) + list(summaries.get("memory_ids", []))
     pg["memories"] = SemanticMemory.objects.filter(pk__in=memory_ids).count()
+    pg["summary_nodes"] = SummaryNode.objects.filter(pk__in=summaries.get("ids", [])).count()
+    # a node written before a redaction of its range holds the erased text (rebuilt ones never do)
+    pg["summaries_stale"] = SummaryNode.objects.filter(_summaries_stale(timezone.now(), "")).count()
+    pg["promotions"] = Promotion.objects.filter(
+        Q(memory_id__in=memory_ids) | Q(fact_id__in=progress.get("knowledge", {}).get("ids", []))
+    ).count()
+    pg["skill_runs"] = SkillRun.objects.filter(pk__in=progress.get("procedural", {}).get("ids", [])).count()
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM {SemanticMemory._meta.db_table} WHERE id = ANY(%s::uuid[]) "
@@ -448,6 +602,7 @@ def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> 
         "same_content_elsewhere": SemanticMemory.objects.filter(content_hash__in=hashes).count()
     }
 
+    lap("postgres")
     driver = get_driver()
     if driver is not None:
         from core.neo4j import neo4j_guard
@@ -474,6 +629,7 @@ def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> 
                     name=value,
                 )
                 report["neo4j"]["nodes_named"] = int(records[0]["n"])
+    lap("neo4j")
     from core.redis import get_redis, redis_errors
 
     deleted = progress.get("redis", {}).get("keys", []) + progress.get("checkpoints", {}).get(
@@ -482,7 +638,8 @@ def verification_pass(*, kind: str, value: str, progress: Mapping[str, Any]) -> 
     with redis_errors():
         report["redis"]["deleted_keys_back"] = int(get_redis().exists(*deleted)) if deleted else 0
     if kind == TargetKind.SUBJECT:
-        report["redis"]["keys_naming_subject"] = len(keys_containing([value]))
+        report["redis"]["keys_naming_subject"] = len(keys_holding([value]))
+    lap("redis")
     return report
 
 

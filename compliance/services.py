@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +32,7 @@ from core.errors import Conflict, DomainError, InvalidInput, NotFound, Permissio
 from core.locks import advisory_xact_lock
 from core.tasks import queue_on_commit
 from core.tenancy import current_schema
+from memory.consolidation.services import summaries_paused
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
 from memory.knowledge.models import Entity, FactProvenance
@@ -534,7 +536,7 @@ def retention_rule_save(*, rule: RetentionRule, username: str) -> RetentionRule:
     layer = _layer_or_error(rule.layer)
     if rule.memory_type and rule.memory_type not in layer.kinds:
         raise InvalidInput(f"The {layer.name} layer has no type {rule.memory_type!r}.", field="memory_type")
-    if layer.aged is None:
+    if layer.aged is None or layer.like_sources:
         raise InvalidInput(f"The {layer.label} are kept by {layer.counts_from}.", field="layer")
     with transaction.atomic():
         old = RetentionRule.objects.filter(pk=rule.pk).values_list("keep_days", flat=True).first()
@@ -599,28 +601,8 @@ def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None
     now = now or timezone.now()
     size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
     try:
-        for layer in lifecycle.stored_layers():
-            after: Any = None  # keyset: the batches behind stay dead tuples until the vacuum
-            while True:
-                with transaction.atomic():
-                    rows = lifecycle.retention_candidates(layer, now=now)
-                    if rows is None:
-                        break
-                    if after is not None:
-                        rows = rows.filter(pk__gt=after)
-                    chosen = list(
-                        rows.order_by("pk")
-                        .select_for_update(skip_locked=True, of=("self",))
-                        .values(*layer.load)[:size]
-                    )
-                    if not chosen:
-                        break
-                    after = chosen[-1]["pk"]
-                    assert layer.remove is not None
-                    removed = layer.remove(chosen)
-                    counts = RetentionRun.objects.select_for_update().get(pk=run.pk).removed
-                    counts[layer.name] = counts.get(layer.name, 0) + len(removed.ids)
-                    RetentionRun.objects.filter(pk=run.pk).update(removed=counts)
+        with summaries_paused():  # see erasure_run: redactions and the summaries covering them
+            _retention_layers(run, now=now, size=size)
     except Exception as exc:  # recorded on the run; the next daily run starts afresh
         logger.exception("retention run %s failed", run.pk)
         RetentionRun.objects.filter(pk=run.pk).update(
@@ -646,6 +628,32 @@ def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None
             session_id=LIFECYCLE_SESSION,
         )
     return run
+
+
+def _retention_layers(run: RetentionRun, *, now: datetime, size: int) -> None:
+    """Every stored layer's retention for ``run``, in committed batches (see ``retention_run``)."""
+    for layer in lifecycle.stored_layers():
+        after: Any = None  # keyset: the batches behind stay dead tuples until the vacuum
+        while True:
+            with transaction.atomic():
+                rows = lifecycle.retention_candidates(layer, now=now)
+                if rows is None:
+                    break
+                if after is not None:
+                    rows = rows.filter(pk__gt=after)
+                chosen = list(
+                    rows.order_by("pk")
+                    .select_for_update(skip_locked=True, of=("self",))
+                    .values(*layer.load)[:size]
+                )
+                if not chosen:
+                    break
+                after = chosen[-1]["pk"]
+                assert layer.remove is not None
+                removed = layer.remove(chosen)
+                counts = RetentionRun.objects.select_for_update().get(pk=run.pk).removed
+                counts[layer.name] = counts.get(layer.name, 0) + len(removed.ids)
+                RetentionRun.objects.filter(pk=run.pk).update(removed=counts)
 
 
 # legal holds
@@ -780,7 +788,11 @@ def erasure_approve(*, request_id: Any, username: str) -> ErasureRequest:
     return request
 
 
-ERASURE_STEPS = ("checkpoints", "semantic", "knowledge", "episodic")
+# knowledge before semantic: a fact promoted from a memory of the target is found through it;
+# procedural before episodic: a subject's skill runs are found through the sessions of its events;
+# summaries after episodic, with the summary job paused over both (see ``erasure_run``)
+ERASURE_STEPS = ("checkpoints", "knowledge", "semantic", "procedural", "episodic", "summaries")
+PAUSED_STEPS = ("episodic", "summaries")
 
 
 def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
@@ -802,21 +814,35 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         request.save(update_fields=["status", "started_at"])
     size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
     kind, value = request.kind, request.value
+    timings: dict[str, float] = {}  # seconds per step, kept in the progress (the benchmark prints them)
+    clock = time.monotonic()
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        timings[step] = round(timings.get(step, 0.0) + now - clock, 3)
+        clock = now
+
     try:
         signing.key_id()  # no receipt can be signed without the key: stop before erasing anything
         _refuse_if_held(kind, value)
+        lap("holds")
         for name in ERASURE_STEPS:
-            layer = lifecycle.layer_get(name)
-            while True:
-                with transaction.atomic():
-                    removed = lifecycle.erase_batch(layer, kind, value, batch=size)
-                    if removed is None:
-                        break
-                    _progress_add(request.pk, name, removed)
+            if name in PAUSED_STEPS:
+                continue
+            _erase_layer(request.pk, name, kind, value, size)
+            lap(name)
+        # no summary pass may read an event before its redaction and write its text after the
+        # summaries covering it were removed
+        with summaries_paused():
+            for name in PAUSED_STEPS:
+                _erase_layer(request.pk, name, kind, value, size)
+                lap(name)
         with transaction.atomic():
             if kind == TargetKind.ENTITY:
                 gone = lifecycle.erase_entity_rows(value)
                 _progress_add(request.pk, "knowledge", lifecycle.Removed([], set(), {"entity_ids": gone}))
+        lap("entity")
         progress = ErasureRequest.objects.get(pk=request.pk).progress
         agent_ids = (
             list(Agent.objects.filter(name=value).values_list("pk", flat=True)) if kind == "agent" else []
@@ -827,7 +853,9 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         keys = lifecycle.erase_working_memory(
             sessions=sessions, agent_ids=agent_ids, needles=[value] if kind == TargetKind.SUBJECT else []
         )
+        lap("redis")
         withdrawn = _exports_withdraw(progress.get("episodic", {}).get("ids", []), request)
+        lap("exports")
         with transaction.atomic():
             locked = ErasureRequest.objects.select_for_update().get(pk=request.pk)
             redis_keys = sorted(set(locked.progress.get("redis", {}).get("keys", [])) | set(keys))
@@ -838,15 +866,23 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
             locked.save(update_fields=["progress"])
         vacuumed = lifecycle.vacuum(
             [layer.model._meta.db_table for layer in lifecycle.stored_layers() if layer.model]
-            + [MemoryAccess._meta.db_table, Entity._meta.db_table, FactProvenance._meta.db_table]
+            + [MemoryAccess._meta.db_table, Entity._meta.db_table, FactProvenance._meta.db_table],
+            timings=timings,
         )
+        clock = time.monotonic()
         request.refresh_from_db()
         request.progress["vacuumed"] = vacuumed
         ErasureRequest.objects.filter(pk=request.pk).update(progress=request.progress)
-        report = lifecycle.verification_pass(kind=kind, value=value, progress=request.progress)
+        report = lifecycle.verification_pass(
+            kind=kind, value=value, progress=request.progress, timings=timings
+        )
+        clock = time.monotonic()
         if not lifecycle.verification_clean(report):
             raise RuntimeError(f"the verification pass found erased data left: {report}")
-        return _erasure_finish(request, report)
+        done = _erasure_finish(request, report)
+        lap("receipt")
+        _timings_add(done.pk, timings)
+        return done
     except Exception as exc:  # shown on the request; approving it again resumes
         logger.exception("erasure %s failed", request.pk)
         ErasureRequest.objects.filter(pk=request.pk).update(
@@ -854,8 +890,30 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
             finished_at=timezone.now(),
             error=exc.message if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}",
         )
+        _timings_add(request.pk, timings)
         request.refresh_from_db()
         return request
+
+
+def _erase_layer(request_pk: Any, name: str, kind: str, value: str, size: int) -> None:
+    """Erase the rows of layer ``name`` about the target, ``size`` per committed batch."""
+    layer = lifecycle.layer_get(name)
+    while True:
+        with transaction.atomic():
+            removed = lifecycle.erase_batch(layer, kind, value, batch=size)
+            if removed is None:
+                return
+            _progress_add(request_pk, name, removed)
+
+
+def _timings_add(request_pk: Any, timings: dict[str, float]) -> None:
+    """Add this run's seconds per step to ``progress["timings"]`` (a resumed run adds its own)."""
+    with transaction.atomic():
+        request = ErasureRequest.objects.select_for_update().get(pk=request_pk)
+        kept = request.progress.setdefault("timings", {})
+        for step, seconds in timings.items():
+            kept[step] = round(kept.get(step, 0.0) + seconds, 3)
+        request.save(update_fields=["progress"])
 
 
 def _progress_add(request_pk: Any, layer: str, removed: lifecycle.Removed) -> None:
@@ -906,10 +964,19 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
             "entity_ids": sorted(set(progress.get("knowledge", {}).get("entity_ids", []))),
             "checkpoints_deleted": len(progress.get("checkpoints", {}).get("ids", [])),
             "checkpoint_ids": progress.get("checkpoints", {}).get("ids", []),
+            "summary_nodes_deleted": len(progress.get("summaries", {}).get("ids", [])),
+            "summary_node_ids": progress.get("summaries", {}).get("ids", []),
+            "summary_memory_ids": progress.get("summaries", {}).get("memory_ids", []),
+            "summary_trees_rebuilt": sorted(set(progress.get("summaries", {}).get("rebuilt_sessions", []))),
+            "promotions_deleted": progress.get("semantic", {}).get("promotion_ids", []),
+            "promotions_detached": progress.get("knowledge", {}).get("promotions_detached", []),
+            "skill_runs_deleted": len(progress.get("procedural", {}).get("ids", [])),
+            "skill_run_ids": progress.get("procedural", {}).get("ids", []),
             "tables_vacuumed": progress.get("vacuumed", []),
         },
         "pgvector": {
-            "embeddings_deleted": len(progress.get("semantic", {}).get("ids", [])),
+            "embeddings_deleted": len(progress.get("semantic", {}).get("ids", []))
+            + len(progress.get("summaries", {}).get("memory_ids", [])),
             # keyed digests of the erased texts: comparable by whoever holds the server's secret,
             # never reversible into the short texts they stand for
             "content_digests": sorted(

@@ -16,6 +16,7 @@ from core.tasks import TenantTask
 from core.tenancy import current_schema
 
 from .services import consolidate as consolidate_pass
+from .services import summary_tree_rebuild
 
 
 @shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
@@ -31,3 +32,10 @@ def consolidate(now: str | None = None, force: bool = False) -> dict[str, object
         "tenant": current_schema(),
         "runs": [{"job": r.job, "status": r.status, "counts": r.counts} for r in runs],
     }
+
+
+@shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
+def summaries_rebuild(session_id: str) -> int:
+    """Rebuild one session's summary tree after an erasure or a retention pass removed it (see
+    ``services.summary_tree_rebuild``). Returns how many nodes it wrote."""
+    return len(summary_tree_rebuild(session_id=session_id))

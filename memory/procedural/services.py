@@ -715,3 +715,17 @@ def skill_run_report(*, agent: Agent, name: str, data: RunData) -> SkillRun:
             runs=F("runs") + 1, successes=F("successes") + int(data.success), last_run_at=now
         )
     return run
+
+
+def skill_runs_erase(*, run_ids: Sequence[int]) -> list[int]:
+    """Delete for good the run reports ``run_ids`` of the current tenant (for an erasure or a
+    retention pass: their session, agent and error text go). The versions' run counters
+    (``SkillRunStats``) keep counting them: sums, which hold nothing of a run. Returns the ids
+    deleted; ids already gone are skipped. The caller records why."""
+    ids = list(run_ids)
+    if not ids:
+        return []
+    with transaction.atomic():
+        gone = sorted(SkillRun.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        SkillRun.objects.filter(pk__in=gone).delete()
+    return gone

@@ -463,41 +463,82 @@ def tenant_keys(client: Any = None) -> list[str]:
         return sorted(k.decode() for k in client.scan_iter(match=pattern, count=1000))
 
 
-def _key_bytes(client: Any, key: str) -> bytes:
-    """Everything a key holds (names and values), as one byte string to search in."""
-    kind = client.type(key).decode()
-    if kind == "string":
-        return client.get(key) or b""
-    if kind == "hash":
-        return b"\n".join(k + b"=" + v for k, v in client.hgetall(key).items())
-    if kind == "list":
-        return b"\n".join(client.lrange(key, 0, -1))
-    if kind == "set":
-        return b"\n".join(client.smembers(key))
-    if kind == "zset":
-        return b"\n".join(client.zrange(key, 0, -1))
-    return b""
+# What each kind of key holds of the agents' data, by the layout above: a window's turns (their
+# content), a blackboard's documents (their value), a scratchpad (its keys and values) and a cached
+# checkpoint (its state and plan). The rest is bookkeeping (versions, owner and closed flags, a
+# session id, agent ids): structure, never data about a person.
+_BOOKKEEPING = frozenset({"bbv", "bb-owner", "bb-closed", "bb-session", "sp-idx", "bb-updates"})
 
 
-def keys_containing(needles: list[str]) -> list[str]:
-    """The current tenant's keys whose name or content holds any of ``needles`` as a whole
-    identifier (not inside a longer one), in UTF-8 or as JSON escapes it (``"Zoë"`` is found in
-    ``"Zo\\u00eb"`` too). Raises ``ServiceUnavailable``."""
-    forms = {form for n in needles if n for form in (n.encode(), json.dumps(n)[1:-1].encode())}
+def _json_leaves(value: Any) -> list[str]:
+    """The strings of a JSON value an agent wrote: every scalar, and every object key."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in (str(k), *_json_leaves(v))]
+    if isinstance(value, list):
+        return [t for v in value for t in _json_leaves(v)]
+    return [] if value is None else [value if isinstance(value, str) else json.dumps(value)]
+
+
+def _loads(raw: bytes | str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+
+
+def _key_texts(client: Any, kind: str, key: str) -> list[str]:
+    """The texts of the agents' data that ``key`` (of ``kind``) holds, to look for a person's id in."""
+    if kind in _BOOKKEEPING:
+        return []
+    found = client.type(key).decode()
+    if kind == "win" and found == "list":
+        turns = [_loads(t) for t in client.lrange(key, 0, -1)]
+        return [
+            t for turn in turns for t in _json_leaves(turn.get("content") if isinstance(turn, dict) else turn)
+        ]
+    if kind == "bb" and found == "hash":
+        docs = [_loads(v) for v in client.hvals(key)]
+        return [t for doc in docs for t in _json_leaves(doc.get("value") if isinstance(doc, dict) else doc)]
+    if kind == "sp" and found == "hash":
+        return [t for k, v in client.hgetall(key).items() for t in (k.decode(), *_json_leaves(_loads(v)))]
+    if kind == "ckpt" and found == "hash":  # the checkpoints' cached latest: {"step", "body"}
+        doc = _loads(client.hget(key, "body") or b"{}")
+        return _json_leaves([doc.get("state"), doc.get("plan")] if isinstance(doc, dict) else doc)
+    # a kind this module does not know: all it holds is searched
+    if found == "string":
+        return [(client.get(key) or b"").decode(errors="replace")]
+    if found == "hash":
+        return [b.decode(errors="replace") for kv in client.hgetall(key).items() for b in kv]
+    if found == "list":
+        return [b.decode(errors="replace") for b in client.lrange(key, 0, -1)]
+    if found in ("set", "zset"):
+        members = client.smembers(key) if found == "set" else client.zrange(key, 0, -1)
+        return [b.decode(errors="replace") for b in members]
+    return []
+
+
+def keys_holding(needles: list[str]) -> list[str]:
+    """The current tenant's keys whose data (what agents wrote: window turns, blackboard values,
+    scratchpad keys and values, cached checkpoint states and plans) holds any of ``needles`` as a
+    whole identifier (not inside a longer one: the subject "u1" is not in "u10" or "menu1").
+
+    Key names and bookkeeping are structure, never searched: a key is a person's because of what
+    it holds, not because its session, execution or agent id happens to read like the person's id
+    (the working memory of the sessions a person's rows are in goes by ``working_memory_erase``).
+    Raises ``ServiceUnavailable``."""
+    forms = sorted({n for n in needles if n})
     if not forms:
         return []
-    # whole identifiers only: the subject "u1" is not in "u10" or "menu1"
     pattern = re.compile(
-        rb"(?<![A-Za-z0-9_.@-])(?:"
-        + b"|".join(re.escape(f) for f in sorted(forms))
-        + rb")(?![A-Za-z0-9_.@-])"
+        r"(?<![A-Za-z0-9_.@-])(?:" + "|".join(re.escape(f) for f in forms) + r")(?![A-Za-z0-9_.@-])"
     )
+    prefix = tenant_key("")
     with redis_errors():
         client = get_redis()
         found = []
         for key in tenant_keys(client):
-            text = key.encode() + b"\n" + _key_bytes(client, key)
-            if pattern.search(text):
+            kind = key[len(prefix) :].partition(":")[0]
+            if any(pattern.search(text) for text in _key_texts(client, kind, key)):
                 found.append(key)
         return found
 

@@ -107,7 +107,15 @@ def test_a_pass_removes_exactly_what_the_dry_run_counted_and_never_held_data(
 
         now = timezone.now()
         preview = lifecycle.retention_preview(now=now)
-        assert preview == {"episodic": 3, "semantic": 2, "knowledge": 1, "checkpoints": 2, "working": None}
+        assert preview == {
+            "episodic": 3,
+            "semantic": 2,
+            "knowledge": 1,
+            "checkpoints": 2,
+            "summaries": 0,
+            "procedural": 0,
+            "working": None,
+        }
         run = services.retention_run_start(requested_by="job:retention")
         run = services.retention_run(run_id=run.pk, now=now, batch=2)  # several batches per layer
         assert run.status == RunStatus.DONE, run.error
@@ -117,6 +125,8 @@ def test_a_pass_removes_exactly_what_the_dry_run_counted_and_never_held_data(
             "semantic": 0,
             "knowledge": 0,
             "checkpoints": 0,
+            "summaries": 0,
+            "procedural": 0,
             "working": None,
         }
 
@@ -170,7 +180,8 @@ def test_rules_override_defaults_per_layer_and_type(alice: Caller) -> None:
         from core.errors import InvalidInput
 
         for bad, field in (
-            (RetentionRule(layer="procedural", keep_days=1), "layer"),
+            (RetentionRule(layer="nowhere", keep_days=1), "layer"),
+            (RetentionRule(layer="summaries", keep_days=1), "layer"),  # kept like their sources
             (RetentionRule(layer="episodic", memory_type="fact", keep_days=1), "memory_type"),
             (RetentionRule(layer="working", keep_days=1), "layer"),
         ):
