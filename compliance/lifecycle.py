@@ -143,10 +143,16 @@ def _facts_of(kind: str, own: Callable[[str], Q]) -> Callable[[str], Q]:
 
     def select(value: str) -> Q:
         memories = _memories_about(kind)(value)
-        made = Promotion.objects.filter(
-            outcome__in=[PromotionOutcome.CREATED, PromotionOutcome.DISPUTED], fact__isnull=False
-        ).filter(Q(memory__in=SemanticMemory.objects.filter(memories).values("pk")))
-        return own(value) | Q(pk__in=made.values("fact_id"))
+        made = list(
+            Promotion.objects.filter(
+                outcome__in=[PromotionOutcome.CREATED, PromotionOutcome.DISPUTED], fact__isnull=False
+            )
+            .filter(memory__in=SemanticMemory.objects.filter(memories).values("pk"))
+            .values_list("fact_id", flat=True)
+        )
+        # the ids, not a subquery: "subject = v OR id IN (list)" is two index scans, where an OR
+        # with a subquery would scan the whole table
+        return own(value) | Q(pk__in=made) if made else own(value)
 
     return select
 
@@ -477,18 +483,43 @@ def keyed_digest(text: str) -> str:
     return value_digest("content", text)
 
 
-def erase_batch(layer: Layer, kind: str, value: str, *, batch: int) -> Removed | None:
-    """Remove the next ``batch`` rows of ``layer`` about (``kind``, ``value``); ``None`` when none
-    are left (or the layer has none of that kind). Call inside a transaction."""
+def erase_q(layer: Layer, kind: str, value: str) -> Q | None:
+    """The rows of ``layer`` an erasure of (``kind``, ``value``) removes: the target's rows and, for a
+    layer kept like its sources, the rows whose sources are gone; ``None`` when it removes none."""
+    if layer.remove is None:
+        return None
     q = target_q(layer, kind, value)
     if layer.like_sources and layer.aged is not None:
         stale = layer.aged(timezone.now(), "")
         q = stale if q is None else q | stale
-    if q is None or layer.remove is None:
+    return q
+
+
+# Ids read per round of an erasure: whatever the target's size, the query is the same indexed one
+# (its LIMIT far above the rows it expects, so the planner never trades the target's index for a
+# scan in key order that walks past a million rows of others to find each batch).
+ERASE_ROUND = 100_000
+
+
+def erase_candidates(layer: Layer, kind: str, value: str) -> list[Any]:
+    """The primary keys of (at most ``ERASE_ROUND``) rows an erasure of (``kind``, ``value``) still
+    has to remove from ``layer``, in one query through the target's index."""
+    q = erase_q(layer, kind, value)
+    if q is None:
+        return []
+    return list(layer.rows().filter(q).values_list("pk", flat=True)[:ERASE_ROUND])
+
+
+def erase_rows(layer: Layer, kind: str, value: str, pks: Sequence[Any]) -> Removed | None:
+    """Remove those of ``pks`` that are still rows of the target in ``layer`` (by primary key, so
+    a batch costs what its rows cost); ``None`` when none is left. Call inside a transaction."""
+    q = erase_q(layer, kind, value)
+    if q is None or not pks:
         return None
-    rows = list(layer.rows().filter(q).order_by("pk").values(*layer.load)[:batch])
+    rows = list(layer.rows().filter(pk__in=list(pks)).filter(q).values(*layer.load))
     if not rows:
         return None
+    assert layer.remove is not None
     return layer.remove(rows)
 
 
@@ -514,20 +545,53 @@ def erase_working_memory(
 
 
 def vacuum(tables: Sequence[str], *, timings: dict[str, float] | None = None) -> list[str]:
-    """``VACUUM (ANALYZE)`` each of ``tables``, so the dead tuples of erased rows (and their index
-    entries, HNSW included) are gone from the heap, not just invisible. Needs autocommit (not
-    inside a transaction); returns the tables vacuumed (none inside a transaction, as in tests
-    that roll back). Runs as the tables' owner (the maintenance role): PostgreSQL skips a VACUUM
-    by a tenant's role with only a warning."""
+    """``VACUUM (INDEX_CLEANUP ON)`` each of ``tables``, so the dead tuples of erased rows and their
+    index entries (the subject's id in its btree, the words in GIN, the vectors in HNSW) are gone,
+    not just invisible. ``INDEX_CLEANUP ON``, because the default (``AUTO``) skips the indexes when
+    under 2% of the table's pages have dead tuples, as after erasing one person among millions,
+    which would leave exactly what an erasure must remove. No ANALYZE: an erasure removes nothing
+    the planner's statistics depend on (autovacuum refreshes them). Needs autocommit (not inside
+    a transaction); returns the tables vacuumed (none inside a transaction, as in tests that roll
+    back). Runs as the tables' owner (the maintenance role): PostgreSQL skips a VACUUM by a
+    tenant's role with only a warning. VACUUM reads only the pages the visibility map does not
+    mark all-visible, so a table's cost is the pages the removal touched plus one pass over each
+    of its indexes."""
     if connection.in_atomic_block:
         return []
     with maintenance(), connection.cursor() as cursor:
         for table in tables:
             started = time.monotonic()
-            cursor.execute(f'VACUUM (ANALYZE) "{table}"')
+            cursor.execute(f'VACUUM (INDEX_CLEANUP ON) "{table}"')
             if timings is not None:
                 timings[f"vacuum {table}"] = round(time.monotonic() - started, 3)
     return list(tables)
+
+
+def touched_tables(progress: Mapping[str, Any]) -> list[str]:
+    """The tables an erasure removed rows from (by its ``progress``), with those removed alongside
+    (access clocks, lexical postings, provenance, entities, promotions): the ones to vacuum."""
+    from memory.knowledge.models import FactProvenance
+    from memory.semantic.models import LexicalPosting, MemoryAccess
+
+    def did(layer: str, key: str = "ids") -> bool:
+        return bool(progress.get(layer, {}).get(key))
+
+    tables: list[type[models.Model]] = []
+    if did("episodic"):
+        tables.append(Event)
+    if did("semantic") or did("summaries", "memory_ids"):
+        tables += [SemanticMemory, MemoryAccess, LexicalPosting]
+    if did("knowledge") or did("knowledge", "entity_ids"):
+        tables += [Fact, FactProvenance, Entity]
+    if did("checkpoints"):
+        tables.append(Checkpoint)
+    if did("summaries"):
+        tables.append(SummaryNode)
+    if did("procedural"):
+        tables.append(SkillRun)
+    if did("semantic", "promotion_ids") or did("knowledge", "promotions_detached"):
+        tables.append(Promotion)
+    return [model._meta.db_table for model in tables]
 
 
 def verification_pass(

@@ -35,8 +35,6 @@ from core.tenancy import current_schema
 from memory.consolidation.services import summaries_paused
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
-from memory.knowledge.models import Entity, FactProvenance
-from memory.semantic.models import MemoryAccess
 
 from . import lifecycle, signing
 from .exporting import EVENT_TABLE, archive_write, scope_where
@@ -864,11 +862,7 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
                 "ids": sorted(set(locked.progress.get("exports", {}).get("ids", [])) | set(withdrawn))
             }
             locked.save(update_fields=["progress"])
-        vacuumed = lifecycle.vacuum(
-            [layer.model._meta.db_table for layer in lifecycle.stored_layers() if layer.model]
-            + [MemoryAccess._meta.db_table, Entity._meta.db_table, FactProvenance._meta.db_table],
-            timings=timings,
-        )
+        vacuumed = lifecycle.vacuum(lifecycle.touched_tables(progress), timings=timings)
         clock = time.monotonic()
         request.refresh_from_db()
         request.progress["vacuumed"] = vacuumed
@@ -882,6 +876,7 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         done = _erasure_finish(request, report)
         lap("receipt")
         _timings_add(done.pk, timings)
+        done.refresh_from_db()
         return done
     except Exception as exc:  # shown on the request; approving it again resumes
         logger.exception("erasure %s failed", request.pk)
@@ -896,14 +891,20 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
 
 
 def _erase_layer(request_pk: Any, name: str, kind: str, value: str, size: int) -> None:
-    """Erase the rows of layer ``name`` about the target, ``size`` per committed batch."""
+    """Erase the rows of layer ``name`` about the target: their keys read in one indexed query,
+    then removed ``size`` per committed batch by key; again until the query finds none (rows
+    written meanwhile, or beyond a round)."""
     layer = lifecycle.layer_get(name)
-    while True:
-        with transaction.atomic():
-            removed = lifecycle.erase_batch(layer, kind, value, batch=size)
-            if removed is None:
-                return
-            _progress_add(request_pk, name, removed)
+    while pks := lifecycle.erase_candidates(layer, kind, value):
+        progressed = False
+        for start in range(0, len(pks), size):
+            with transaction.atomic():
+                removed = lifecycle.erase_rows(layer, kind, value, pks[start : start + size])
+                if removed is not None and removed.ids:
+                    _progress_add(request_pk, name, removed)
+                    progressed = True
+        if not progressed:  # rows that match but cannot be removed: fail rather than spin
+            raise RuntimeError(f"the {layer.label} of the target could not be removed")
 
 
 def _timings_add(request_pk: Any, timings: dict[str, float]) -> None:

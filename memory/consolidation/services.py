@@ -715,9 +715,11 @@ def promotions_detach(*, fact_ids: Sequence[int]) -> list[int]:
 
 def promotions_erase(*, memory_ids: Sequence[Any]) -> list[int]:
     """Before memories ``memory_ids`` are erased: delete their promotion rows (the memory is gone,
-    so it can never be promoted again). The facts they made are erased by the caller first
-    (``promoted_facts``). Returns the promotion ids deleted. Call inside the erasing transaction."""
-    ids = [str(i) for i in memory_ids]
+    so it can never be promoted again). The facts they made are the caller's to erase first (for an
+    erasure, ``compliance.lifecycle`` selects them through these rows; retention keeps them: a
+    promoted fact has its own clock). Returns the promotion ids deleted. Call inside the erasing
+    transaction."""
+    ids = [uuid.UUID(str(i)) for i in memory_ids]
     if not ids:
         return []
     doomed = sorted(Promotion.objects.filter(memory_id__in=ids).values_list("pk", flat=True))

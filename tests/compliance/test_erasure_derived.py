@@ -246,7 +246,7 @@ def test_the_redis_sweep_of_a_subject_takes_keys_by_what_they_hold_never_by_thei
             services.erasure_approve(request_id=request.pk, username="pavel")
             done = services.erasure_run(request_id=request.pk)
             assert done.status == ErasureStatus.DONE, done.error
-            assert holder not in neighbours and holder in done.progress["redis"]["keys"] or value == numeric
+            assert (holder not in neighbours and holder in done.progress["redis"]["keys"]) or value == numeric
             assert not set(neighbours) & set(done.progress["redis"]["keys"])
     client = get_redis()
     assert all(client.exists(k) for k in neighbours), [k for k in neighbours if not client.exists(k)]
