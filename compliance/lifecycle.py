@@ -450,6 +450,10 @@ def retention_candidates(layer: Layer, *, now: datetime) -> QuerySet[Any] | None
     if aged is None:
         return None
     rows = layer.rows().filter(aged)
+    if layer.like_sources:
+        # a hold keeps its sources, which stay; the derived rows that summarised a removed
+        # source go whatever the hold (their text holds it) and are rebuilt from what is kept
+        return rows
     held = held_q(layer, active_holds())
     if held is not None:
         if not held:

@@ -199,17 +199,25 @@ def test_a_summary_is_kept_like_its_sources_and_a_promoted_memory_ages_out(
         assert SummaryNode.objects.filter(session_id=SESSION).exists()  # their events are kept
         assert not Promotion.objects.filter(memory_id=memory["id"]).exists()
         assert Fact.objects.filter(pk=fact_id).exists()  # a promoted fact has its own retention
-        # seven years on the events go, and so do the summaries covering them
+        # seven years on the events go, and so do the summaries covering them, even those that
+        # also cover held events (those stay, and the rebuilt tree summarises them)
+        services.hold_place(kind="subject", value=SUBJECT, reason="case 9", username="olga")
         later = timezone.now() + timedelta(days=7 * 365 + 30)
         assert lifecycle.retention_preview(now=later)["summaries"] == 0  # not until they are redacted
         run = services.retention_run(
             run_id=services.retention_run_start(requested_by="job:test").pk, now=later
         )
         assert run.status == "done", run.error
-        assert run.removed["episodic"] >= 10 and run.removed["summaries"] == 6
+        assert run.removed["episodic"] >= 7 and run.removed["summaries"] == 6
         assert not SummaryNode.objects.filter(session_id=SESSION).exists()
-        assert summary_tree_rebuild(session_id=SESSION) == []  # nothing left to summarise
-        assert secret_rows()["summary nodes"] == 0 and secret_rows()["summary memories"] == 0
+        held = Event.objects.filter(session_id=SESSION, redacted_at__isnull=True)
+        assert held.count() == 3 and all("Zoltan" in e.content for e in held)
+        rebuilt = summary_tree_rebuild(session_id=SESSION)
+        assert sum(n.event_count for n in rebuilt if n.level == 1) == 3
+        assert all("Maria" not in n.content for n in rebuilt)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM memory_summarynode WHERE content ILIKE '%%Maria%%'")
+            assert cursor.fetchone()[0] == 0
 
 
 def test_the_redis_sweep_of_a_subject_takes_keys_by_what_they_hold_never_by_their_name(
