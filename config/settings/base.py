@@ -76,7 +76,7 @@ DATABASE_ROUTERS = ["django_tenants.routers.TenantSyncRouter"]
 TENANT_LIMIT_SET_CALLS = True
 
 MIDDLEWARE = [
-    "django_tenants.middleware.main.TenantMainMiddleware",
+    "api.middleware.TenantMiddleware",  # django-tenants', without the host lookup for /api/
     "api.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

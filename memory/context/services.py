@@ -45,12 +45,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.models import Agent
 from core.errors import InvalidInput
 from core.metrics import record_context
+from memory.embeddings import embed_query
 from memory.episodic.models import Event
 from memory.episodic.selectors import event_list
 from memory.knowledge import selectors as knowledge
@@ -93,6 +95,8 @@ MEMORIES = 12
 ENTITIES = 5
 FACTS_PER_ENTITY = 20
 SKILL_MIN_SCORE = 0.3  # below this a skill is a guess, not "the matching skill"
+# the query embeddings of concurrent assemblies (one thread per core is what the ONNX runtime uses)
+_EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="context-embedding")
 ITEM_MAX_CHARS = 2000  # a longer item is cut (with "…"): one memory never eats the budget
 VALUE_MAX_CHARS = 300  # working-memory values shown in JSON, cut to this
 
@@ -352,18 +356,23 @@ def context_build(
     w = _weights(weights)
     counter = token_counter(tenant.context_tokenizer)
 
-    gathered: list[Item] = []
-    if w["working"] > 0:
-        gathered += _working_items(agent=agent, execution_id=execution_id)
-    if w["window"] > 0:
-        gathered += _window_items(agent=agent, session_id=session_id)
+    # The query's one embedding (semantic recall and skill matching share it through embed_query's
+    # cache) is computed on another core while the other layers are read: the ONNX runtime releases
+    # the GIL, and the embedding is the largest single cost of an assembly after the recall itself.
+    embedding = _EMBEDDING.submit(embed_query, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
+    working_items = _working_items(agent=agent, execution_id=execution_id) if w["working"] > 0 else []
+    window_items = _window_items(agent=agent, session_id=session_id) if w["window"] > 0 else []
     episodes, latest_events = _episode_items(agent=agent, session_id=session_id)
+    fact_items = _fact_items(query=query) if w["facts"] > 0 else []
+    if embedding is not None:
+        embedding.result()  # raises what the embedder raised (EmbedderUnavailable: 503)
+
+    gathered: list[Item] = working_items + window_items
     if w["episodes"] > 0:
         gathered += episodes
     if w["semantic"] > 0:
         gathered += _semantic_items(agent=agent, query=query, tenant=tenant)
-    if w["facts"] > 0:
-        gathered += _fact_items(query=query)
+    gathered += fact_items
     if w["procedures"] > 0:
         gathered += _procedure_items(query=query)
 
