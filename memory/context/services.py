@@ -201,7 +201,12 @@ def _window_items(*, agent: Agent, session_id: str) -> list[Item]:
 
 
 def _episode_items(*, agent: Agent, session_id: str) -> tuple[list[Item], list[Event]]:
-    latest = list(event_list(session_id=session_id).order_by("-occurred_at", "-seq")[:EPISODES])
+    # only what an item shows: the chain's columns and the payload are most of an event row's bytes
+    latest = list(
+        event_list(session_id=session_id)
+        .only("id", "seq", "occurred_at", "kind", "role", "content", "agent__name")
+        .order_by("-occurred_at", "-seq")[:EPISODES]
+    )
     latest.reverse()  # oldest first
     n = len(latest)
     items = [
@@ -221,7 +226,7 @@ def _episode_items(*, agent: Agent, session_id: str) -> tuple[list[Item], list[E
     summaries = (
         memories_visible_to(agent)
         .filter(session_id=session_id, memory_type=MemoryType.SUMMARY)
-        .defer("search", "embedding")
+        .only("id", "content")
         .order_by("-created_at")[:SUMMARIES]
     )
     items = [
@@ -381,14 +386,17 @@ def context_build(
     candidates = len(gathered)
     items, merged = _merge_duplicates(gathered)
 
-    costs = counter.count_many([f"- {i.text}" for i in items])
+    # one tokenizer call for the items and the history's sample (the tokenizer batches in Rust)
+    sample = [e.content for e in latest_events]
+    counted = counter.count_many([f"- {i.text}" for i in items] + sample)
+    costs, sample_sizes = counted[: len(items)], counted[len(items) :]
     for item, cost in zip(items, costs, strict=True):
         item.tokens = cost
     heading_cost = {layer: counter.count(_heading(layer)) for layer in LAYERS}
     chosen = _knapsack(items, budget=budget, heading_cost=heading_cost)
     sections, text, used = _assemble(chosen, counter=counter, budget=budget)
 
-    history_turns, mean = _history(session_id=session_id, latest=latest_events, counter=counter)
+    history_turns, mean = _history(session_id=session_id, latest=latest_events, sizes=sample_sizes)
     full = round(history_turns * mean)
     cumulative = round(history_turns * (history_turns + 1) / 2 * mean)
     record_context(used=used, full_history=full)
@@ -461,12 +469,11 @@ def _assemble(chosen: list[Item], *, counter: TokenCounter, budget: int) -> tupl
         chosen.remove(min(chosen, key=lambda i: (i.value / i.tokens, i.value)))
 
 
-def _history(*, session_id: str, latest: list[Event], counter: TokenCounter) -> tuple[int, float]:
+def _history(*, session_id: str, latest: list[Event], sizes: list[int]) -> tuple[int, float]:
     """The session's turns (M: its events) and their mean tokens (Δt, estimated on the latest
-    ``EPISODES`` events: counting every event of a long session on each call would cost more than
-    the assembly)."""
+    ``EPISODES`` events, whose token counts are ``sizes``: counting every event of a long session on
+    each call would cost more than the assembly)."""
     turns = event_list(session_id=session_id).count() if len(latest) >= EPISODES else len(latest)
     if not latest:
         return turns, 0.0
-    sizes = counter.count_many([e.content for e in latest])
     return turns, sum(sizes) / len(sizes)
