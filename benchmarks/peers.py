@@ -330,6 +330,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--skip", default="", help="comma-separated peers to leave out (mem0, LangGraph)")
+    parser.add_argument(
+        "--search-only", action="store_true", help="measure search alone (no writes, checkpoints)"
+    )
     args = parser.parse_args()
     django_setup()
     from checkpoint_restore import make_state
@@ -370,7 +373,7 @@ def main() -> int:
                     latencies.setdefault((name, f"search k=10 at {n:,}"), []).append(
                         _time(functools.partial(system.search, q))
                     )
-                if n != sizes[0]:
+                if n != sizes[0] or args.search_only:
                     continue  # writes and checkpoints do not depend on the corpus: measured once
                 writes = fresh_texts[(2 * r + (name == "LangGraph")) * WRITES_PER_ROUND :][:WRITES_PER_ROUND]
                 t0 = time.perf_counter()

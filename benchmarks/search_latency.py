@@ -169,6 +169,7 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
         with maintenance(), connection.cursor() as cursor:  # ANALYZE is the tables' owner's
             cursor.execute("ANALYZE memory_semanticmemory")
             cursor.execute("ANALYZE memory_memoryaccess")
+            cursor.execute("ANALYZE memory_lexicalposting")  # the IDFs come from its statistics
         print(f"  filled in {time.perf_counter() - t0:,.0f} s; ANALYZE done", flush=True)
 
 

@@ -168,6 +168,17 @@ def queue_on_commit(task_name: str, *args: Any, once_per_transaction: bool = Fal
     task.queue_on_commit(*args, once_per_transaction=once_per_transaction, **kwargs)
 
 
+def queue_later(task_name: str, *args: Any, seconds: float, **kwargs: Any) -> bool:
+    """Publish the registered task ``task_name`` now, to run in the current schema in ``seconds``
+    (Celery's ``countdown``), whatever the transaction does: for work buffered outside the
+    database. Best effort, like ``TenantTask.publish_best_effort``; returns whether it was queued."""
+    app = current_app
+    if task_name not in app.tasks:
+        app.loader.import_default_modules()  # see queue_on_commit
+    task = app.tasks[task_name]
+    return bool(task.publish_best_effort(args, kwargs, schema=current_schema(), countdown=seconds))
+
+
 def tenant_schemas() -> list[str]:
     """The schema names of every tenant (``public`` is not one), in creation order."""
     tenants = get_tenant_model().objects.exclude(schema_name=get_public_schema_name()).order_by("pk")

@@ -76,7 +76,7 @@ DATABASE_ROUTERS = ["django_tenants.routers.TenantSyncRouter"]
 TENANT_LIMIT_SET_CALLS = True
 
 MIDDLEWARE = [
-    "django_tenants.middleware.main.TenantMainMiddleware",
+    "api.middleware.TenantMiddleware",  # django-tenants', without the host lookup for /api/
     "api.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -165,6 +165,10 @@ ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", defau
 # one for every tenant with pending memories, so one is searchable within this many seconds plus a
 # batch even when that task was lost.
 ENGRAM_ASYNC_EMBED_SWEEP_SECONDS = env.float("ENGRAM_ASYNC_EMBED_SWEEP_SECONDS", default=10.0)
+# recalls restart the clocks of the memories they return through a Redis buffer the worker applies
+# this many seconds after the first recall of a quiet period; beat sweeps what a lost task left
+ENGRAM_TOUCH_FLUSH_SECONDS = env.float("ENGRAM_TOUCH_FLUSH_SECONDS", default=2.0)
+ENGRAM_TOUCH_SWEEP_SECONDS = env.float("ENGRAM_TOUCH_SWEEP_SECONDS", default=30.0)
 # How often beat asks every tenant whether its consolidation pass is due (the interval itself is per
 # tenant: consolidation_interval_hours in its policy).
 ENGRAM_CONSOLIDATION_BEAT_SECONDS = env.float("ENGRAM_CONSOLIDATION_BEAT_SECONDS", default=3600.0)
@@ -198,6 +202,11 @@ CELERY_BEAT_SCHEDULE = {
         "args": ["memory.consolidation.tasks.consolidate"],
         "schedule": ENGRAM_CONSOLIDATION_BEAT_SECONDS,
         "options": {"expires": ENGRAM_CONSOLIDATION_BEAT_SECONDS},
+    },
+    "flush-recall-touches": {
+        "task": "memory.semantic.tasks.touches_sweep",
+        "schedule": ENGRAM_TOUCH_SWEEP_SECONDS,
+        "options": {"expires": ENGRAM_TOUCH_SWEEP_SECONDS},
     },
     "embed-pending-memories": {
         "task": "memory.semantic.tasks.pending_sweep",

@@ -59,6 +59,17 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
             options.setdefault("reset", reset_pooled_connection)
             self.settings_dict["OPTIONS"]["pool"] = options
 
+    def set_tenant(self, tenant: Any, include_public: bool = True) -> None:
+        """django-tenants' ``set_tenant``, keeping what the connection was last sent: the next
+        cursor compares it with the (role, path) it needs and sends a ``SET`` only when they differ
+        (django-tenants forgets it here because its own check does not compare). A request that
+        proves its key in the tenant's schema and then activates that tenant sends one ``SET``, not
+        two. Closing the connection and rollbacks still forget it."""
+        sent = self.search_path_set_schemas
+        super().set_tenant(tenant, include_public)
+        if getattr(self, "tenant_roles", False):  # set_tenant runs inside __init__ too
+            self.search_path_set_schemas = sent
+
     def unit_role(self) -> str | None:
         """The role the connection's next statement runs as (``None``: the login role)."""
         key = (self.role_override, self.schema_name, self.settings_dict["NAME"])

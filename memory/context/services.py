@@ -45,12 +45,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.models import Agent
 from core.errors import InvalidInput
 from core.metrics import record_context
+from memory.embeddings import embed_query
 from memory.episodic.models import Event
 from memory.episodic.selectors import event_list
 from memory.knowledge import selectors as knowledge
@@ -93,6 +95,8 @@ MEMORIES = 12
 ENTITIES = 5
 FACTS_PER_ENTITY = 20
 SKILL_MIN_SCORE = 0.3  # below this a skill is a guess, not "the matching skill"
+# the query embeddings of concurrent assemblies (one thread per core is what the ONNX runtime uses)
+_EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="context-embedding")
 ITEM_MAX_CHARS = 2000  # a longer item is cut (with "…"): one memory never eats the budget
 VALUE_MAX_CHARS = 300  # working-memory values shown in JSON, cut to this
 
@@ -197,7 +201,12 @@ def _window_items(*, agent: Agent, session_id: str) -> list[Item]:
 
 
 def _episode_items(*, agent: Agent, session_id: str) -> tuple[list[Item], list[Event]]:
-    latest = list(event_list(session_id=session_id).order_by("-occurred_at", "-seq")[:EPISODES])
+    # only what an item shows: the chain's columns and the payload are most of an event row's bytes
+    latest = list(
+        event_list(session_id=session_id)
+        .only("id", "seq", "occurred_at", "kind", "role", "content", "agent__name")
+        .order_by("-occurred_at", "-seq")[:EPISODES]
+    )
     latest.reverse()  # oldest first
     n = len(latest)
     items = [
@@ -217,7 +226,7 @@ def _episode_items(*, agent: Agent, session_id: str) -> tuple[list[Item], list[E
     summaries = (
         memories_visible_to(agent)
         .filter(session_id=session_id, memory_type=MemoryType.SUMMARY)
-        .defer("search", "embedding")
+        .only("id", "content")
         .order_by("-created_at")[:SUMMARIES]
     )
     items = [
@@ -352,18 +361,23 @@ def context_build(
     w = _weights(weights)
     counter = token_counter(tenant.context_tokenizer)
 
-    gathered: list[Item] = []
-    if w["working"] > 0:
-        gathered += _working_items(agent=agent, execution_id=execution_id)
-    if w["window"] > 0:
-        gathered += _window_items(agent=agent, session_id=session_id)
+    # The query's one embedding (semantic recall and skill matching share it through embed_query's
+    # cache) is computed on another core while the other layers are read: the ONNX runtime releases
+    # the GIL, and the embedding is the largest single cost of an assembly after the recall itself.
+    embedding = _EMBEDDING.submit(embed_query, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
+    working_items = _working_items(agent=agent, execution_id=execution_id) if w["working"] > 0 else []
+    window_items = _window_items(agent=agent, session_id=session_id) if w["window"] > 0 else []
     episodes, latest_events = _episode_items(agent=agent, session_id=session_id)
+    fact_items = _fact_items(query=query) if w["facts"] > 0 else []
+    if embedding is not None:
+        embedding.result()  # raises what the embedder raised (EmbedderUnavailable: 503)
+
+    gathered: list[Item] = working_items + window_items
     if w["episodes"] > 0:
         gathered += episodes
     if w["semantic"] > 0:
         gathered += _semantic_items(agent=agent, query=query, tenant=tenant)
-    if w["facts"] > 0:
-        gathered += _fact_items(query=query)
+    gathered += fact_items
     if w["procedures"] > 0:
         gathered += _procedure_items(query=query)
 
@@ -372,14 +386,17 @@ def context_build(
     candidates = len(gathered)
     items, merged = _merge_duplicates(gathered)
 
-    costs = counter.count_many([f"- {i.text}" for i in items])
+    # one tokenizer call for the items and the history's sample (the tokenizer batches in Rust)
+    sample = [e.content for e in latest_events]
+    counted = counter.count_many([f"- {i.text}" for i in items] + sample)
+    costs, sample_sizes = counted[: len(items)], counted[len(items) :]
     for item, cost in zip(items, costs, strict=True):
         item.tokens = cost
     heading_cost = {layer: counter.count(_heading(layer)) for layer in LAYERS}
     chosen = _knapsack(items, budget=budget, heading_cost=heading_cost)
     sections, text, used = _assemble(chosen, counter=counter, budget=budget)
 
-    history_turns, mean = _history(session_id=session_id, latest=latest_events, counter=counter)
+    history_turns, mean = _history(session_id=session_id, latest=latest_events, sizes=sample_sizes)
     full = round(history_turns * mean)
     cumulative = round(history_turns * (history_turns + 1) / 2 * mean)
     record_context(used=used, full_history=full)
@@ -452,12 +469,11 @@ def _assemble(chosen: list[Item], *, counter: TokenCounter, budget: int) -> tupl
         chosen.remove(min(chosen, key=lambda i: (i.value / i.tokens, i.value)))
 
 
-def _history(*, session_id: str, latest: list[Event], counter: TokenCounter) -> tuple[int, float]:
+def _history(*, session_id: str, latest: list[Event], sizes: list[int]) -> tuple[int, float]:
     """The session's turns (M: its events) and their mean tokens (Δt, estimated on the latest
-    ``EPISODES`` events: counting every event of a long session on each call would cost more than
-    the assembly)."""
+    ``EPISODES`` events, whose token counts are ``sizes``: counting every event of a long session on
+    each call would cost more than the assembly)."""
     turns = event_list(session_id=session_id).count() if len(latest) >= EPISODES else len(latest)
     if not latest:
         return turns, 0.0
-    sizes = counter.count_many([e.content for e in latest])
     return turns, sum(sizes) / len(sizes)

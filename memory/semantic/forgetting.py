@@ -49,3 +49,28 @@ STABILITY_SQL = (
     f"LEAST({S_MAX_HOURS}, stability_hours * (1 + %s * GREATEST({MIN_GAIN}, 1 - exp("
     "-GREATEST(0, extract(epoch FROM (%s - last_accessed_at))) / 3600.0 / stability_hours))))"
 )
+
+
+# The same rule for ``n`` accesses of one memory applied together (the recall-touch buffer's flush,
+# ``services.accesses_flush``), the first at ``first_at``: the first raises S as above, and each later
+# one follows it within the flush delay (seconds), when ``1 - p`` is far below ``MIN_GAIN`` for any
+# stability above a few minutes, so each multiplies S by ``1 + g * MIN_GAIN``:
+#     S' = min(S_MAX, S * (1 + g * max(1 - p(first_at), MIN_GAIN)) * (1 + g * MIN_GAIN) ** (n - 1))
+# ``first_at`` and ``n`` are SQL expressions (columns of the batch); the two parameters are the growth.
+def batch_stability_sql(first_at: str, n: str) -> str:
+    """The batched rule above as SQL for ``UPDATE memory_memoryaccess SET stability_hours = <this>``,
+    ``first_at`` / ``n`` naming the batch's columns; parameters, in order: growth, growth."""
+    return (
+        f"LEAST({S_MAX_HOURS}, stability_hours * (1 + %s * GREATEST({MIN_GAIN}, 1 - exp("
+        f"-GREATEST(0, extract(epoch FROM ({first_at} - last_accessed_at))) / 3600.0 / stability_hours)))"
+        f" * power(1 + %s * {MIN_GAIN}, {n} - 1))"
+    )
+
+
+def stability_after_recalls(
+    stability_hours: float, hours_since_access: float, growth: float, n: int
+) -> float:
+    """``stability_after_recall`` for ``n`` recalls in quick succession (``batch_stability_sql``)."""
+    p = recall_probability(hours_since_access, stability_hours)
+    first = stability_hours * (1.0 + growth * max(1.0 - p, MIN_GAIN))
+    return min(S_MAX_HOURS, first * (1.0 + growth * MIN_GAIN) ** (n - 1))

@@ -146,27 +146,48 @@ def cosine_distance(vector: Sequence[float], dimensions: int) -> CosineDistance:
 
 
 def search_prepare(text: str, ef_search: int) -> list[str]:
-    """Set this transaction's HNSW options and return the distinct lexemes of the words of ``text``
-    under the ``english`` configuration (stemmed, stop words dropped: the terms the lexical index
-    holds), in one round trip. Call inside ``transaction.atomic()``.
-
-    pgvector 0.8 iterative index scans (``relaxed_order``): under a filter the HNSW scan goes on
-    past ``ef_search`` until enough rows pass it, instead of returning fewer than asked for
-    (``tests/memory/semantic/test_recall.py`` holds it to exact nearest neighbours under a filter).
-    The transaction commits asynchronously (``synchronous_commit`` off for it alone): its only
-    write is the recency touch, and losing the last fraction of a second of touches in a database
-    crash is what a recency clock can afford, while the request no longer waits for a WAL flush.
-    """
-    words = " ".join(sorted({w.lower() for w in _WORD.findall(text)}))
+    """Set this transaction's HNSW options (see ``HNSW_OPTIONS_SQL``) and return ``query_lexemes(text)``.
+    Call inside ``transaction.atomic()``; ``hybrid_search`` sends the options in its own round trip
+    instead."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('synchronous_commit', 'off', true), "
-            "tsvector_to_array(to_tsvector('english', %s))",
-            [str(ef_search), words],
-        )
-        return list(cursor.fetchone()[3])
+        cursor.execute(HNSW_OPTIONS_SQL, [str(ef_search)])
+    return query_lexemes(text)
+
+
+# pgvector 0.8 iterative index scans (``relaxed_order``): under a filter the HNSW scan goes on past
+# ``ef_search`` until enough rows pass it, instead of returning fewer than asked for
+# (``tests/memory/semantic/test_recall.py`` holds it to exact nearest neighbours under a filter). Local
+# to the transaction: the implicit one of a multi-statement query, or the caller's.
+HNSW_OPTIONS_SQL = (
+    "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+)
+
+# word -> its lexemes under the ``english`` configuration; the stemmer and stop words are the server's
+# and never change under a running process, so a word is sent to PostgreSQL once per process
+_LEXEMES: dict[str, tuple[str, ...]] = {}
+_LEXEMES_MAX = 200_000  # words; the cache is emptied when full (a vocabulary is far smaller)
+
+
+def query_lexemes(text: str) -> list[str]:
+    """The distinct lexemes of the words of ``text`` under the ``english`` configuration (stemmed,
+    stop words dropped: the terms the lexical index holds), sorted. Words are taken one by one
+    (``\\w+``) as PostgreSQL's parser would split them once separated by spaces; a word not seen
+    before by this process costs one query for all such words of ``text``, a known one nothing."""
+    words = sorted({w.lower() for w in _WORD.findall(text)})
+    unknown = [w for w in words if w not in _LEXEMES]
+    if unknown:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w",
+                [unknown],
+            )
+            found = {w: tuple(lex) for w, lex in cursor.fetchall()}
+        if len(_LEXEMES) + len(found) > _LEXEMES_MAX:
+            _LEXEMES.clear()
+        _LEXEMES.update(found)
+    else:
+        found = {}
+    return sorted({lex for w in words for lex in (_LEXEMES.get(w) or found.get(w, ()))})
 
 
 # --- inverse document frequencies ---------------------------------------------------------------------
@@ -317,35 +338,11 @@ class Candidate:
 LEXICAL_MAX_TERMS = 8
 
 
-def hybrid_candidates(
-    *,
-    where: str,
-    params: list[Any],
-    vector: Sequence[float],
-    dimensions: int,
-    idf: dict[str, float],
-    pool: int,
-    with_embeddings: bool = False,
-) -> list[Candidate]:
-    """The union of the ``pool`` nearest memories (HNSW) and, for each of the ``LEXICAL_MAX_TERMS``
-    rarest query lexemes, the ``pool`` memories where it weighs most (the lexical index, in BM25
-    impact order), every one scored, in one statement (one round trip, no ORM compilation on the
-    hot path). Both arms read only rows that pass ``where`` (``visible_filter_sql``).
-
-    ``idf`` maps the query's lexemes (``search_prepare``) to their IDF (``lexeme_idf``); a
-    candidate's ``text_rank`` is its BM25 score, ``sum(idf(t) * saturation(tf, dl))`` over the query
-    lexemes it holds: the dot product of its ``lexical`` vector with the query's IDF vector, the
-    same saturations as the postings (migration 0014). Each lexical arm stops after
-    ``pool`` rows of its index range, so its cost does not grow with the corpus; the result no
-    longer depends on which rows an unordered ``LIMIT`` happened to keep. Call inside
-    ``transaction.atomic()`` after ``search_prepare``.
-    """
-    d = int(dimensions)
-    qvec = "[" + ",".join(repr(float(x)) for x in vector) + "]"
-    lexemes = list(idf)
-    weights = [float(idf[t]) for t in lexemes]
-    generators = sorted(lexemes, key=lambda t: (-idf[t], t))[:LEXICAL_MAX_TERMS]
-    sql = f"""
+def _candidates_sql(where: str, d: int) -> str:
+    """The candidate CTEs (``vec``, ``txt``, their union ``cand``, the query's IDF vector ``qv``) of
+    the hybrid statement; parameters, in order: ``where``'s, the query vector, the pool, the generator
+    lexemes, ``where``'s again, the pool, the query lexemes and their IDFs."""
+    return f"""
         WITH vec AS (
             SELECT m.id FROM memory_semanticmemory m WHERE {where}
             ORDER BY (m.embedding::vector({d})) <=> %s::vector({d}) LIMIT %s
@@ -359,6 +356,52 @@ def hybrid_candidates(
             ) p
         ), cand AS (SELECT id FROM vec UNION SELECT id FROM txt),
         qv AS (SELECT memory_lexical_query(%s::text[], %s::float8[]) AS v)
+    """
+
+
+def _candidates_params(
+    params: list[Any], qvec: str, idf: dict[str, float], pool: int
+) -> tuple[list[Any], list[str]]:
+    lexemes = list(idf)
+    weights = [float(idf[t]) for t in lexemes]
+    generators = sorted(lexemes, key=lambda t: (-idf[t], t))[:LEXICAL_MAX_TERMS]
+    return [*params, qvec, pool, generators, *params, pool, lexemes, weights], lexemes
+
+
+def _vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def hybrid_candidates(
+    *,
+    where: str,
+    params: list[Any],
+    vector: Sequence[float],
+    dimensions: int,
+    idf: dict[str, float],
+    pool: int,
+    with_embeddings: bool = False,
+) -> list[Candidate]:
+    """The union of the ``pool`` nearest memories (HNSW) and, for each of the ``LEXICAL_MAX_TERMS``
+    rarest query lexemes, the ``pool`` memories where it weighs most (the lexical index, in BM25
+    impact order), every one with its parts, unranked: the candidate generator of
+    ``hybrid_search`` on its own (tests hold its recall to exact nearest neighbours). Both arms read
+    only rows that pass ``where`` (``visible_filter_sql``).
+
+    ``idf`` maps the query's lexemes (``query_lexemes``) to their IDF (``lexeme_idf``); a
+    candidate's ``text_rank`` is its BM25 score, ``sum(idf(t) * saturation(tf, dl))`` over the query
+    lexemes it holds: the dot product of its ``lexical`` vector with the query's IDF vector, the
+    same saturations as the postings (migration 0014). Each lexical arm stops after
+    ``pool`` rows of its index range, so its cost does not grow with the corpus; the result no
+    longer depends on which rows an unordered ``LIMIT`` happened to keep. Call inside
+    ``transaction.atomic()`` after ``search_prepare``.
+    """
+    d = int(dimensions)
+    qvec = _vector_literal(vector)
+    cand_params, _ = _candidates_params(params, qvec, idf, pool)
+    sql = (
+        _candidates_sql(where, d)
+        + f"""
         SELECT m.id, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})),
                coalesce(-(m.lexical <#> (SELECT v FROM qv)), 0),
                m.importance,
@@ -366,12 +409,189 @@ def hybrid_candidates(
                         m.created_at){", m.embedding" if with_embeddings else ""}
         FROM cand JOIN memory_semanticmemory m ON m.id = cand.id
     """
-    all_params = [*params, qvec, pool, generators, *params, pool, lexemes, weights, qvec]
+    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, all_params)
+        cursor.execute(sql, [*cand_params, qvec])
         return [
             Candidate(
                 r[0], float(r[1]), float(r[2] or 0.0), float(r[3]), r[4], r[5] if with_embeddings else None
             )
             for r in cursor.fetchall()
         ]
+
+
+# --- the one-statement search: candidates, scores and the rows of the best ------------------------------
+
+# Share of the lexical side in the fused relevance. Tuned once on LoCoMo (locomo_eval): dense
+# similarity carries paraphrase, the lexical side names, dates and rare words.
+TEXT_WEIGHT = 0.3
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    """The weights of ``score`` (Park et al. 2023), each >= 0 with a positive sum, and the recency
+    decay per hour (``ln 2 / half-life``)."""
+
+    similarity: float
+    recency: float
+    importance: float
+    decay_per_hour: float
+
+
+@dataclass(frozen=True)
+class ScoredMemory:
+    """One ranked memory of ``hybrid_search``: its row (with ``agent`` and ``access`` loaded), score
+    parts in [0, 1] and, when asked for, its embedding (pgvector's text form)."""
+
+    memory: SemanticMemory
+    score: float
+    relevance: float
+    similarity: float
+    text_relevance: float
+    recency: float
+    importance: float
+    embedding: object = None
+
+
+def _row_loader(model: type[Any], skip: tuple[str, ...], alias: str) -> tuple[str, Any, int]:
+    """The select list (``alias.column, ...``) of ``model``'s concrete fields but ``skip``, a
+    function turning that slice of a raw row into an instance, with Django's converters (JSON,
+    arrays), and the slice's length."""
+    fields = [f for f in model._meta.concrete_fields if f.attname not in skip]
+    converters = []
+    for f in fields:
+        col = f.get_col(alias)
+        converters.append(connection.ops.get_db_converters(col) + col.get_db_converters(connection))
+    names = [f.attname for f in fields]
+    select = ", ".join(f'{alias}."{f.column}"' for f in fields)
+
+    def load(values: Sequence[Any]) -> Any:
+        out = []
+        for value, fns, f in zip(values, converters, fields, strict=True):
+            for fn in fns:
+                value = fn(value, f.get_col(alias), connection)
+            out.append(value)
+        return model.from_db(connection.alias, names, out)
+
+    return select, load, len(fields)
+
+
+@functools.cache
+def _loaders() -> tuple[tuple[str, Any, int], tuple[str, Any, int], tuple[str, Any, int]]:
+    from .models import MemoryAccess
+
+    return (
+        _row_loader(SemanticMemory, ("search", "embedding", "lexical"), "m"),
+        _row_loader(Agent, (), "ag"),
+        _row_loader(MemoryAccess, (), "a"),
+    )
+
+
+def hybrid_search(
+    *,
+    where: str,
+    params: list[Any],
+    vector: Sequence[float],
+    dimensions: int,
+    idf: dict[str, float],
+    pool: int,
+    weights: ScoreWeights,
+    now: datetime,
+    limit: int | None,
+    ef_search: int,
+    with_embeddings: bool = False,
+) -> list[ScoredMemory]:
+    """Hybrid recall in one round trip: the HNSW options (``HNSW_OPTIONS_SQL``), the candidates of
+    ``hybrid_candidates``, their scores and the rows of the ``limit`` best (all of them with
+    ``limit`` None), best first (ties by id), sent as one multi-statement query (Django's psycopg
+    cursors bind parameters client-side, so the statements travel together; PostgreSQL runs them in
+    one implicit transaction, to which the options are local).
+
+    Per candidate, all terms in [0, 1]: ``similarity = clamp(cos)``, ``text_relevance`` = its BM25
+    score divided by the best among the candidates (1 when none has one),
+    ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity``,
+    ``recency = exp(-decay * hours since last access)`` (``now`` minus the access clock, else the
+    creation time; never negative) and
+    ``score = (w_sim * relevance + w_rec * recency + w_imp * importance) / (w_sim + w_rec + w_imp)``
+    (Park et al. 2023, "Generative Agents", section 4.1).
+    """
+    d = int(dimensions)
+    qvec = _vector_literal(vector)
+    cand_params, _ = _candidates_params(params, qvec, idf, pool)
+    w_sum = weights.similarity + weights.recency + weights.importance
+    (
+        (mem_select, load_memory, n_mem),
+        (agent_select, load_agent, n_agent),
+        (access_select, load_access, n_access),
+    ) = _loaders()
+    sql = (
+        HNSW_OPTIONS_SQL
+        + ";\n"
+        + _candidates_sql(where, d)
+        + f""",
+        parts AS (
+            SELECT m.id,
+                   greatest(0, least(1, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})))) AS similarity,
+                   coalesce(-(m.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
+                   m.importance,
+                   exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce(a.last_accessed_at, m.created_at)))
+                       / 3600.0)) AS recency
+            FROM cand JOIN memory_semanticmemory m ON m.id = cand.id
+            LEFT JOIN memory_memoryaccess a ON a.memory_id = m.id
+        ), fused AS (
+            SELECT p.*, p.text_rank / coalesce(nullif(max(p.text_rank) OVER (), 0), 1) AS text_relevance
+            FROM parts p
+        ), scored AS (
+            SELECT f.*, %s * f.text_relevance + (1 - %s) * f.similarity AS relevance FROM fused f
+        ), best AS (
+            SELECT s.*, (%s * s.relevance + %s * s.recency + %s * s.importance) / %s AS score
+            FROM scored s ORDER BY score DESC, s.id::text LIMIT %s
+        )
+        SELECT b.score, b.relevance, b.similarity, b.text_relevance, b.recency, b.importance,
+               {mem_select}, {agent_select}, {access_select}{", m.embedding" if with_embeddings else ""}
+        FROM best b JOIN memory_semanticmemory m ON m.id = b.id
+        JOIN {Agent._meta.db_table} ag ON ag.id = m.agent_id
+        LEFT JOIN memory_memoryaccess a ON a.memory_id = m.id
+        ORDER BY b.score DESC, b.id::text
+        """
+    )
+    all_params = [
+        str(int(ef_search)),
+        *cand_params,
+        qvec,
+        weights.decay_per_hour,
+        now,
+        TEXT_WEIGHT,
+        TEXT_WEIGHT,
+        weights.similarity,
+        weights.recency,
+        weights.importance,
+        w_sum,
+        limit,
+    ]
+    out = []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, all_params)
+        cursor.cursor.nextset()  # past the options' row
+        for r in cursor.fetchall():
+            i = 6
+            memory = load_memory(r[i : i + n_mem])
+            i += n_mem
+            memory.agent = load_agent(r[i : i + n_agent])
+            i += n_agent
+            if r[i] is not None:
+                memory.access = load_access(r[i : i + n_access])
+            i += n_access
+            out.append(
+                ScoredMemory(
+                    memory,
+                    float(r[0]),
+                    float(r[1]),
+                    float(r[2]),
+                    float(r[3]),
+                    float(r[4]),
+                    float(r[5]),
+                    r[i] if with_embeddings else None,
+                )
+            )
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 import unicodedata
@@ -14,6 +15,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
+import redis
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Value
 from django.db.models.functions import Greatest
@@ -22,18 +25,20 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.services import system_agent_get
 from core.errors import InvalidInput, NotFound, PermissionDenied
-from core.tasks import queue_on_commit
+from core.locks import advisory_xact_lock
+from core.tasks import queue_later, queue_on_commit
 from core.tenancy import current_tenant
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
 from memory.episodic.services import agent_session, decision_record, person_session
 from tenants.models import ConsolidationPolicy, RetrievalPolicy, Tenant
 
-from . import selectors
-from .forgetting import STABILITY_SQL
+from . import selectors, touches
+from .forgetting import STABILITY_SQL, batch_stability_sql, stability_after_recall
 from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
 
+logger = logging.getLogger(__name__)
 _SPACES = re.compile(r"\s+")
 
 
@@ -561,14 +566,13 @@ def memory_forget(
     return memory, event
 
 
-# Share of the lexical side in the fused relevance. Tuned once on LoCoMo (locomo_eval): dense
-# similarity carries paraphrase, the lexical side names, dates and rare words.
-TEXT_WEIGHT = 0.3
+# Share of the lexical side in the fused relevance (the one value: ``selectors.TEXT_WEIGHT``).
+TEXT_WEIGHT = selectors.TEXT_WEIGHT
 
 
 @dataclass(frozen=True)
 class _Scored:
-    """A candidate's score and its parts, each in [0, 1], before its memory row is loaded.
+    """A candidate's score and its parts, each in [0, 1] (``selectors.hybrid_search`` says how).
 
     ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity`` (hybrid fusion);
     ``score`` is the weighted mean of relevance, recency and importance (Park et al. 2023).
@@ -631,24 +635,26 @@ def memory_search(
     """Hybrid recall of the ``k`` best memories ``agent`` may see for ``query``.
 
     Candidates: the nearest ``max(4k, 40)`` by vector (HNSW, cosine) and, per rare query word, as
-    many by BM25 weight (``selectors.hybrid_candidates``). Each candidate gets
-    ``similarity = max(0, cos)``, ``text_relevance`` = its BM25 score (IDF from the tenant's
-    statistics, ``selectors.lexeme_idf``) divided by the best among candidates, fused into
-    ``relevance``; then
-    ``score = (w_sim * relevance + w_rec * exp(-ln2 * hours / half_life) + w_imp * importance) / sum(w)``
-    with the hours since last access (Park et al. 2023, "Generative Agents", eq. in §4.1).
+    many by BM25 weight; each scored by ``selectors.hybrid_search`` (similarity and BM25 relevance
+    fused, then ``score = (w_sim * relevance + w_rec * exp(-ln2 * hours / half_life) + w_imp *
+    importance) / sum(w)`` with the hours since last access, Park et al. 2023), in one database
+    round trip once the query's words are known to the process (``selectors.query_lexemes``).
     With ``mmr_lambda`` the top ``k`` are re-picked by MMR over the candidates. Hits are returned
-    best first (ties by id); with ``touch`` their ``last_accessed_at`` and ``access_count`` are
-    updated in the same transaction, committed asynchronously (``selectors.search_prepare``).
+    best first (ties by id).
+
+    With ``touch`` the recall restarts the hits' clocks (``access_count`` + 1, stability raised):
+    buffered in Redis and applied by the worker within ``ENGRAM_TOUCH_FLUSH_SECONDS``
+    (``accesses_flush``); each hit's ``access`` shows this recall applied to the stored clock. Archived hits
+    (with ``include_archived``) are restored and touched at once, recorded (``accesses_touch``),
+    and so is every hit when Redis cannot be reached. Raises ``InvalidInput`` (field ``weights``)
+    when every weight is 0.
     """
     embedder = get_embedder()
     dims = embedder.dimensions
     w = {"similarity": policy.w_similarity, "recency": policy.w_recency, "importance": policy.w_importance}
     w.update(weights or {})
-    w_sum = sum(w.values())
-    if w_sum <= 0:
+    if sum(w.values()) <= 0:
         raise InvalidInput("At least one weight must be above 0, or every score is 0.", field="weights")
-    decay = math.log(2) / policy.recency_half_life_hours
     now = now or timezone.now()
 
     qvec = list(embed_query(query))
@@ -656,56 +662,140 @@ def memory_search(
         agent, filters or MemoryFilters(), model=embedder.name, dimensions=dims
     )
     pool_size = max(4 * k, 40)
-    with transaction.atomic():
-        # HNSW options, and the query's stemmed words without stop words: the lexical index's terms
-        lexemes = selectors.search_prepare(query, ef_search=max(pool_size, 40))
-        candidates = selectors.hybrid_candidates(
-            where=where,
-            params=params,
-            vector=qvec,
-            dimensions=dims,
-            idf=selectors.lexeme_idf(lexemes),
-            pool=pool_size,
-            with_embeddings=mmr_lambda is not None,
-        )
-        if not candidates:
-            return []
-        best_rank = max(c.text_rank for c in candidates) or 1.0
-        scored = []
-        for c in candidates:
-            similarity = min(1.0, max(0.0, c.similarity))
-            text_relevance = c.text_rank / best_rank
-            relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity
-            hours = max(0.0, (now - c.last_accessed_at).total_seconds() / 3600.0)
-            recency = math.exp(-decay * hours)
-            score = (
-                w["similarity"] * relevance + w["recency"] * recency + w["importance"] * c.importance
-            ) / w_sum
-            scored.append(_Scored(c.id, score, relevance, similarity, text_relevance, recency, c.importance))
-        scored.sort(key=lambda h: (-h.score, str(h.id)))
-        if mmr_lambda is not None:
-            vectors = {c.id: _as_vector(c.embedding) for c in candidates}
-            scored = _mmr(scored, vectors, k, mmr_lambda)
-        else:
-            scored = scored[:k]
-        rows = (
-            SemanticMemory.objects.select_related("agent", "access")
-            .defer("search", "embedding", "lexical")
-            .in_bulk([h.id for h in scored])
-        )
-        hits = [SearchHit(**vars(h), memory=rows[h.id]) for h in scored if h.id in rows]
-        if touch and hits:
-            # in the search's own transaction, committed asynchronously (see ``search_prepare``): the
-            # clock restarts, the stability grows (spacing rule) and an archived memory is restored
-            touched = accesses_touch([h.memory.pk for h in hits], now=now, agent=agent)
-            for hit in hits:  # return what is now stored (the score used the previous access time)
-                if hit.memory.pk in touched:
-                    access = hit.memory.access
-                    access.last_accessed_at, access.access_count, access.stability_hours = touched[
-                        hit.memory.pk
-                    ]
-                hit.memory.archived_at = None  # a recall restores an archived memory
+    ranked = selectors.hybrid_search(
+        where=where,
+        params=params,
+        vector=qvec,
+        dimensions=dims,
+        idf=selectors.lexeme_idf(selectors.query_lexemes(query)),
+        pool=pool_size,
+        weights=selectors.ScoreWeights(
+            w["similarity"], w["recency"], w["importance"], math.log(2) / policy.recency_half_life_hours
+        ),
+        now=now,
+        limit=None if mmr_lambda is not None else k,
+        ef_search=max(pool_size, 40),
+        with_embeddings=mmr_lambda is not None,
+    )
+    by_id = {r.memory.pk: r for r in ranked}
+    scored = [
+        _Scored(r.memory.pk, r.score, r.relevance, r.similarity, r.text_relevance, r.recency, r.importance)
+        for r in ranked
+    ]
+    if mmr_lambda is not None:
+        vectors = {r.memory.pk: _as_vector(r.embedding) for r in ranked}
+        scored = _mmr(scored, vectors, k, mmr_lambda)
+    hits = [SearchHit(**vars(h), memory=by_id[h.id].memory) for h in scored]
+    if touch and hits:
+        _recall_touch(hits, agent=agent, now=now)
     return hits
+
+
+def _recall_touch(hits: list[SearchHit], *, agent: Agent, now: datetime) -> None:
+    """Restart the clocks of recalled ``hits``: buffered (``touches``), or at once for archived hits
+    (restored and recorded) and when Redis is down; each hit's ``access`` then shows the access."""
+    if not any(h.memory.archived_at is not None for h in hits):
+        delay = float(settings.ENGRAM_TOUCH_FLUSH_SECONDS)
+        try:
+            schedule = touches.touches_push(
+                ids=[h.memory.pk for h in hits], at=now, agent_id=agent.pk, delay=delay
+            )
+        except redis.RedisError as exc:
+            logger.warning("recall touches go to PostgreSQL at once: Redis is unavailable (%s)", exc)
+        else:
+            if schedule:
+                queue_later("memory.semantic.tasks.touches_flush", seconds=delay)
+            growth = consolidation_policy().stability_growth
+            for hit in hits:
+                access = getattr(hit.memory, "access", None)
+                if access is None:
+                    continue
+                hours = (now - access.last_accessed_at).total_seconds() / 3600.0
+                access.stability_hours = stability_after_recall(access.stability_hours, hours, growth)
+                access.last_accessed_at = max(access.last_accessed_at, now)
+                access.access_count += 1
+            return
+    with transaction.atomic():
+        # the only write of this transaction: losing the last fraction of a second of clock restarts
+        # in a database crash is what a recency clock can afford, so the commit does not wait for WAL
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('synchronous_commit', 'off', true)")
+        touched = accesses_touch([h.memory.pk for h in hits], now=now, agent=agent)
+    for hit in hits:  # what is now stored (the score used the previous access time)
+        if hit.memory.pk in touched:
+            access = hit.memory.access
+            access.last_accessed_at, access.access_count, access.stability_hours = touched[hit.memory.pk]
+        hit.memory.archived_at = None  # a recall restores an archived memory
+
+
+def accesses_flush(*, batch: int = 2000) -> int:
+    """Apply the current tenant's buffered recalls (``touches``) to the access clocks, ``batch``
+    entries per transaction, until none is left; returns how many entries were applied.
+
+    Per memory, the ``n`` recalls of a batch count as ``n`` accesses: ``access_count + n``, the clock
+    at the latest (never moved back), the stability raised by the spacing rule for ``n`` quick
+    recalls (``forgetting.batch_stability_sql``). A memory archived meanwhile is restored, recorded
+    as the recalling agent's (``memories_restore``, reason ``access``); rows gone (erased) are
+    skipped. Flushes of a tenant take turns (an advisory lock); entries are acknowledged after
+    their transaction commits, so a flush killed before that leaves them for the next one, and
+    one killed between its commit and the acknowledgement has them counted twice (clocks unchanged).
+    """
+    growth = consolidation_policy().stability_growth
+    applied = 0
+    while True:
+        with transaction.atomic():
+            advisory_xact_lock("semantic-touch-flush")
+            entries = touches.touches_read(count=batch)
+            if not entries:
+                return applied
+            first: dict[str, datetime] = {}
+            last: dict[str, tuple[datetime, int]] = {}
+            counts: dict[str, int] = {}
+            for entry in entries:
+                for memory_id in entry.ids:
+                    first[memory_id] = min(first.get(memory_id, entry.at), entry.at)
+                    if memory_id not in last or entry.at >= last[memory_id][0]:
+                        last[memory_id] = (entry.at, entry.agent_id)
+                    counts[memory_id] = counts.get(memory_id, 0) + 1
+            ids = [i for i in first if _is_uuid(i)]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE memory_memoryaccess a SET stability_hours = "
+                    f"{batch_stability_sql('v.first_at', 'v.n')}, "
+                    "last_accessed_at = greatest(a.last_accessed_at, v.last_at), "
+                    "access_count = a.access_count + v.n "
+                    "FROM unnest(%s::uuid[], %s::timestamptz[], %s::timestamptz[], %s::int[]) "
+                    "AS v(id, first_at, last_at, n), memory_semanticmemory m "
+                    "WHERE a.memory_id = v.id AND m.id = a.memory_id "
+                    "RETURNING a.memory_id, m.archived_at IS NOT NULL AND m.forgotten_at IS NULL",
+                    [
+                        growth,
+                        growth,
+                        ids,
+                        [first[i] for i in ids],
+                        [last[i][0] for i in ids],
+                        [counts[i] for i in ids],
+                    ],
+                )
+                archived = [row[0] for row in cursor.fetchall() if row[1]]
+            by_agent: dict[int, list[Any]] = {}
+            for memory_id in archived:
+                by_agent.setdefault(last[str(memory_id)][1], []).append(memory_id)
+            agents = Agent.objects.in_bulk(list(by_agent))
+            for agent_id, memory_ids in by_agent.items():
+                memories_restore(ids=memory_ids, reason="access", agent=agents.get(agent_id))
+        touches.touches_ack([e.entry for e in entries])
+        applied += len(entries)
+        if len(entries) < batch:
+            return applied
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def memories_erase(*, memory_ids: Sequence[uuid.UUID | str]) -> list[str]:

@@ -8,7 +8,8 @@ from core.tasks import TenantTask, for_each_tenant
 from core.tenancy import current_tenant
 
 from .selectors import pending_exists
-from .services import pending_embed
+from .services import accesses_flush, pending_embed
+from .touches import touches_waiting
 
 # One task embeds at most this many batches, then leaves the rest to the next (bounded work per
 # message; the beat sweep and later writes queue more).
@@ -38,3 +39,19 @@ def pending_sweep() -> int:
     searchable within ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS`` plus one batch even when the task queued
     at its commit was lost. Returns how many were queued."""
     return for_each_tenant(embed_pending, when=pending_exists)
+
+
+@shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
+def touches_flush() -> int:
+    """Apply the tenant's buffered recalls to the access clocks (``services.accesses_flush``).
+    Queued by the first recall after each quiet period to run ``ENGRAM_TOUCH_FLUSH_SECONDS`` later,
+    and by beat's ``touches_sweep``. Returns how many recalls were applied."""
+    return accesses_flush()
+
+
+@shared_task(base=TenantTask, ignore_result=True)
+def touches_sweep() -> int:
+    """Queue ``touches_flush`` for every tenant with buffered recalls (from beat, every
+    ``ENGRAM_TOUCH_SWEEP_SECONDS``): the clocks restart even when the flush queued by a recall was
+    lost (a broker down, a worker killed). Returns how many were queued."""
+    return for_each_tenant(touches_flush, when=touches_waiting)

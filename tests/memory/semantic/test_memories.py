@@ -14,6 +14,7 @@ from django_tenants.utils import tenant_context
 from agents.models import Scope
 from memory.episodic.models import Event, EventKind
 from memory.semantic.models import MemoryAccess, SemanticMemory
+from memory.semantic.services import accesses_flush
 from tests.factories import (
     FACTS,
     UNICODE_SAMPLES,
@@ -48,7 +49,12 @@ def test_recall_updates_last_access(alice: Caller) -> None:
         )
     first = search(alice, "wifi password")[0]
     assert first["components"]["recency"] < 0.6  # three days old with a 72 h half-life: 0.5
+    assert first["memory"]["access_count"] == 1  # the hit shows the access it made
     with tenant_context(alice.tenant):
+        # the clock restarts when the worker applies the buffered recalls (tests/memory/semantic/
+        # test_touches.py: within the bound, by a real worker); here the flush runs in process
+        assert SemanticMemory.objects.get(pk=created["id"]).access_count == 0
+        accesses_flush()
         memory = SemanticMemory.objects.get(pk=created["id"])
     assert memory.access_count == 1
     assert timezone.now() - memory.last_accessed_at < timedelta(seconds=30)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from core.tenancy import maintenance
@@ -19,7 +20,8 @@ from memory.semantic import selectors
 from memory.semantic.models import LexicalPosting, MemoryAccess, MemoryScope, SemanticMemory
 from memory.semantic.selectors import MemoryFilters
 from memory.semantic.services import content_hash
-from tests.factories import Caller, contents, remember, requires_model, search
+from tenants.models import Tenant
+from tests.factories import Caller, contents, make_caller, remember, requires_model, search
 
 pytestmark = requires_model
 
@@ -163,3 +165,40 @@ def test_text_relevance_knows_term_rarity(alice: Caller) -> None:
     assert results[0]["memory"]["content"] == "The Oslo meeting got cancelled."
     assert results[0]["components"]["text_relevance"] == 1.0
     assert all(r["components"]["text_relevance"] < 0.1 for r in results[1:])
+
+
+def test_one_round_trip_search_sets_its_hnsw_options_for_itself_alone(scratch_tenant: Tenant) -> None:
+    # outside any transaction (autocommit, as a request runs): the options travel with the statement,
+    # are in force for it (an iterative scan finds every visible row behind hidden nearer ones) and
+    # are gone after it
+    owner, other = make_caller(scratch_tenant, "owner"), make_caller(scratch_tenant, "other")
+    rng = np.random.default_rng(3)
+    dims = get_embedder().dimensions
+    query = _unit(rng, dims)
+    with tenant_context(scratch_tenant):
+        assert not connection.in_atomic_block
+        _insert(other, [_unit(rng, dims, query, 0.4) for _ in range(300)], scope="private", prefix="o")
+        mine = _insert(owner, [_unit(rng, dims, query, 1.5) for _ in range(6)], scope="private", prefix="m")
+        embedder = get_embedder()
+        where, params = selectors.visible_filter_sql(
+            owner.agent, MemoryFilters(), model=embedder.name, dimensions=dims
+        )
+        found = selectors.hybrid_search(
+            where=where,
+            params=params,
+            vector=query.tolist(),
+            dimensions=dims,
+            idf={},
+            pool=40,
+            weights=selectors.ScoreWeights(1.0, 0.0, 0.0, 0.01),
+            now=timezone.now(),
+            limit=None,
+            ef_search=40,
+        )
+        assert {r.memory.pk for r in found} == {m.pk for m in mine}
+        assert all(r.memory.agent.name == "owner" and r.memory.access is not None for r in found)
+        scores = [r.score for r in found]
+        assert scores == sorted(scores, reverse=True)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
+            assert cursor.fetchone()[0] in (None, "", "off")
