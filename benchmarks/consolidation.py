@@ -110,24 +110,30 @@ def bench_pass(args: argparse.Namespace) -> None:
     from django.db import connection
     from django_tenants.utils import tenant_context
 
+    from core.tenancy import maintenance
     from memory.consolidation.services import forgetting_pass, promotion_pass, summaries_pass
     from memory.semantic.models import SemanticMemory
 
     t = tenant("bench_consolidation")
     with tenant_context(t):
         have = SemanticMemory.objects.count()
-        if have != args.memories:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "TRUNCATE memory_promotion, memory_consolidationrun, memory_memoryaccess, "
-                    "memory_summarynode CASCADE"
-                )
+        # TRUNCATE is the tables' owner's (a tenant's role may not)
+        with maintenance(), connection.cursor() as cursor:
+            cursor.execute(
+                "TRUNCATE memory_promotion, memory_consolidationrun, memory_summarynode, memory_fact, "
+                "memory_factprovenance, memory_contradiction, memory_graphoutbox, memory_entity CASCADE"
+            )
+            if have != args.memories:
+                cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
                 cursor.execute("DELETE FROM memory_semanticmemory")
+        if have != args.memories:
             started = time.perf_counter()
             fill_memories(args.memories, 8)
             print(f"fill: {time.perf_counter() - started:.0f} s")
         else:
-            SemanticMemory.objects.update(archived_at=None)  # rerun: archive again
+            SemanticMemory.objects.filter(archived_at__isnull=False).update(archived_at=None)  # archive again
+            with maintenance(), connection.cursor() as cursor:
+                cursor.execute("VACUUM ANALYZE memory_semanticmemory")
         total = 0.0
         for name, job in (
             ("promotion", promotion_pass),
@@ -142,7 +148,7 @@ def bench_pass(args: argparse.Namespace) -> None:
         t = tenant("bench_consolidation_hnsw")
         with tenant_context(t):
             if SemanticMemory.objects.count() != args.hnsw_sample:
-                with connection.cursor() as cursor:
+                with maintenance(), connection.cursor() as cursor:
                     cursor.execute("TRUNCATE memory_consolidationrun, memory_memoryaccess CASCADE")
                     cursor.execute("DELETE FROM memory_semanticmemory")
                 started = time.perf_counter()
@@ -167,6 +173,7 @@ def bench_summarize(args: argparse.Namespace) -> None:
 
     from agents.models import Agent
     from agents.services import agent_create
+    from core.tenancy import maintenance
     from memory.consolidation.services import summaries_pass
     from memory.episodic.models import Event
     from memory.episodic.services import EventData, events_append
@@ -200,7 +207,7 @@ def bench_summarize(args: argparse.Namespace) -> None:
                     )
                 events_append(agent=agent, events=batch)
             print(f"appended {args.events - have:,} events", flush=True)
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:
             cursor.execute("TRUNCATE memory_summarynode, memory_consolidationrun CASCADE")
             cursor.execute(
                 "DELETE FROM memory_memoryaccess WHERE memory_id IN "
@@ -217,13 +224,14 @@ def bench_async(args: argparse.Namespace) -> None:
 
     from agents.models import Agent
     from agents.services import agent_create
+    from core.tenancy import maintenance
     from memory.embeddings import get_embedder
     from memory.semantic.services import MemoryData, memory_create, pending_embed
 
     t = tenant("bench_async")
     policy = t.retrieval_policy
     with tenant_context(t):
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:
             cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
             cursor.execute("DELETE FROM memory_semanticmemory")
         agent = Agent.objects.filter(name="writer").first() or agent_create(name="writer")
@@ -266,6 +274,7 @@ def bench_locomo(args: argparse.Namespace) -> None:
     from agents.models import Agent
     from agents.services import agent_create
     from benchmarks.locomo import clean_evidence, iter_turns
+    from core.tenancy import maintenance
     from memory.consolidation.models import SummaryNode
     from memory.consolidation.services import summaries_pass
     from memory.consolidation.summarizer import entities, numbers_and_dates
@@ -275,7 +284,7 @@ def bench_locomo(args: argparse.Namespace) -> None:
     data = json.loads(open(args.path).read())
     t = tenant("bench_locomo_summaries")
     with tenant_context(t):
-        with connection.cursor() as cursor:
+        with maintenance(), connection.cursor() as cursor:
             cursor.execute("TRUNCATE memory_summarynode, memory_consolidationrun CASCADE")
             cursor.execute(
                 "DELETE FROM memory_memoryaccess WHERE memory_id IN "
