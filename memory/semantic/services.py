@@ -10,7 +10,7 @@ import unicodedata
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -236,15 +236,21 @@ def near_duplicates(
     if not vectors:
         return []
     dims = int(embedder.dimensions)
+    # The vectors arrive as text and are parsed once each in a materialised CTE: inlined, the cast
+    # ran once per row compared (700 ms against 2,600 rows instead of 1 ms).
     sql = f"""
+        WITH q AS MATERIALIZED (
+            SELECT i, agent_id, scope, v::vector({dims}) AS v
+            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
+        )
         SELECT q.i, n.id, 1 - n.distance
-        FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS q(i, agent_id, scope, v)
+        FROM q
         CROSS JOIN LATERAL (
-            SELECT m.id, m.embedding::vector({dims}) <=> q.v::vector({dims}) AS distance
+            SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
             FROM memory_semanticmemory m
             WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
               AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
-            ORDER BY m.embedding::vector({dims}) <=> q.v::vector({dims})
+            ORDER BY m.embedding::vector({dims}) <=> q.v
             LIMIT 1
         ) n
     """
@@ -256,9 +262,19 @@ def near_duplicates(
         embedder.name,
     ]
     out: list[tuple[Any, float] | None] = [None] * len(vectors)
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Each lookup walks the HNSW index (iteratively, past rows of other agents and scopes) for
+        # this statement only: the planner's estimate preferred sorting every row of the agent by
+        # distance per vector, ~12-18 µs a row (30-46 ms per write at 2,600 memories, seconds for a
+        # batch), against 7 ms by the index, at load 10.
+        cursor.execute(
+            "SELECT set_config('enable_sort', 'off', true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        )
         cursor.execute(sql, params)
-        for i, memory_id, similarity in cursor.fetchall():
+        rows = cursor.fetchall()
+        cursor.execute("SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT")
+        for i, memory_id, similarity in rows:
             if similarity is not None and similarity >= policy.near_duplicate_threshold:
                 out[i] = (memory_id, float(similarity))
     return out
@@ -539,7 +555,9 @@ def _write(
             embedding_dimensions=embedder.dimensions if vector is not None else 0,
             fact_hint=data.fact_hint,
             source_event_id=data.source_event_id,
-            created_at=now,
+            # a microsecond apart: the batch keeps its order wherever memories are read oldest first
+            # (the async worker's queue applies the near-duplicate rule in that order)
+            created_at=now + timedelta(microseconds=i),
         )
         created[i] = memory
     if created:
