@@ -11,6 +11,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_f
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from api.exceptions import batch_errors
 from api.fields import (
     AwareDateTimeField,
     CleanCharField,
@@ -24,6 +25,7 @@ from api.fields import (
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
 from api.rest.knowledge import FactObjectDocSerializer, FactObjectField
+from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
 from memory.knowledge.models import PREDICATE_PATTERN
 from memory.semantic import selectors, services
@@ -299,55 +301,102 @@ MEMORY_EXAMPLE = {
 }
 
 
+@extend_schema_serializer(component_name="MemoryBatch")
+class MemoryBatchOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = MemoryWrittenSerializer(many=True)
+
+
+def _written(result: services.WriteResult, body: dict[str, Any]) -> dict[str, Any]:
+    extra: dict[str, Any] = {"deduplicated": result.deduplicated}
+    if result.deduplicated:
+        extra.update(duplicate_of=result.outcome, similarity=round(result.similarity or 0.0, 6))
+    return {**body, **extra}
+
+
+def _memory_data(attrs: dict[str, Any]) -> services.MemoryData:
+    data = dict(attrs)
+    visible_to = data.pop("visible_to", {})
+    data.pop("write")
+    fact = data.pop("fact", None)
+    return services.MemoryData(
+        **data,
+        fact_hint=fact,
+        visible_to_agents=visible_to.get("agents", ()),
+        visible_to_roles=visible_to.get("roles", ()),
+    )
+
+
 class MemoriesView(ApiView):
     """POST a memory: 201 when stored, 200 with ``deduplicated: true`` when it matched one, 202 for
-    ``"write": "async"`` (stored, embedded by the worker soon after); GET a page of the memories the
-    caller may see."""
+    ``"write": "async"`` (stored, embedded by the worker soon after); or a batch (an array of up to
+    ``MAX_MEMORY_BATCH``, all or nothing, embedded in one model call, deduplicated as if written one
+    after another): ``{"count", "results"}``. GET a page of the memories the caller may see."""
 
     get_query_params = frozenset(MemoryListParams().fields)
     repeatable_query_params = frozenset({"tag"})
-    error_statuses = {"post": (409, 503)}
+    error_statuses = {"post": (409, 413, 503)}
 
     @extend_schema(
         operation_id="memories_create",
-        summary="Store a memory",
-        request=MemoryInputSerializer,
+        summary="Store a memory, or a batch",
+        description="One memory (an object) or a batch (an array of 1 to 500, all or nothing, embedded in "
+        "one model call; every item written the same way, `sync` or `async`). A duplicate, exact or near, "
+        "of a stored memory or of an earlier item of the batch reinforces it (`deduplicated: true`). "
+        "Status: 201 when something was stored, 202 when an async write was accepted, else 200.",
+        request=one_or_many(MemoryInputSerializer, "MemoryInput"),
         responses={
-            201: MemoryWrittenSerializer,
-            200: MemoryWrittenSerializer,
-            202: MemoryWrittenSerializer,
+            201: one_or_many(MemoryWrittenSerializer, "MemoryWritten", batch=MemoryBatchOutputSerializer),
+            200: one_or_many(MemoryWrittenSerializer, "MemoryWritten", batch=MemoryBatchOutputSerializer),
+            202: one_or_many(MemoryWrittenSerializer, "MemoryWritten", batch=MemoryBatchOutputSerializer),
         },
         examples=[OpenApiExample("A shared fact", value=MEMORY_EXAMPLE, request_only=True)],
         tags=["semantic"],
     )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
-        serializer = MemoryInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        visible_to = data.pop("visible_to", {})
-        write = data.pop("write")
-        result = services.memory_create(
+        raw = request.data
+        single = isinstance(raw, dict)
+        items = [raw] if single else raw
+        if not isinstance(items, list):
+            raise serializers.ValidationError({"body": ["Send a memory object or an array of memories."]})
+        limit = settings.ENGRAM["MAX_MEMORY_BATCH"]
+        if not items or len(items) > limit:
+            raise serializers.ValidationError({"memories": [f"Send between 1 and {limit} memories."]})
+        serializer = MemoryInputSerializer(data=items, many=True)
+        if not serializer.is_valid():
+            raise serializers.ValidationError(batch_errors(serializer.errors, name="memories", single=single))
+        validated = list(serializer.validated_data)
+        write = validated[0]["write"]
+        for index, attrs in enumerate(validated):
+            if attrs["write"] != write:
+                raise serializers.ValidationError(
+                    {
+                        f"memories[{index}].write": [
+                            "Every item of a batch is written the same way (sync or async)."
+                        ]
+                    }
+                )
+        results = services.memories_create(
             agent=request.user,
-            data=services.MemoryData(
-                **{k: v for k, v in data.items() if k != "fact"},
-                fact_hint=data.get("fact"),
-                visible_to_agents=visible_to.get("agents", ()),
-                visible_to_roles=visible_to.get("roles", ()),
-            ),
+            items=[_memory_data(attrs) for attrs in validated],
             policy=request.tenant.retrieval_policy,
             write=write,
+            batch=not single,
         )
-        extra: dict[str, Any] = {"deduplicated": result.deduplicated}
-        if result.deduplicated:
-            extra.update(duplicate_of=result.outcome, similarity=round(result.similarity or 0.0, 6))
-        code = {
-            "exact": status.HTTP_200_OK,
-            "near": status.HTTP_200_OK,
-            "created": status.HTTP_201_CREATED,
-            "accepted": status.HTTP_202_ACCEPTED,
-        }[result.outcome]
-        return Response(_memory_body(result.memory, **extra), status=code)
+        outcomes = {r.outcome for r in results}
+        code = (
+            status.HTTP_201_CREATED
+            if "created" in outcomes
+            else status.HTTP_202_ACCEPTED
+            if "accepted" in outcomes
+            else status.HTTP_200_OK
+        )
+        if single:
+            return Response(_written(results[0], _memory_body(results[0].memory)), status=code)
+        bodies = memories_out([r.memory for r in results])
+        out = [_written(r, body) for r, body in zip(results, bodies, strict=True)]
+        return Response({"count": len(out), "results": out}, status=code)
 
     @extend_schema(
         operation_id="memories_list",

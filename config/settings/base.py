@@ -326,6 +326,8 @@ ENGRAM = {
     "OPENAI_API_KEY": env_secret("ENGRAM_OPENAI_API_KEY", "") or "",
     "MAX_CONTENT_CHARS": env.int("ENGRAM_MAX_CONTENT_CHARS", default=32_000),
     "MAX_EVENT_BATCH": 1000,
+    # memories per POST /api/v1/memories batch (one embedder call, one transaction)
+    "MAX_MEMORY_BATCH": 500,
     "IDEMPOTENCY_TTL_HOURS": env.int("ENGRAM_IDEMPOTENCY_TTL_HOURS", default=24),
     # /metrics: with a token, every scraper sends "Authorization: Bearer <token>"; without one,
     # loopback clients may read it only where METRICS_LOOPBACK is on (never in production)

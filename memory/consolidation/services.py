@@ -7,8 +7,8 @@ its current batch, and the next start of the job (the requeued message, or the n
 resumes the run from its cursor. Runs of one job in one tenant never overlap (a session advisory
 lock, released when the worker's connection closes, even on a kill). Every change is recorded in
 the trail by ``decision_record`` with ``actor`` ``job:consolidation``: one decision per batch of
-archived memories and per batch of summaries (session ``consolidation``), one per promotion (in the
-memory's session, else ``consolidation``). Nothing comes back: forgotten memories are never archived, restored, promoted
+archived memories and per batch of summaries (session ``consolidation``), one per batch of
+promotions and session (in the memories' session, else ``consolidation``). Nothing comes back: forgotten memories are never archived, restored, promoted
 or rewritten, and a promotion never re-asserts a retracted fact.
 """
 
@@ -33,8 +33,9 @@ from agents.services import system_agent_get
 from core.errors import DomainError, InvalidInput
 from core.tasks import queue_on_commit
 from core.tenancy import current_schema
-from memory.episodic.models import ChainHead, Event
-from memory.episodic.services import decision_record
+from memory.episodic.models import ChainHead, Event, EventKind, EventRole
+from memory.episodic.services import EventData, decision_record, events_append
+from memory.knowledge.models import FactProvenance
 from memory.knowledge.services import FactData, FactObject, FactRetracted, fact_assert
 from memory.semantic.models import MemoryType, SemanticMemory
 from memory.semantic.services import SummaryText, consolidation_policy, summaries_put
@@ -248,12 +249,25 @@ def _fact_data(memory: SemanticMemory, hint: dict[str, Any]) -> FactData:
     )
 
 
-def _promote(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun) -> str:
-    """Assert ``hint`` as ``memory``'s author, once; record the promotion and its decision."""
+@dataclass
+class _Promoted:
+    """One memory's promotion in a batch, before its rows are written."""
+
+    memory: SemanticMemory
+    promotion: Promotion
+    data: FactData | None = None
+
+
+def _promote(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun) -> _Promoted:
+    """Assert ``hint`` as ``memory``'s author through ``fact_assert`` (contradictions detected as
+    usual, a retracted fact refused); the ``Promotion`` row is returned unsaved for the batch's bulk
+    insert. No savepoint of its own: ``fact_assert`` runs in one (it is called inside the batch's
+    transaction) and rolls its partial work back when it raises."""
     promotion = Promotion(memory=memory, run=run, source_event_id=memory.source_event_id)
+    data: FactData | None = None
     try:
-        with transaction.atomic():
-            result = fact_assert(agent=memory.agent, data=_fact_data(memory, hint), refuse_retracted=True)
+        data = _fact_data(memory, hint)
+        result = fact_assert(agent=memory.agent, data=data, refuse_retracted=True)
     except FactRetracted:
         promotion.outcome, promotion.detail = PromotionOutcome.REFUSED, "the same fact was retracted"
     except InvalidInput as exc:
@@ -261,26 +275,82 @@ def _promote(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun
     else:
         promotion.outcome = result.outcome
         promotion.fact = result.fact
-        promotion.provenance = result.fact.provenance.order_by("-id").first()
         promotion.contradiction = result.contradiction
-    promotion.save()
-    decision_record(
-        agent=memory.agent,
-        session_id=memory.session_id or TRAIL_SESSION,
-        actor=ACTOR,
-        content=f"Promoted memory {memory.pk} to a fact: {promotion.outcome}"
-        + (f" (fact #{promotion.fact_id})" if promotion.fact_id else f" ({promotion.detail})"),
-        payload={
-            "action": "memory_promote",
-            "run_id": run.pk,
-            "memory_id": str(memory.pk),
-            "outcome": promotion.outcome,
-            "fact_id": promotion.fact_id,
-            "contradiction_id": promotion.contradiction_id,
-            "source_event_id": memory.source_event_id,
-        },
-    )
-    return str(promotion.outcome)
+    return _Promoted(memory, promotion, data)
+
+
+def _provenance_link(done: Sequence[_Promoted], *, after_id: int) -> None:
+    """Point each promotion at the provenance row its assert added, with one query for the batch:
+    the rows added since ``after_id`` (the highest id before the batch) for the batch's facts, matched
+    in id order on (fact, agent, session, source event). A concurrent assert of the very same
+    provenance by the same agent could be matched instead: it records the same thing."""
+    wanted = [p for p in done if p.promotion.fact_id is not None and p.data is not None]
+    if not wanted:
+        return
+    rows: dict[tuple[Any, ...], list[int]] = {}
+    for row in (
+        FactProvenance.objects.filter(pk__gt=after_id, fact_id__in={p.promotion.fact_id for p in wanted})
+        .order_by("pk")
+        .values_list("pk", "fact_id", "agent_id", "session_id", "source_event_id")
+    ):
+        rows.setdefault(row[1:], []).append(row[0])
+    for p in wanted:
+        assert p.data is not None
+        key = (p.promotion.fact_id, p.memory.agent_id, p.data.session_id, p.data.source_event_id)
+        ids = rows.get(key)
+        if ids:
+            p.promotion.provenance_id = ids.pop(0)
+
+
+def _promotions_record(done: Sequence[_Promoted], run: ConsolidationRun) -> None:
+    """Write the batch's ``Promotion`` rows in one insert and record them in the trail: one decision
+    per (author, session) of the batch, in the memories' session (``consolidation`` for memories
+    without one), listing each memory with its outcome, fact, contradiction and source event (who
+    promoted each fact: the job, as the memory's author)."""
+    if not done:
+        return
+    Promotion.objects.bulk_create([p.promotion for p in done])
+    groups: dict[tuple[int, str], list[_Promoted]] = {}
+    for p in done:
+        groups.setdefault((p.memory.agent_id, p.memory.session_id or TRAIL_SESSION), []).append(p)
+    by_agent: dict[int, list[tuple[str, list[_Promoted]]]] = {}
+    for (agent_id, session_id), members in groups.items():
+        by_agent.setdefault(agent_id, []).append((session_id, members))
+    for sessions in by_agent.values():
+        agent = sessions[0][1][0].memory.agent
+        events = []
+        for session_id, members in sessions:
+            outcomes: dict[str, int] = {}
+            for p in members:
+                _add(outcomes, **{str(p.promotion.outcome): 1})
+            events.append(
+                EventData(
+                    session_id=session_id,
+                    kind=EventKind.DECISION,
+                    role=EventRole.SYSTEM,
+                    content=f"Promoted {len(members)} memories to facts: "
+                    + ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())),
+                    payload={
+                        "action": "memories_promote",
+                        "run_id": run.pk,
+                        "promotions": [
+                            {
+                                "memory_id": str(p.memory.pk),
+                                "outcome": p.promotion.outcome,
+                                "fact_id": p.promotion.fact_id,
+                                "provenance_id": p.promotion.provenance_id,
+                                "contradiction_id": p.promotion.contradiction_id,
+                                "source_event_id": p.memory.source_event_id,
+                                **({"detail": p.promotion.detail} if p.promotion.detail else {}),
+                            }
+                            for p in members
+                        ],
+                    },
+                    occurred_at=timezone.now(),
+                    actor=ACTOR,
+                )
+            )
+        events_append(agent=agent, events=events)
 
 
 def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> ConsolidationRun | None:
@@ -294,6 +364,11 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
     (its provenance), so a conflicting fact opens a contradiction as usual, and a retracted one is
     refused (``refused``). Each memory is promoted once (``Promotion``, unique per memory). Without
     a hint and without an endpoint the memory is skipped (``skipped_no_hint``, counted each run).
+
+    Set-based per batch (``batch`` memories, one transaction): candidates come by the partial index
+    on confidence (``semantic_promotable_idx``), the ``Promotion`` rows are inserted together, their
+    provenance rows found with one query, and the trail gets one decision per (author, session)
+    listing every promotion of the batch. What is left per memory is its ``fact_assert``.
     Counts: ``examined``, ``created``, ``reinforced``, ``disputed``, ``refused``, ``invalid``,
     ``skipped_no_hint``. Returns the run, or None when one is already running."""
     size = _batch_size(batch)
@@ -312,7 +387,7 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
             )
             .exclude(memory_type=MemoryType.SUMMARY)
             .select_related("agent")
-            .defer("embedding", "search")
+            .defer("embedding", "search", "lexical")
             .order_by("pk")
         )
         while True:
@@ -321,13 +396,18 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
                 if not memories:
                     break
                 counts: dict[str, int] = {"examined": len(memories)}
+                watermark = FactProvenance.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+                done: list[_Promoted] = []
                 for memory in memories:
                     hints = _hints(memory)
                     if not hints:
                         _add(counts, skipped_no_hint=1)
                         continue
                     # one promotion per memory: the first triple (an extractor may find several)
-                    _add(counts, **{_promote(memory, hints[0], run): 1})
+                    done.append(_promote(memory, hints[0], run))
+                    _add(counts, **{str(done[-1].promotion.outcome): 1})
+                _provenance_link(done, after_id=watermark)
+                _promotions_record(done, run)
                 after = memories[-1].pk
                 _add(run.counts, **counts)
                 run.cursor = {"after": str(after)}

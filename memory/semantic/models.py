@@ -127,6 +127,16 @@ class SemanticMemory(models.Model):
                 condition=Q(embedding_dimensions=0, forgotten_at__isnull=True),
             ),
             models.Index(fields=["data_subject"], condition=~Q(data_subject=""), name="semantic_subject_idx"),
+            # promotion's candidates (memory.consolidation): the few live embedded memories above a
+            # confidence, found without reading the whole table (1% of 1M memories: a bitmap scan of
+            # 10k entries instead of a walk of the primary key filtering every row). No
+            # ``archived_at`` in it: archiving would then have to update this index too.
+            models.Index(
+                fields=["confidence"],
+                name="semantic_promotable_idx",
+                condition=Q(forgotten_at__isnull=True, embedding_dimensions__gt=0)
+                & ~Q(memory_type="summary"),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -11,20 +11,18 @@ import unicodedata
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
 import redis
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Value
-from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
-from core.errors import InvalidInput, NotFound, PermissionDenied
+from core.errors import DomainError, InvalidInput, NotFound, PermissionDenied
 from core.locks import advisory_xact_lock
 from core.tasks import queue_later, queue_on_commit
 from core.tenancy import current_tenant
@@ -155,70 +153,50 @@ def memories_restore(
     return restored
 
 
-def _reinforce(
-    memory: SemanticMemory,
-    *,
-    confidence: float,
-    importance: float,
-    tags: Sequence[str],
-    audience: tuple[list[int], list[str]] = ([], []),
-) -> SemanticMemory:
-    """One more sighting of ``memory``: an access (``accesses_touch``: clock restarted, stability
-    raised, restored if archived), confidence/importance = max, new tags and (hierarchical) new agents
-    and roles added."""
-    accesses_touch([memory.pk], now=timezone.now(), agent=memory.agent)
-    if confidence > memory.confidence or importance > memory.importance:
-        SemanticMemory.objects.filter(pk=memory.pk).update(
-            confidence=Greatest("confidence", Value(confidence)),
-            importance=Greatest("importance", Value(importance)),
-        )
-    new_tags = [t for t in tags if t not in memory.tags]
-    if new_tags:
-        SemanticMemory.objects.filter(pk=memory.pk).update(tags=memory.tags + new_tags)
-    agent_ids, roles = audience
-    new_ids = [i for i in agent_ids if i not in memory.visible_to_agents]
-    new_roles = [r for r in roles if r not in memory.visible_to_roles]
-    if new_ids or new_roles:
-        SemanticMemory.objects.filter(pk=memory.pk).update(
-            visible_to_agents=memory.visible_to_agents + new_ids,
-            visible_to_roles=memory.visible_to_roles + new_roles,
-        )
-    return SemanticMemory.objects.select_related("agent", "access").get(pk=memory.pk)
+def _audiences(items: Sequence[MemoryData], prefixes: Sequence[str]) -> list[tuple[list[int], list[str]]]:
+    """The agent ids and roles each hierarchical memory names, the agents looked up in one query.
+    Raises ``InvalidInput`` (field ``<prefix>visible_to``, or ``<prefix>visible_to.agents`` for
+    names that are no agent of the tenant)."""
+    wanted: set[str] = set()
+    for data, prefix in zip(items, prefixes, strict=True):
+        names = [n for n in data.visible_to_agents]
+        roles = [r for r in data.visible_to_roles if r]
+        if data.scope != MemoryScope.HIERARCHICAL:
+            if names or roles:
+                raise InvalidInput(
+                    "Only a hierarchical memory names agents or roles.", field=f"{prefix}visible_to"
+                )
+        elif not names and not roles:
+            raise InvalidInput(
+                "A hierarchical memory names at least one agent or role that may recall it.",
+                field=f"{prefix}visible_to",
+            )
+        wanted.update(names)
+    found = dict(Agent.objects.filter(name__in=wanted).values_list("name", "pk")) if wanted else {}
+    out: list[tuple[list[int], list[str]]] = []
+    for data, prefix in zip(items, prefixes, strict=True):
+        names = list(dict.fromkeys(data.visible_to_agents))
+        unknown = [n for n in names if n not in found]
+        if unknown:
+            raise InvalidInput(
+                f"No agent named {', '.join(map(repr, unknown))}.", field=f"{prefix}visible_to.agents"
+            )
+        out.append(([found[n] for n in names], list(dict.fromkeys(r for r in data.visible_to_roles if r))))
+    return out
 
 
-def _audience(data: MemoryData) -> tuple[list[int], list[str]]:
-    """The agent ids and roles a hierarchical memory names. Raises ``InvalidInput`` (field
-    ``visible_to``, or ``visible_to.agents`` for names that are no agent of the tenant)."""
-    names = list(dict.fromkeys(data.visible_to_agents))
-    roles = list(dict.fromkeys(r for r in data.visible_to_roles if r))
-    if data.scope != MemoryScope.HIERARCHICAL:
-        if names or roles:
-            raise InvalidInput("Only a hierarchical memory names agents or roles.", field="visible_to")
-        return [], []
-    if not names and not roles:
-        raise InvalidInput(
-            "A hierarchical memory names at least one agent or role that may recall it.", field="visible_to"
-        )
-    found = dict(Agent.objects.filter(name__in=names).values_list("name", "pk"))
-    unknown = [n for n in names if n not in found]
-    if unknown:
-        raise InvalidInput(f"No agent named {', '.join(map(repr, unknown))}.", field="visible_to.agents")
-    return [found[n] for n in names], roles
-
-
-def _validate(data: MemoryData) -> None:
+def _validate(data: MemoryData, prefix: str = "") -> None:
+    """The checks that need no database (``_validate_all`` checks the source events)."""
     if not data.content or not data.content.strip():
-        raise InvalidInput("Content may not be blank.", field="content")
+        raise InvalidInput("Content may not be blank.", field=f"{prefix}content")
     for name in ("importance", "confidence"):
         value = getattr(data, name)
         if not (0.0 <= value <= 1.0) or math.isnan(value):
-            raise InvalidInput(f"{name} must be between 0 and 1.", field=name)
+            raise InvalidInput(f"{name} must be between 0 and 1.", field=f"{prefix}{name}")
     if data.scope not in MemoryScope.values:
-        raise InvalidInput(f"Unknown scope {data.scope!r}.", field="scope")
+        raise InvalidInput(f"Unknown scope {data.scope!r}.", field=f"{prefix}scope")
     if data.memory_type not in MemoryType.values:
-        raise InvalidInput(f"Unknown memory_type {data.memory_type!r}.", field="memory_type")
-    if data.source_event_id is not None and not Event.objects.filter(pk=data.source_event_id).exists():
-        raise InvalidInput(f"No event {data.source_event_id} in this tenant.", field="source_event_id")
+        raise InvalidInput(f"Unknown memory_type {data.memory_type!r}.", field=f"{prefix}memory_type")
     hint = data.fact_hint
     if hint is not None and (
         not isinstance(hint, dict)
@@ -227,7 +205,84 @@ def _validate(data: MemoryData) -> None:
         <= {"subject", "subject_type", "predicate", "object"}
         or not isinstance(hint["object"], dict)
     ):
-        raise InvalidInput('A fact hint is {"subject", "predicate", "object"}.', field="fact")
+        raise InvalidInput('A fact hint is {"subject", "predicate", "object"}.', field=f"{prefix}fact")
+
+
+def _validate_all(items: Sequence[MemoryData], prefixes: Sequence[str]) -> None:
+    """Every item's checks, then their source events in one query."""
+    for data, prefix in zip(items, prefixes, strict=True):
+        _validate(data, prefix)
+    wanted = {d.source_event_id for d in items if d.source_event_id is not None}
+    known = set(Event.objects.filter(pk__in=wanted).values_list("pk", flat=True)) if wanted else set()
+    for data, prefix in zip(items, prefixes, strict=True):
+        if data.source_event_id is not None and data.source_event_id not in known:
+            raise InvalidInput(
+                f"No event {data.source_event_id} in this tenant.", field=f"{prefix}source_event_id"
+            )
+
+
+def _vector_text(vector: np.ndarray) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def near_duplicates(
+    *,
+    owners: Sequence[tuple[int, str]],
+    vectors: Sequence[np.ndarray],
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+) -> list[tuple[Any, float] | None]:
+    """For each ``(agent id, scope)`` of ``owners`` and its vector, the embedded live memory of that
+    agent in that scope nearest to the vector when their cosine is at least
+    ``policy.near_duplicate_threshold``: ``(memory id, cosine)``, else None. One statement for all
+    (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index).
+    The stored half of the one near-duplicate rule (``_dedup_plan`` adds the batch's own items);
+    pending memories (not embedded) are never candidates."""
+    if not vectors:
+        return []
+    dims = int(embedder.dimensions)
+    # The vectors arrive as text and are parsed once each in a materialised CTE: inlined, the cast
+    # ran once per row compared (700 ms against 2,600 rows instead of 1 ms).
+    sql = f"""
+        WITH q AS MATERIALIZED (
+            SELECT i, agent_id, scope, v::vector({dims}) AS v
+            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
+        )
+        SELECT q.i, n.id, 1 - n.distance
+        FROM q
+        CROSS JOIN LATERAL (
+            SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
+            FROM memory_semanticmemory m
+            WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
+              AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
+            ORDER BY m.embedding::vector({dims}) <=> q.v
+            LIMIT 1
+        ) n
+    """
+    params: list[Any] = [
+        list(range(len(vectors))),
+        [o[0] for o in owners],
+        [o[1] for o in owners],
+        [_vector_text(v) for v in vectors],
+        embedder.name,
+    ]
+    out: list[tuple[Any, float] | None] = [None] * len(vectors)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Each lookup walks the HNSW index (iteratively, past rows of other agents and scopes) for
+        # this statement only: the planner's estimate preferred sorting every row of the agent by
+        # distance per vector, ~12-18 µs a row (30-46 ms per write at 2,600 memories, seconds for a
+        # batch), against 7 ms by the index, at load 10.
+        cursor.execute(
+            "SELECT set_config('enable_sort', 'off', true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        )
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+        cursor.execute("SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT")
+        for i, memory_id, similarity in rows:
+            if similarity is not None and similarity >= policy.near_duplicate_threshold:
+                out[i] = (memory_id, float(similarity))
+    return out
 
 
 def near_duplicate(
@@ -237,28 +292,111 @@ def near_duplicate(
     vector: np.ndarray,
     embedder: Embedder,
     policy: RetrievalPolicy,
-    exclude: Any = None,
 ) -> tuple[SemanticMemory, float] | None:
     """The embedded live memory of ``agent`` in ``scope`` nearest to ``vector`` when its cosine is at
-    least ``policy.near_duplicate_threshold``, with that cosine; else None. The one near-duplicate
-    rule of both write paths (``memory_create`` and the async worker, ``pending_embed``)."""
-    candidates = SemanticMemory.objects.filter(
-        agent=agent,
-        scope=scope,
-        forgotten_at__isnull=True,
-        embedding_model=embedder.name,
-        embedding_dimensions=embedder.dimensions,
+    least ``policy.near_duplicate_threshold``, with that cosine; else None (``near_duplicates`` for
+    one vector)."""
+    found = near_duplicates(owners=[(agent.pk, scope)], vectors=[vector], embedder=embedder, policy=policy)[0]
+    if found is None:
+        return None
+    return SemanticMemory.objects.select_related("agent", "access").get(pk=found[0]), found[1]
+
+
+@dataclass(frozen=True)
+class _Match:
+    """Item ``index`` of a batch duplicates ``memory_id`` (stored) or ``item`` (an earlier item)."""
+
+    outcome: Literal["exact", "near"]
+    similarity: float
+    memory_id: Any = None
+    item: int | None = None
+
+
+def _dedup_plan(
+    *,
+    owners: Sequence[tuple[int, str]],
+    vectors: Sequence[np.ndarray | None],
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+    skip: Sequence[bool] = (),
+) -> list[_Match | None]:
+    """The near-duplicate rule over a batch, as if its items were written one after another: item
+    ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored memories of its
+    agent and scope (``near_duplicates``) and of the batch's earlier items of the same owner that
+    are themselves new, when that cosine is at least ``policy.near_duplicate_threshold``. One
+    statement for the stored side; the batch's side is a dot product of unit vectors (NumPy)."""
+    n = len(vectors)
+    todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
+    stored = near_duplicates(
+        owners=[owners[j] for j in todo],
+        vectors=[vectors[j] for j in todo],  # type: ignore[misc]
+        embedder=embedder,
+        policy=policy,
     )
-    if exclude is not None:
-        candidates = candidates.exclude(pk=exclude)
-    nearest = (
-        candidates.annotate(distance=selectors.cosine_distance(vector.tolist(), embedder.dimensions))
-        .order_by("distance")
-        .first()
-    )
-    if nearest is not None and 1.0 - nearest.distance >= policy.near_duplicate_threshold:
-        return nearest, 1.0 - nearest.distance
-    return None
+    plan: list[_Match | None] = [None] * n
+    for j, found in zip(todo, stored, strict=True):
+        if found is not None:
+            plan[j] = _Match("near", found[1], memory_id=found[0])
+    if len(todo) > 1:
+        matrix = np.stack([vectors[j] for j in todo])  # type: ignore[misc]
+        cosines = matrix @ matrix.T
+        new: list[int] = []  # positions in todo of the items that stay new so far
+        for pos, j in enumerate(todo):
+            best = None
+            for earlier in new:
+                i = todo[earlier]
+                if owners[i] == owners[j] and cosines[pos, earlier] >= policy.near_duplicate_threshold:
+                    if best is None or cosines[pos, earlier] > cosines[pos, best]:
+                        best = earlier
+            current = plan[j]
+            if best is not None and (current is None or cosines[pos, best] > current.similarity):
+                plan[j] = _Match("near", float(cosines[pos, best]), item=todo[best])
+            if plan[j] is None:
+                new.append(pos)
+    return plan
+
+
+def _reinforce_many(
+    targets: Sequence[tuple[Any, MemoryData, tuple[list[int], list[str]]]], *, agent: Agent | None
+) -> dict[Any, SemanticMemory]:
+    """One more sighting of each ``(memory id, the duplicate's data, its audience)``, in order: an
+    access each (``accesses_touch``: clock restarted, stability raised, restored if archived; a
+    memory seen twice counts twice), confidence and importance = max (one statement), new tags and
+    (hierarchical) new agents and roles added. Returns the memories as now stored, by id."""
+    if not targets:
+        return {}
+    ids = [t[0] for t in targets]
+    now = timezone.now()
+    remaining = list(ids)
+    while remaining:  # each round touches each id once: a memory met n times gets n accesses
+        distinct = list(dict.fromkeys(remaining))
+        accesses_touch(distinct, now=now, agent=agent)
+        for memory_id in distinct:
+            remaining.remove(memory_id)
+    best: dict[Any, tuple[float, float]] = {}
+    for memory_id, data, _ in targets:
+        c, i = best.get(memory_id, (0.0, 0.0))
+        best[memory_id] = (max(c, data.confidence), max(i, data.importance))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_semanticmemory m SET confidence = GREATEST(m.confidence, v.c), "
+            "importance = GREATEST(m.importance, v.i) "
+            "FROM unnest(%s::uuid[], %s::float8[], %s::float8[]) AS v(id, c, i) "
+            "WHERE m.id = v.id AND (v.c > m.confidence OR v.i > m.importance)",
+            [[str(k) for k in best], [v[0] for v in best.values()], [v[1] for v in best.values()]],
+        )
+    current = SemanticMemory.objects.select_related("agent", "access").in_bulk(list(best))
+    for memory_id, data, (agent_ids, roles) in targets:
+        memory = current[memory_id]
+        new_tags = [t for t in dict.fromkeys(data.tags) if t not in memory.tags]
+        new_ids = [i for i in agent_ids if i not in memory.visible_to_agents]
+        new_roles = [r for r in roles if r not in memory.visible_to_roles]
+        if new_tags or new_ids or new_roles:  # rare: a duplicate that widens tags or audience
+            memory.tags = memory.tags + new_tags
+            memory.visible_to_agents = memory.visible_to_agents + new_ids
+            memory.visible_to_roles = memory.visible_to_roles + new_roles
+            memory.save(update_fields=["tags", "visible_to_agents", "visible_to_roles"])
+    return SemanticMemory.objects.select_related("agent", "access").in_bulk(list(best))
 
 
 def memory_create(
@@ -269,111 +407,199 @@ def memory_create(
     embedder: Embedder | None = None,
     write: Literal["sync", "async"] = "sync",
 ) -> WriteResult:
-    """Store a memory for ``agent``, or reinforce the one it duplicates.
+    """Store a memory for ``agent``, or reinforce the one it duplicates: ``memories_create`` with
+    one item (the same pipeline, the same rules; errors name the plain field)."""
+    return memories_create(agent=agent, items=[data], policy=policy, embedder=embedder, write=write)[0]
+
+
+def memories_create(
+    *,
+    agent: Agent,
+    items: Sequence[MemoryData],
+    policy: RetrievalPolicy,
+    embedder: Embedder | None = None,
+    write: Literal["sync", "async"] = "sync",
+    batch: bool = False,
+) -> list[WriteResult]:
+    """Store ``items`` for ``agent``, all or nothing (one transaction), or reinforce what each
+    duplicates; returns one ``WriteResult`` per item, in order. The one write pipeline of semantic
+    memory (single writes, batches and, for step 2, the async worker ``pending_embed``), applied as if
+    the items were written one after another:
 
     1. Exact duplicate (same ``normalise_text``, agent and scope, not forgotten; archived or still
-       pending included): reinforce it.
-    2. Near duplicate (``near_duplicate``: cosine >= ``policy.near_duplicate_threshold`` among the
-       same agent and scope): reinforce it.
-    3. Otherwise insert. Two concurrent identical inserts meet the partial unique constraint; the
-       loser returns the winner's row as an exact duplicate.
+       pending included) of a stored memory or of an earlier item: reinforce it (one query for the
+       batch).
+    2. Near duplicate (``_dedup_plan``: cosine >= ``policy.near_duplicate_threshold`` with a stored
+       memory of the same agent and scope, or an earlier new item): reinforce it.
+    3. Otherwise insert (one statement for the batch). Two concurrent identical inserts meet the
+       partial unique constraint; the batch is then planned again once, and the loser's items come
+       back as exact duplicates of the winner's rows.
 
-    ``write="async"`` (write-back): step 1 at once, then the memory is stored *pending* (no vector)
-    and ``accepted``; the worker (``memory.semantic.tasks.embed_pending``, queued on commit and swept
-    by beat) embeds pending memories in batches and runs step 2 for them (``pending_embed``).
+    The texts that need it are embedded in one embedder call, before the transaction. With
+    ``write="async"`` (write-back) only step 1 runs at once: the new memories are stored *pending*
+    (no vector) and ``accepted``, and the worker (``memory.semantic.tasks.embed_pending``, queued on
+    commit and swept by beat) embeds them in batches and runs step 2 (``pending_embed``).
 
-    Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or a
-    malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or dimension.
+    With ``batch`` (the caller sent an array) a domain error names its item: ``memories[<i>].<field>``.
+    Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or agent,
+    a malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or
+    dimension; ``EmbedderUnavailable`` when the embedder is down (nothing is stored).
     """
-    _validate(data)
-    audience = _audience(data)
     embedder = embedder or get_embedder()
-    digest = content_hash(data.content)
-    same_owner = SemanticMemory.objects.filter(agent=agent, scope=data.scope, forgotten_at__isnull=True)
-    existing = same_owner.filter(content_hash=digest).first()
-    if existing is not None:
-        return WriteResult(
-            _reinforce(
-                existing,
-                confidence=data.confidence,
-                importance=data.importance,
-                tags=data.tags,
-                audience=audience,
-            ),
-            "exact",
-            1.0,
-        )
-
-    vector: np.ndarray | None = None
-    if data.embedding is not None:
-        vector = check_vector(data.embedding, model=data.embedding_model, embedder=embedder)
-    elif data.embedding_model is not None and data.embedding_model != embedder.name:
-        check_vector([], model=data.embedding_model, embedder=embedder)
-    if write == "sync" or vector is not None:
-        if vector is None:
-            vector = embedder.embed([data.content])[0]
-        near = near_duplicate(agent=agent, scope=data.scope, vector=vector, embedder=embedder, policy=policy)
-        if near is not None:
-            return WriteResult(
-                _reinforce(
-                    near[0],
-                    confidence=data.confidence,
-                    importance=data.importance,
-                    tags=data.tags,
-                    audience=audience,
-                ),
-                "near",
-                near[1],
-            )
-
-    now = timezone.now()
-    memory = SemanticMemory(
-        agent=agent,
-        scope=data.scope,
-        memory_type=data.memory_type,
-        session_id=data.session_id,
-        data_subject=data.data_subject,
-        tags=list(dict.fromkeys(data.tags)),
-        visible_to_agents=audience[0],
-        visible_to_roles=audience[1],
-        content=data.content,
-        content_hash=digest,
-        metadata=data.metadata,
-        importance=data.importance,
-        confidence=data.confidence,
-        embedding=vector,
-        embedding_model=embedder.name,
-        embedding_dimensions=embedder.dimensions if vector is not None else 0,
-        fact_hint=data.fact_hint,
-        source_event_id=data.source_event_id,
-        created_at=now,
-    )
-    try:
-        with transaction.atomic():
-            memory.save(force_insert=True)
-            memory.access = MemoryAccess.objects.create(
-                memory=memory,
-                last_accessed_at=now,
-                stability_hours=consolidation_policy().initial_stability_hours,
-            )
-            if vector is None:
-                queue_on_commit("memory.semantic.tasks.embed_pending", once_per_transaction=True)
-    except IntegrityError:
-        winner = same_owner.filter(content_hash=digest).first()
-        if winner is None:
+    prefixes = [f"memories[{i}]." if batch else "" for i in range(len(items))]
+    _validate_all(items, prefixes)
+    audiences = _audiences(items, prefixes)
+    digests = [content_hash(d.content) for d in items]
+    supplied: dict[int, np.ndarray] = {}
+    for i, (data, prefix) in enumerate(zip(items, prefixes, strict=True)):
+        try:
+            if data.embedding is not None:
+                supplied[i] = check_vector(data.embedding, model=data.embedding_model, embedder=embedder)
+            elif data.embedding_model is not None and data.embedding_model != embedder.name:
+                check_vector([], model=data.embedding_model, embedder=embedder)
+        except DomainError as exc:
+            if batch and exc.field:
+                exc.field = f"{prefix}{exc.field}"
             raise
-        return WriteResult(
-            _reinforce(
-                winner,
-                confidence=data.confidence,
-                importance=data.importance,
-                tags=data.tags,
-                audience=audience,
-            ),
-            "exact",
-            1.0,
+    vectors: dict[int, np.ndarray] = dict(supplied)
+    for attempt in (0, 1):
+        exact = _exact_matches(agent, items, digests)
+        if write == "sync":
+            missing = [i for i in range(len(items)) if i not in vectors and exact[i] is None]
+            if missing:  # one model call for the batch, outside the transaction
+                for i, vector in zip(
+                    missing, embedder.embed([items[i].content for i in missing]), strict=True
+                ):
+                    vectors[i] = vector
+        try:
+            with transaction.atomic():
+                return _write(
+                    agent=agent,
+                    items=items,
+                    digests=digests,
+                    audiences=audiences,
+                    exact=exact,
+                    vectors=vectors if write == "sync" else supplied,
+                    embedder=embedder,
+                    policy=policy,
+                )
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[str]) -> list[_Match | None]:
+    """Step 1 of ``memories_create``: each item's exact duplicate, stored (one query) or an earlier
+    item of the batch."""
+    stored = {
+        (scope, digest): pk
+        for pk, scope, digest in SemanticMemory.objects.filter(
+            agent=agent, forgotten_at__isnull=True, content_hash__in=set(digests)
+        ).values_list("pk", "scope", "content_hash")
+    }
+    first: dict[tuple[str, str], int] = {}
+    out: list[_Match | None] = []
+    for i, (data, digest) in enumerate(zip(items, digests, strict=True)):
+        key = (data.scope, digest)
+        if key in stored:
+            out.append(_Match("exact", 1.0, memory_id=stored[key]))
+        elif key in first:
+            out.append(_Match("exact", 1.0, item=first[key]))
+        else:
+            first[key] = i
+            out.append(None)
+    return out
+
+
+def _write(
+    *,
+    agent: Agent,
+    items: Sequence[MemoryData],
+    digests: Sequence[str],
+    audiences: Sequence[tuple[list[int], list[str]]],
+    exact: Sequence[_Match | None],
+    vectors: dict[int, np.ndarray],
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+) -> list[WriteResult]:
+    """Steps 2 and 3 of ``memories_create`` inside its transaction."""
+    n = len(items)
+    owners = [(agent.pk, d.scope) for d in items]
+    near = _dedup_plan(
+        owners=owners,
+        vectors=[vectors.get(i) for i in range(n)],
+        embedder=embedder,
+        policy=policy,
+        skip=[m is not None for m in exact],
+    )
+    plan = [exact[i] or near[i] for i in range(n)]
+    now = timezone.now()
+    stability = consolidation_policy().initial_stability_hours
+    created: dict[int, SemanticMemory] = {}
+    for i, data in enumerate(items):
+        if plan[i] is not None:
+            continue
+        vector = vectors.get(i)
+        memory = SemanticMemory(
+            agent=agent,
+            scope=data.scope,
+            memory_type=data.memory_type,
+            session_id=data.session_id,
+            data_subject=data.data_subject,
+            tags=list(dict.fromkeys(data.tags)),
+            visible_to_agents=audiences[i][0],
+            visible_to_roles=audiences[i][1],
+            content=data.content,
+            content_hash=digests[i],
+            metadata=data.metadata,
+            importance=data.importance,
+            confidence=data.confidence,
+            embedding=vector,
+            embedding_model=embedder.name,
+            embedding_dimensions=embedder.dimensions if vector is not None else 0,
+            fact_hint=data.fact_hint,
+            source_event_id=data.source_event_id,
+            # a microsecond apart: the batch keeps its order wherever memories are read oldest first
+            # (the async worker's queue applies the near-duplicate rule in that order)
+            created_at=now + timedelta(microseconds=i),
         )
-    return WriteResult(memory, "created" if vector is not None else "accepted")
+        created[i] = memory
+    if created:
+        SemanticMemory.objects.bulk_create(list(created.values()))
+        accesses = MemoryAccess.objects.bulk_create(
+            [
+                MemoryAccess(memory=m, last_accessed_at=now, stability_hours=stability)
+                for m in created.values()
+            ]
+        )
+        for memory, access in zip(created.values(), accesses, strict=True):
+            memory.access = access
+            memory.agent = agent
+        if any(m.embedding is None for m in created.values()):
+            queue_on_commit("memory.semantic.tasks.embed_pending", once_per_transaction=True)
+
+    def target(match: _Match) -> Any:
+        """The memory a duplicate reinforces: a stored one, or the one an earlier item created (or,
+        when that item was itself a duplicate, what it reinforced)."""
+        while match.item is not None:
+            if match.item in created:
+                return created[match.item].pk
+            earlier = plan[match.item]
+            assert earlier is not None
+            match = earlier
+        return match.memory_id
+
+    targets = [(target(m), items[i], audiences[i]) for i, m in enumerate(plan) if m is not None]
+    reinforced = _reinforce_many(targets, agent=agent)
+    results: list[WriteResult] = []
+    for i, match in enumerate(plan):
+        if match is None:
+            memory = created[i]
+            results.append(WriteResult(memory, "created" if memory.embedding is not None else "accepted"))
+        else:
+            results.append(WriteResult(reinforced[target(match)], match.outcome, match.similarity))
+    return results
 
 
 @dataclass(frozen=True)
@@ -388,52 +614,64 @@ def pending_embed(
     *, policy: RetrievalPolicy, limit: int = 256, embedder: Embedder | None = None
 ) -> PendingReport:
     """Embed up to ``limit`` pending memories (async writes), oldest first, in one batch call of the
-    embedder, and give each the synchronous path's near-duplicate rule (``near_duplicate``), in
-    order, so two near duplicates in one batch merge too: a near duplicate reinforces the memory it
-    matches and is merged into it (``merged_into``, hidden; its id still answers with the memory it
-    became). Rows are claimed with ``SKIP LOCKED`` (several workers share the queue). Raises
-    ``EmbedderUnavailable`` when the embedder is down (the rows stay pending)."""
+    embedder, and give them the synchronous path's near-duplicate rule (``_dedup_plan``, the same
+    function), in order, so two near duplicates in one batch merge too: a near duplicate reinforces
+    the memory it matches and is merged into it (``merged_into``, hidden; its id still answers with
+    the memory it became). Set-based: one statement finds the stored near duplicates, one writes
+    the vectors, one marks the merged rows. Rows are claimed with ``SKIP LOCKED`` (several workers
+    share the queue). Raises ``EmbedderUnavailable`` when the embedder is down (the rows stay
+    pending)."""
     embedder = embedder or get_embedder()
+    dims = int(embedder.dimensions)
     with transaction.atomic():
         rows = list(
             SemanticMemory.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(embedding_dimensions=0, forgotten_at__isnull=True)
-            .select_related("agent")
+            .defer("search", "lexical")
             .order_by("created_at")[:limit]
         )
         if not rows:
             return PendingReport()
-        vectors = embedder.embed([m.content for m in rows])
-        embedded = merged = 0
-        for memory, vector in zip(rows, vectors, strict=True):
-            near = near_duplicate(
-                agent=memory.agent,
-                scope=memory.scope,
-                vector=vector,
-                embedder=embedder,
-                policy=policy,
-                exclude=memory.pk,
+        vectors = list(embedder.embed([m.content for m in rows]))
+        plan = _dedup_plan(
+            owners=[(m.agent_id, m.scope) for m in rows], vectors=vectors, embedder=embedder, policy=policy
+        )
+        keep = [i for i, match in enumerate(plan) if match is None]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE memory_semanticmemory m SET embedding = v.e::vector({dims}), "
+                "embedding_model = %s, embedding_dimensions = %s "
+                "FROM unnest(%s::uuid[], %s::text[]) AS v(id, e) WHERE m.id = v.id",
+                [
+                    embedder.name,
+                    dims,
+                    [str(rows[i].pk) for i in keep],
+                    [_vector_text(vectors[i]) for i in keep],
+                ],
             )
-            if near is not None:
-                target = near[0]
-                memory.forgotten_at = timezone.now()
-                memory.merged_into = target
-                memory.save(update_fields=["forgotten_at", "merged_into"])
-                _reinforce(
-                    target,
-                    confidence=memory.confidence,
-                    importance=memory.importance,
-                    tags=memory.tags,
-                    audience=(memory.visible_to_agents, memory.visible_to_roles),
+        merged = [
+            (rows[i], m.memory_id if m.item is None else rows[m.item].pk) for i, m in enumerate(plan) if m
+        ]
+        if merged:
+            now = timezone.now()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE memory_semanticmemory m SET forgotten_at = %s, merged_into_id = v.target "
+                    "FROM unnest(%s::uuid[], %s::uuid[]) AS v(id, target) WHERE m.id = v.id",
+                    [now, [str(r.pk) for r, _ in merged], [str(t) for _, t in merged]],
                 )
-                merged += 1
-                continue
-            memory.embedding = vector
-            memory.embedding_model = embedder.name
-            memory.embedding_dimensions = embedder.dimensions
-            memory.save(update_fields=["embedding", "embedding_model", "embedding_dimensions"])
-            embedded += 1
-    return PendingReport(embedded, merged)
+            by_agent: dict[int, list[tuple[Any, MemoryData, tuple[list[int], list[str]]]]] = {}
+            for row, target in merged:
+                data = MemoryData(
+                    content=row.content, tags=row.tags, confidence=row.confidence, importance=row.importance
+                )
+                by_agent.setdefault(row.agent_id, []).append(
+                    (target, data, (row.visible_to_agents, row.visible_to_roles))
+                )
+            agents = Agent.objects.in_bulk(list(by_agent))
+            for agent_id, targets in by_agent.items():
+                _reinforce_many(targets, agent=agents[agent_id])
+    return PendingReport(len(keep), len(merged))
 
 
 # A summary is embedded from its first 1,200 characters (about 256 word pieces): all-MiniLM-L6-v2 was

@@ -57,6 +57,14 @@ def test_the_sync_client_covers_the_layers_and_pages_through_lists(
         assert [len(p["results"]) for p in pages] == [2, 2, 1]
         assert len(list(engram.memories(tag="office", limit=2))) == 5
 
+        # a batch: one result per item in order, the duplicate of a stored memory reinforcing it
+        stored = engram.memories_store(
+            [{"content": "The Porto office opened in 2021"}, {"content": offices[0], "tags": ["office"]}],
+            idempotency_key=f"batch-{uuid.uuid4().hex}",
+        )
+        assert stored["count"] == 2
+        assert [r["deduplicated"] for r in stored["results"]] == [False, True]
+
         hits = engram.memory_search("Lisbon office", k=3)
         assert hits["count"] == 3 and all("Lisbon" in h["memory"]["content"] for h in hits["results"])
 

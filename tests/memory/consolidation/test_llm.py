@@ -1,5 +1,8 @@
 """With an OpenAI-compatible chat endpoint: fact extraction for memories without a hint, abstractive
-summaries; responses replayed from ``recorded/chat.json`` by a local HTTP server (no network). An
+summaries; responses replayed from ``recorded/chat.json`` by a local HTTP server (no network). Those
+replies are hand-written in the shape of OpenAI's ``/chat/completions`` answers (no model can be
+called where this is built): they test the requests, the parsing and the fallbacks, not what a
+real model would extract or write. An
 endpoint that is down: summaries fall back to the extractive summarizer, promotion fails its run
 with a clear error (it cannot tell facts without the model) and promotes nothing."""
 

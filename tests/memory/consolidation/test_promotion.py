@@ -62,16 +62,26 @@ def test_a_hinted_well_used_memory_becomes_a_fact_with_provenance(alice: Caller)
         assert promoted.agent_id == alice.agent.pk and promoted.confidence == pytest.approx(0.95)
         assert promoted.source_event_id == source and promoted.session_id == "s-home"
         assert promotion.provenance.fact_id == promoted.pk and promotion.provenance.source_event_id == source
-        decision = Event.objects.get(payload_index__action="memory_promote")
+        decision = Event.objects.get(payload_index__action="memories_promote")
         assert decision.actor == "job:consolidation" and decision.session_id == "s-home"
-        assert decision.payload["memory_id"] == memory["id"] and decision.payload["fact_id"] == promoted.pk
+        assert decision.agent_id == alice.agent.pk
+        assert decision.payload["promotions"] == [
+            {
+                "memory_id": memory["id"],
+                "outcome": "created",
+                "fact_id": promoted.pk,
+                "provenance_id": promotion.provenance_id,
+                "contradiction_id": None,
+                "source_event_id": source,
+            }
+        ]
         assert not Promotion.objects.filter(memory_id__in=[weak["id"], rare["id"]]).exists()
 
         # run twice: the same result (a memory is promoted once)
         again = promotion_pass()
         assert again is not None and again.counts == {}
         assert Fact.objects.count() == 1 and FactProvenance.objects.count() == 1
-        assert Event.objects.filter(payload_index__action="memory_promote").count() == 1
+        assert Event.objects.filter(payload_index__action="memories_promote").count() == 1
 
 
 def test_a_promotion_that_contradicts_a_fact_opens_a_contradiction(alice: Caller, bob: Caller) -> None:
@@ -129,3 +139,65 @@ def test_a_malformed_hint_is_a_400_naming_the_field(alice: Caller) -> None:
     assert response.status_code == 400 and "fact.object" in response.json()["errors"]
     response = remember(alice, "Alice lives in Lisbon.", source_event_id=999999)
     assert response.status_code == 400 and "source_event_id" in response.json()["errors"]
+
+
+def test_a_batch_of_promotions_records_one_decision_per_session_naming_each_memory(
+    alice: Caller, bob: Caller
+) -> None:
+    """Set-based batches: the Promotion rows and their provenance are written per batch, and the
+    trail gets one decision per (author, session) listing every memory, fact and outcome."""
+    home = [
+        well_used(
+            alice,
+            f"Alice visited city {i}.",
+            times=3,
+            confidence=0.95,
+            session_id="s-home",
+            fact={"subject": "Alice", "predicate": "visited", "object": {"entity": f"City {i}"}},
+        )
+        for i in range(3)
+    ]
+    work = well_used(
+        alice,
+        "Alice works at Acme.",
+        confidence=0.95,
+        session_id="s-work",
+        fact={"subject": "Alice", "predicate": "works_at", "object": {"entity": "Acme"}},
+    )
+    # the same fact from two agents in one batch: one fact, two provenance rows, each linked
+    same = [
+        well_used(
+            caller,
+            f"{caller.agent.name} knows Lisbon is in Portugal.",
+            confidence=0.95,
+            fact={"subject": "Lisbon", "predicate": "located_in", "object": {"entity": "Portugal"}},
+        )
+        for caller in (alice, bob)
+    ]
+    with tenant_context(alice.tenant):
+        run = promotion_pass(batch=10)
+        # "visited" is a one-valued predicate: the 2nd and 3rd city dispute the 1st, as fact_assert rules
+        assert run is not None and run.counts == {"examined": 6, "created": 3, "disputed": 2, "reinforced": 1}
+        promotions = {str(p.memory_id): p for p in Promotion.objects.select_related("provenance")}
+        assert set(promotions) == {m["id"] for m in [*home, work, *same]}
+        for p in promotions.values():
+            assert p.provenance is not None and p.provenance.fact_id == p.fact_id
+            assert p.provenance.agent_id == p.memory.agent_id
+        assert len({p.provenance_id for p in promotions.values()}) == 6
+        decisions = Event.objects.filter(payload_index__action="memories_promote")
+        by_session = {(e.agent_id, e.session_id): e for e in decisions}
+        assert set(by_session) == {
+            (alice.agent.pk, "s-home"),
+            (alice.agent.pk, "s-work"),
+            (alice.agent.pk, "consolidation"),
+            (bob.agent.pk, "consolidation"),
+        }
+        listed = {item["memory_id"]: item for e in decisions for item in e.payload["promotions"]}
+        assert set(listed) == set(promotions)
+        for memory_id, item in listed.items():
+            assert item["fact_id"] == promotions[memory_id].fact_id
+            assert item["provenance_id"] == promotions[memory_id].provenance_id
+        assert all(e.actor == "job:consolidation" for e in decisions)
+        assert [
+            i["memory_id"] for i in by_session[(alice.agent.pk, "s-home")].payload["promotions"]
+        ] == sorted(m["id"] for m in home)

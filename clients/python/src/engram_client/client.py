@@ -82,6 +82,10 @@ class _Operations:
         return Call("POST", "memories", json=memory)
 
     @staticmethod
+    def memories_store(memories: list[m.MemoryIn]) -> Call:
+        return Call("POST", "memories", json=memories)
+
+    @staticmethod
     def memories(**filters: Any) -> Call:
         return Call("GET", "memories", params=_params(**filters))
 
@@ -184,6 +188,15 @@ class EngramClient:
     def memory_store(self, memory: m.MemoryIn, *, idempotency_key: str | None = None) -> m.MemoryWritten:
         return cast(
             m.MemoryWritten, self.send(_Operations.memory_store(memory), idempotency_key=idempotency_key)
+        )
+
+    def memories_store(
+        self, memories: list[m.MemoryIn], *, idempotency_key: str | None = None
+    ) -> m.MemoryBatch:
+        """Store a batch (up to 500, all or nothing, embedded in one model call); one result per
+        item, in order, with ``deduplicated`` for those that reinforced a memory."""
+        return cast(
+            m.MemoryBatch, self.send(_Operations.memories_store(memories), idempotency_key=idempotency_key)
         )
 
     def memories(self, **filters: Any) -> Iterator[m.Memory]:
@@ -333,6 +346,14 @@ class AsyncEngramClient:
         return cast(
             m.MemoryWritten,
             await self.send(_Operations.memory_store(memory), idempotency_key=idempotency_key),
+        )
+
+    async def memories_store(
+        self, memories: list[m.MemoryIn], *, idempotency_key: str | None = None
+    ) -> m.MemoryBatch:
+        return cast(
+            m.MemoryBatch,
+            await self.send(_Operations.memories_store(memories), idempotency_key=idempotency_key),
         )
 
     def memories(self, **filters: Any) -> AsyncIterator[m.Memory]:

@@ -105,6 +105,11 @@ class MemoryWritten(Memory):
     similarity: NotRequired[float]
 
 
+class MemoryBatch(TypedDict):
+    count: int
+    results: list[MemoryWritten]
+
+
 class ScoreComponents(TypedDict):
     relevance: float
     similarity: float
