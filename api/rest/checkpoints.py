@@ -170,6 +170,9 @@ class CheckpointLatestParams(StrictSerializer):
     checkpoint_ns = _namespace_param("the namespace (default: the root, empty)")
 
 
+MAX_METADATA_FILTER_LENGTH = 512
+
+
 class MetadataQueryField(CleanCharField):
     """A JSON object in a query parameter (``{"source": "loop"}`` URL-encoded)."""
 
@@ -198,7 +201,9 @@ class CheckpointTupleParams(StrictSerializer, PageParams):
     )
     metadata = MetadataQueryField(
         required=False,
-        max_length=services.MAX_METADATA_BYTES,
+        # a filter is a few keys; the whole request line must stay within the servers' limit (16 KiB
+        # in uvicorn's h11), percent-encoding multiplies a character up to 12 bytes
+        max_length=MAX_METADATA_FILTER_LENGTH,
         help_text="a JSON object: only checkpoints whose metadata holds each of its keys with that value",
     )
 

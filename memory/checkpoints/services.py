@@ -717,6 +717,8 @@ def checkpoints_delete(
         keys = [cache_key(session_id, owner.pk, ns) for ns in namespaces]
 
         def drop_copies() -> None:
+            if not keys:  # only writes were there: no checkpoint, so no copy
+                return
             try:
                 get_redis().delete(*keys)
             except redis.RedisError as exc:

@@ -41,6 +41,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .client import AsyncEngramClient, Call, EngramClient, _segment
 
 MAX_PAGE = 500
+# No Idempotency-Key header on the saver's POSTs (an empty key sends none): the checkpoint's own
+# idempotency_key makes a retried put a replay, and a retried put_writes lands on the same
+# (task_id, idx) rows, so the header's stored response (one more row written per call, holding the
+# whole base64 payload) would buy nothing.
+NO_HEADER = ""
 
 
 def _serialized(serde: SerializerProtocol, value: Any) -> dict[str, str]:
@@ -298,7 +303,7 @@ class EngramCheckpointSaver(BaseCheckpointSaver[str]):
         """Save ``checkpoint`` whole (every channel value: ``new_versions`` is not needed) as the
         next checkpoint of the thread's stream; returns its config."""
         call, saved = _Requests.put(self.serde, config, checkpoint, metadata, self.data_subject)
-        self.client.send(call)
+        self.client.send(call, idempotency_key=NO_HEADER)
         return saved
 
     def put_writes(
@@ -311,7 +316,10 @@ class EngramCheckpointSaver(BaseCheckpointSaver[str]):
         """Store a task's writes against the checkpoint ``config`` names (LangGraph's ``idx`` rule:
         special channels replace, other writes are kept once)."""
         if writes:
-            self.client.send(_Requests.put_writes(self.serde, config, writes, task_id, task_path))
+            self.client.send(
+                _Requests.put_writes(self.serde, config, writes, task_id, task_path),
+                idempotency_key=NO_HEADER,
+            )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the caller's checkpoints and writes in the session ``thread_id`` (recorded in its trail)."""
@@ -358,7 +366,7 @@ class EngramCheckpointSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """See ``put``."""
         call, saved = _Requests.put(self.serde, config, checkpoint, metadata, self.data_subject)
-        await self.async_client.send(call)
+        await self.async_client.send(call, idempotency_key=NO_HEADER)
         return saved
 
     async def aput_writes(
@@ -370,7 +378,10 @@ class EngramCheckpointSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """See ``put_writes``."""
         if writes:
-            await self.async_client.send(_Requests.put_writes(self.serde, config, writes, task_id, task_path))
+            await self.async_client.send(
+                _Requests.put_writes(self.serde, config, writes, task_id, task_path),
+                idempotency_key=NO_HEADER,
+            )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """See ``delete_thread``."""
