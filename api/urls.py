@@ -4,7 +4,13 @@ from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from api.rest.agents import WhoAmIView
-from api.rest.checkpoints import CheckpointDetailView, CheckpointLatestView, CheckpointsView
+from api.rest.checkpoints import (
+    CheckpointDetailView,
+    CheckpointLatestView,
+    CheckpointsView,
+    CheckpointTuplesView,
+    CheckpointWritesView,
+)
 from api.rest.consolidation import SessionSummaryView
 from api.rest.context import ContextView
 from api.rest.events import EventsView
@@ -90,6 +96,16 @@ urlpatterns = [
         "sessions/<str:session_id>/checkpoints/latest",
         CheckpointLatestView.as_view(),
         name="checkpoint-latest",
+    ),
+    path(
+        "sessions/<str:session_id>/checkpoints/tuples",
+        CheckpointTuplesView.as_view(),
+        name="checkpoint-tuples",
+    ),
+    path(
+        "sessions/<str:session_id>/checkpoints/writes",
+        CheckpointWritesView.as_view(),
+        name="checkpoint-writes",
     ),
     path(
         "sessions/<str:session_id>/checkpoints/<str:step_index>",

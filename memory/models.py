@@ -1,6 +1,6 @@
 """Models of every memory layer; each lives in its layer's sub-package."""
 
-from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.consolidation.models import ConsolidationRun, Promotion, SummaryNode
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import (
@@ -17,6 +17,7 @@ from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
 __all__ = [
     "ChainHead",
     "Checkpoint",
+    "CheckpointWrite",
     "ConsolidationRun",
     "Contradiction",
     "Entity",

@@ -174,6 +174,16 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             {"type": "string", "enum": list(MemoryScope.values)},
             "private (default: you only), shared (every agent of the tenant) or hierarchical",
         ) = None,
+        visible_to: Arg(
+            {
+                "type": "object",
+                "properties": {
+                    "agents": {"type": "array", "items": STR, "description": "agent names"},
+                    "roles": {"type": "array", "items": STR, "description": "agent roles"},
+                },
+            },
+            "with scope hierarchical: the other agents (by name) and roles that may also see it",
+        ) = None,
         memory_type: Arg({"type": "string", "enum": list(MemoryType.values)}, "default fact") = None,
         tags: Arg({"type": "array", "items": STR}, "labels to filter recall by") = None,
         importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
@@ -185,6 +195,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         body = _body(
             content=content,
             scope=scope,
+            visible_to=visible_to,
             memory_type=memory_type,
             tags=tags,
             importance=importance,

@@ -9,6 +9,9 @@ or was saved to, PostgreSQL alone.
 
 from __future__ import annotations
 
+import binascii
+import json
+from base64 import b64decode
 from typing import Any, TypeVar
 
 from django.http import HttpResponse
@@ -24,7 +27,12 @@ from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from core.redis import check_id
 from memory.checkpoints import selectors, services
-from memory.checkpoints.models import MAX_SCHEMA_VERSION, MAX_STEP_INDEX
+from memory.checkpoints.models import (
+    MAX_NAMESPACE_LENGTH,
+    MAX_SCHEMA_VERSION,
+    MAX_SERIALIZED_TYPE_LENGTH,
+    MAX_STEP_INDEX,
+)
 
 R = TypeVar("R", bound=HttpResponse)
 
@@ -33,10 +41,61 @@ DEGRADED_HEADER = "Engram-Degraded"
 NO_CHECKPOINT = "You have no checkpoint in this session (checkpoints are per agent)."
 
 
+# base64 of at most MAX_STATE_BYTES bytes: 4 characters per 3 bytes
+MAX_BASE64_LENGTH = 4 * ((services.MAX_STATE_BYTES + 2) // 3)
+
+
+class Base64Field(CleanCharField):
+    """Bytes sent as standard base64 (RFC 4648 section 4, with padding); strict: any other character
+    is a 400."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", MAX_BASE64_LENGTH)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data == "":  # CharField answers "" for a blank string without decoding it: no bytes
+            return b""
+        return super().run_validation(data)
+
+    def to_internal_value(self, data: Any) -> bytes:  # type: ignore[override]  # decoded bytes
+        text = super().to_internal_value(data)
+        try:
+            return b64decode(text.encode("ascii"), validate=True)
+        except (UnicodeError, binascii.Error, ValueError):
+            raise serializers.ValidationError("Expected standard base64 (RFC 4648).") from None
+
+
+@extend_schema_serializer(component_name="SerializedValue")
+class SerializedSerializer(StrictSerializer):
+    """An opaque serialized value: a serializer's type tag and its bytes in base64 (LangGraph's
+    ``serde.dumps_typed`` gives ``(type, bytes)``). Stored and returned as they are."""
+
+    type = CleanCharField(max_length=MAX_SERIALIZED_TYPE_LENGTH, help_text="the type tag, e.g. msgpack")
+    # a field named like Serializer.data: the serializer metaclass moves declared fields off the class
+    data = Base64Field(help_text="the bytes in standard base64")  # type: ignore[assignment]
+
+
 class CheckpointInputSerializer(StrictSerializer):
-    step_index = StrictIntegerField(min_value=0, max_value=MAX_STEP_INDEX)
-    idempotency_key = CleanCharField(max_length=services.MAX_KEY_LENGTH, trim_whitespace=False)
-    state = JSONValueField(help_text="a JSON object, at most 1 MiB as UTF-8 JSON", kind="object")
+    step_index = StrictIntegerField(
+        min_value=0,
+        max_value=MAX_STEP_INDEX,
+        required=False,
+        default=None,
+        help_text="absent: the next step of your stream in the session (its latest + 1)",
+    )
+    idempotency_key = CleanCharField(
+        max_length=services.MAX_KEY_LENGTH,
+        trim_whitespace=False,
+        help_text="names the checkpoint in your stream (LangGraph's checkpoint_id); a repeat is a replay",
+    )
+    state = JSONValueField(
+        required=False,
+        help_text="a JSON object, at most 1 MiB as UTF-8 JSON; required unless `serialized` holds the state",
+        kind="object",
+    )
     plan = JSONValueField(required=False, default=list, help_text="a JSON list of steps", kind="array")
     schema_version = StrictIntegerField(min_value=1, max_value=MAX_SCHEMA_VERSION, default=1)
     data_subject = CleanCharField(
@@ -45,6 +104,40 @@ class CheckpointInputSerializer(StrictSerializer):
         default="",
         help_text="the person this is about (erasure and legal holds target it)",
     )
+    checkpoint_ns = CleanCharField(
+        max_length=MAX_NAMESPACE_LENGTH,
+        required=False,
+        default="",
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="LangGraph's checkpoint namespace; empty: the root",
+    )
+    parent_key = CleanCharField(
+        max_length=services.MAX_KEY_LENGTH,
+        required=False,
+        default="",
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="the idempotency key of the checkpoint this one follows (LangGraph's parent)",
+    )
+    metadata = JSONValueField(
+        required=False, default=dict, kind="object", help_text="a JSON object (at most 64 KiB), filterable"
+    )
+    serialized = SerializedSerializer(
+        required=False, default=None, allow_null=True, help_text="an opaque serialized checkpoint"
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "state" not in attrs:
+            if attrs.get("serialized") is None:
+                raise serializers.ValidationError({"state": ["This field is required."]})
+            attrs["state"] = {}
+        return attrs
+
+    def validate_metadata(self, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Expected a JSON object.")
+        return value
 
     def validate_state(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -57,14 +150,83 @@ class CheckpointInputSerializer(StrictSerializer):
         return value
 
 
+def _namespace_param(help_text: str) -> CleanCharField:
+    return CleanCharField(
+        required=False,
+        max_length=MAX_NAMESPACE_LENGTH,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text=help_text,
+    )
+
+
 class CheckpointListParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
+    checkpoint_ns = _namespace_param("only this namespace (empty: the root); absent: every namespace")
+
+
+class CheckpointLatestParams(StrictSerializer):
+    unknown_key_message = "Unknown query parameter."
+    checkpoint_ns = _namespace_param("the namespace (default: the root, empty)")
+
+
+MAX_METADATA_FILTER_LENGTH = 512
+
+
+class MetadataQueryField(CleanCharField):
+    """A JSON object in a query parameter (``{"source": "loop"}`` URL-encoded)."""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:  # type: ignore[override]  # parsed JSON
+        text = super().to_internal_value(data)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise serializers.ValidationError("Expected a JSON object.") from None
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Expected a JSON object.")
+        return value
+
+
+class CheckpointTupleParams(StrictSerializer, PageParams):
+    unknown_key_message = "Unknown query parameter."
+    checkpoint_ns = _namespace_param("only this namespace (empty: the root); absent: every namespace")
+    key = CleanCharField(
+        required=False, max_length=services.MAX_KEY_LENGTH, trim_whitespace=False, help_text="one checkpoint"
+    )
+    before = CleanCharField(
+        required=False,
+        max_length=services.MAX_KEY_LENGTH,
+        trim_whitespace=False,
+        help_text="only checkpoints saved before the one with this key (an unknown key matches none)",
+    )
+    metadata = MetadataQueryField(
+        required=False,
+        # a filter is a few keys; the whole request line must stay within the servers' limit (16 KiB
+        # in uvicorn's h11), percent-encoding multiplies a character up to 12 bytes
+        max_length=MAX_METADATA_FILTER_LENGTH,
+        help_text="a JSON object: only checkpoints whose metadata holds each of its keys with that value",
+    )
+
+
+class CheckpointDeleteParams(StrictSerializer):
+    unknown_key_message = "Unknown query parameter."
+    agent = CleanCharField(
+        required=False,
+        max_length=100,
+        help_text="another agent's checkpoints (needs the curate scope); default: your own",
+    )
 
 
 class CheckpointsPage(CursorPage):
     """In step order."""
 
     ordering = ("step_index",)
+
+
+class CheckpointTuplesPage(CursorPage):
+    """Newest first (the stream's step order, reversed)."""
+
+    ordering = ("-step_index",)
 
 
 @extend_schema_serializer(component_name="CheckpointSummary")
@@ -76,12 +238,87 @@ class CheckpointSummarySerializer(serializers.Serializer):
     schema_version = serializers.IntegerField()
     agent = serializers.CharField()
     created_at = serializers.DateTimeField()
+    checkpoint_ns = serializers.CharField(help_text="the namespace; empty: the root")
+    parent_key = serializers.CharField(allow_null=True, help_text="the key of the checkpoint it follows")
+    metadata = serializers.DictField(help_text="the checkpoint's metadata")
+
+
+@extend_schema_serializer(component_name="SerializedValueOut")
+class SerializedOutputSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="the serializer's type tag")
+    data = serializers.CharField(help_text="the bytes in standard base64")  # type: ignore[assignment]
 
 
 @extend_schema_serializer(component_name="Checkpoint")
 class CheckpointDocumentSerializer(CheckpointSummarySerializer):
     state = serializers.DictField(help_text="the agent's working state")
     plan = serializers.ListField(help_text="the active plan: a list of steps")
+    serialized = SerializedOutputSerializer(allow_null=True, help_text="the opaque serialized checkpoint")
+
+
+@extend_schema_serializer(component_name="PendingWrite")
+class PendingWriteSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    task_path = serializers.CharField(help_text="empty when none was given")
+    channel = serializers.CharField()
+    idx = serializers.IntegerField(help_text="the position in the task's writes; special channels: < 0")
+    value = SerializedOutputSerializer()
+
+
+@extend_schema_serializer(component_name="CheckpointTuple")
+class CheckpointTupleSerializer(CheckpointDocumentSerializer):
+    pending_writes = PendingWriteSerializer(many=True, help_text="in (task_path, task_id, idx) order")
+
+
+class WriteInputSerializer(StrictSerializer):
+    channel = CleanCharField(max_length=services.MAX_CHANNEL_LENGTH)
+    value = SerializedSerializer()
+
+
+class WritesInputSerializer(StrictSerializer):
+    key = CleanCharField(
+        max_length=services.MAX_KEY_LENGTH,
+        trim_whitespace=False,
+        help_text="the checkpoint's idempotency key",
+    )
+    checkpoint_ns = CleanCharField(
+        max_length=MAX_NAMESPACE_LENGTH, required=False, default="", allow_blank=True, trim_whitespace=False
+    )
+    task_id = CleanCharField(max_length=services.MAX_TASK_ID_LENGTH, trim_whitespace=False)
+    task_path = CleanCharField(
+        max_length=MAX_NAMESPACE_LENGTH, required=False, default="", allow_blank=True, trim_whitespace=False
+    )
+    writes = serializers.ListField(
+        child=WriteInputSerializer(), min_length=1, max_length=services.MAX_WRITES, help_text="in task order"
+    )
+
+
+@extend_schema_serializer(component_name="StoredWrite")
+class StoredWriteSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    channel = serializers.CharField()
+    idx = serializers.IntegerField()
+    created = serializers.BooleanField(
+        help_text="false: the task had written there already (kept, or replaced)"
+    )
+
+
+@extend_schema_serializer(component_name="StoredWrites")
+class StoredWritesSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = StoredWriteSerializer(many=True)
+
+
+@extend_schema_serializer(component_name="CheckpointsDeleted")
+class CheckpointsDeletedSerializer(serializers.Serializer):
+    agent = serializers.CharField(help_text="whose stream")
+    checkpoints = serializers.IntegerField(help_text="checkpoints deleted")
+    writes = serializers.IntegerField(help_text="pending writes deleted")
+    namespaces = serializers.ListField(child=serializers.CharField())
+    event_id = serializers.IntegerField(
+        allow_null=True, help_text="the decision event; null: nothing to delete"
+    )
+    event_seq = serializers.IntegerField(allow_null=True)
 
 
 @extend_schema_serializer(component_name="CheckpointSaved")
@@ -130,6 +367,7 @@ class CheckpointsView(ApiView):
     """
 
     get_query_params = frozenset(CheckpointListParams().fields)
+    delete_query_params = frozenset(CheckpointDeleteParams().fields)
     error_statuses = {"post": (409, 413)}
 
     @extend_schema(
@@ -146,11 +384,14 @@ class CheckpointsView(ApiView):
         check_id(session_id, field="session_id")
         serializer = CheckpointInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        serialized = data.pop("serialized")
         result = services.checkpoint_save(
             agent=request.user,
             session_id=session_id,
             policy=request.tenant.working_memory_policy,
-            **serializer.validated_data,
+            serialized=None if serialized is None else (serialized["type"], serialized["data"]),
+            **data,
         )
         response = Response(
             {**result.checkpoint.document(), "replayed": result.replayed},
@@ -169,27 +410,141 @@ class CheckpointsView(ApiView):
     )
     def get(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
-        self.query(CheckpointListParams)
+        params = self.query(CheckpointListParams)
         paginator = CheckpointsPage()
         page = paginator.paginate_queryset(
-            selectors.checkpoint_list(agent=request.user, session_id=session_id), request, view=self
+            selectors.checkpoint_list(
+                agent=request.user, session_id=session_id, checkpoint_ns=params.get("checkpoint_ns")
+            ),
+            request,
+            view=self,
         )
         return paginator.get_paginated_response([row.summary() for row in page or []])
 
+    @extend_schema(
+        operation_id="checkpoints_delete",
+        summary="Delete your checkpoints in a session (LangGraph's delete_thread)",
+        parameters=[CheckpointDeleteParams],
+        responses={200: CheckpointsDeletedSerializer},
+        tags=TAGS,
+    )
+    def delete(self, request: AgentRequest, session_id: str) -> Response:
+        check_id(session_id, field="session_id")
+        params = self.query(CheckpointDeleteParams)
+        deleted = services.checkpoints_delete(
+            agent=request.user,
+            session_id=session_id,
+            owner_name=params.get("agent"),
+            may_curate=request.auth.has_scope("curate"),
+        )
+        return Response(
+            {
+                "agent": deleted.agent,
+                "checkpoints": deleted.checkpoints,
+                "writes": deleted.writes,
+                "namespaces": deleted.namespaces,
+                "event_id": None if deleted.event is None else deleted.event.pk,
+                "event_seq": None if deleted.event is None else deleted.event.seq,
+            }
+        )
+
+
+class CheckpointTuplesView(ApiView):
+    """GET the caller's checkpoints in full with their pending writes, newest first (LangGraph's
+    ``list``; ``get_tuple`` is this with ``key``, or ``limit=1`` for the latest of a namespace)."""
+
+    get_query_params = frozenset(CheckpointTupleParams().fields)
+
+    @extend_schema(
+        operation_id="checkpoints_tuples",
+        summary="Your checkpoints in full with their pending writes, newest first",
+        parameters=[CheckpointTupleParams],
+        responses={200: page_of(CheckpointTupleSerializer, "CheckpointTuple")},
+        tags=TAGS,
+    )
+    def get(self, request: AgentRequest, session_id: str) -> Response:
+        check_id(session_id, field="session_id")
+        params = self.query(CheckpointTupleParams)
+        params.pop("cursor", None)
+        params.pop("limit", None)
+        paginator = CheckpointTuplesPage()
+        page = paginator.paginate_queryset(
+            selectors.checkpoint_tuples(agent=request.user, session_id=session_id, **params),
+            request,
+            view=self,
+        )
+        rows = list(page or [])
+        writes = selectors.pending_writes_by_checkpoint(rows)
+        return paginator.get_paginated_response(
+            [{**row.document(), "pending_writes": [w.document() for w in writes[row.pk]]} for row in rows]
+        )
+
+
+class CheckpointWritesView(ApiView):
+    """POST a task's pending writes against a checkpoint of the caller's stream (LangGraph's
+    ``put_writes``; the ``idx`` rule is LangGraph's, see ``services.checkpoint_writes_put``)."""
+
+    error_statuses = {"post": (413,)}
+
+    @extend_schema(
+        operation_id="checkpoints_writes",
+        summary="Store a task's pending writes",
+        request=WritesInputSerializer,
+        responses={201: StoredWritesSerializer, 200: StoredWritesSerializer},
+        tags=TAGS,
+    )
+    @idempotent
+    def post(self, request: AgentRequest, session_id: str) -> Response:
+        check_id(session_id, field="session_id")
+        serializer = WritesInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = services.checkpoint_writes_put(
+            agent=request.user,
+            session_id=session_id,
+            idempotency_key=data["key"],
+            checkpoint_ns=data["checkpoint_ns"],
+            task_id=data["task_id"],
+            task_path=data["task_path"],
+            writes=[
+                services.PendingWrite(
+                    channel=w["channel"], value_type=w["value"]["type"], value=w["value"]["data"]
+                )
+                for w in data["writes"]
+            ],
+        )
+        return Response(
+            {
+                "count": len(result.writes),
+                "results": [
+                    {"task_id": w.task_id, "channel": w.channel, "idx": w.idx, "created": w.created}
+                    for w in result.writes
+                ],
+            },
+            status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
+        )
+
 
 class CheckpointLatestView(ApiView):
-    """GET the caller's latest checkpoint: Redis first, PostgreSQL on a miss or with Redis down; 404 if none."""
+    """GET the caller's latest checkpoint (of a namespace: ``checkpoint_ns``, default the root):
+    Redis first, PostgreSQL on a miss or with Redis down; 404 if none."""
+
+    get_query_params = frozenset(CheckpointLatestParams().fields)
 
     @extend_schema(
         operation_id="checkpoints_latest",
         summary="Restore your latest checkpoint",
         responses={200: CheckpointDocumentSerializer},
-        parameters=[SOURCE_PARAMETER, DEGRADED_PARAMETER],
+        parameters=[CheckpointLatestParams, SOURCE_PARAMETER, DEGRADED_PARAMETER],
         tags=TAGS,
     )
     def get(self, request: AgentRequest, session_id: str) -> HttpResponse:
+        params = self.query(CheckpointLatestParams)
         restored = services.checkpoint_latest(
-            agent=request.user, session_id=session_id, policy=request.tenant.working_memory_policy
+            agent=request.user,
+            session_id=session_id,
+            policy=request.tenant.working_memory_policy,
+            checkpoint_ns=params.get("checkpoint_ns", ""),
         )
         if restored.body is None:
             response: HttpResponse = Response(

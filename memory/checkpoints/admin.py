@@ -1,7 +1,8 @@
 """Tenant admin for checkpoints: read-only (agents write them through the API).
 
 A session holds one checkpoint stream per agent: the list shows the agent of each row and filters
-by it.
+by it. A LangGraph checkpoint shows its namespace, parent key, metadata and the type of its opaque
+serialized payload (the bytes themselves are not decoded here either).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ CHECKPOINT_FIELDS: tuple[str, ...] = (
     "session",
     "step_index",
     "idempotency_key",
+    "checkpoint_ns",
+    "parent_key",
     "schema_version",
     "agent",
     "created_at",
     "fingerprint",
+    "metadata",
+    "serialized_type",
     "state",
     "plan",
 )
@@ -47,5 +52,5 @@ class CheckpointAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         qs = super().get_queryset(request).select_related("agent")  # the title names the agent
         match = request.resolver_match
         if match is not None and (match.url_name or "").endswith("_changelist"):
-            return qs.defer("state", "plan")  # the list shows neither (up to 1 MiB each)
+            return qs.defer("state", "plan", "serialized")  # the list shows none (up to 1 MiB each)
         return qs

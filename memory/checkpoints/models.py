@@ -8,6 +8,7 @@ PostgreSQL holds every checkpoint; Redis holds a copy of the latest one per (ses
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from datetime import UTC
@@ -22,15 +23,51 @@ MAX_STEP_INDEX = 2**53 - 1
 MAX_SCHEMA_VERSION = 2**31 - 1
 
 
+# LangGraph's special write channels and the fixed ``idx`` their writes take (its ``WRITES_IDX_MAP``,
+# langgraph.checkpoint.serde.types): a task's write to one of them replaces the previous one.
+SPECIAL_WRITE_CHANNELS: dict[str, int] = {
+    "__error__": -1,
+    "__scheduled__": -2,
+    "__interrupt__": -3,
+    "__resume__": -4,
+}
+MAX_NAMESPACE_LENGTH = 500
+MAX_SERIALIZED_TYPE_LENGTH = 64
+
+
 def checkpoint_fingerprint(
-    *, step_index: int, state: dict[str, Any], plan: list[Any], schema_version: int
+    *,
+    step_index: int,
+    state: dict[str, Any],
+    plan: list[Any],
+    schema_version: int,
+    checkpoint_ns: str = "",
+    parent_key: str = "",
+    metadata: dict[str, Any] | None = None,
+    serialized_type: str = "",
+    serialized: bytes | None = None,
 ) -> str:
     """Hex SHA-256 (64 chars) of the checkpoint body in canonical JSON (sorted keys, no spaces, UTF-8).
 
     Two bodies with the same content but another key order have the same fingerprint; the session id
     and idempotency key are not part of it (they select the row the fingerprint is compared with).
+    The LangGraph fields (namespace, parent, metadata, serialized payload: its SHA-256) enter the
+    document only when set, so checkpoints saved before they existed keep their fingerprints.
     """
-    doc = {"step_index": step_index, "state": state, "plan": plan, "schema_version": schema_version}
+    doc: dict[str, Any] = {
+        "step_index": step_index,
+        "state": state,
+        "plan": plan,
+        "schema_version": schema_version,
+    }
+    extra = {
+        "checkpoint_ns": checkpoint_ns,
+        "parent_key": parent_key,
+        "metadata": metadata or {},
+        "serialized_type": serialized_type,
+        "serialized": "" if serialized is None else hashlib.sha256(serialized).hexdigest(),
+    }
+    doc.update({name: value for name, value in extra.items() if value})
     data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
@@ -38,15 +75,24 @@ def checkpoint_fingerprint(
 class Checkpoint(models.Model):
     """The working state and active plan of ``agent`` in a session after step ``step_index``.
 
-    Rows are written once (``checkpoint_save``) and never changed. Within one agent's stream of a
-    session, step indexes strictly increase and each idempotency key names one checkpoint; another
-    agent's stream in the same session is independent (its own steps and keys).
+    Rows are written once (``checkpoint_save``) and never changed; a thread delete
+    (``checkpoints_delete``) or an erasure removes them. Within one agent's stream of a session,
+    step indexes strictly increase and each idempotency key names one checkpoint; another agent's
+    stream in the same session is independent (its own steps and keys).
+
+    LangGraph's model maps onto it (``engram_client.langgraph``): its thread is the session, its
+    ``checkpoint_id`` the idempotency key, its ``checkpoint_ns`` a label of the row within the
+    agent's stream (steps and keys stay unique across namespaces), its parent checkpoint id
+    ``parent_key``, its metadata ``metadata``; the checkpoint itself is the serializer's opaque
+    ``(type, bytes)`` pair in ``serialized_type`` / ``serialized``, never decoded here.
     """
 
     session_id = models.CharField(max_length=200)
     step_index = models.BigIntegerField(validators=[MinValueValidator(0), MaxValueValidator(MAX_STEP_INDEX)])
     idempotency_key = models.CharField(max_length=255)
-    state = models.JSONField(help_text="the agent's working state (a JSON object)")
+    state = models.JSONField(
+        blank=True, help_text="the agent's working state (a JSON object; {} when `serialized` holds it)"
+    )
     plan = models.JSONField(default=list, blank=True, help_text="the active plan: a JSON list of steps")
     schema_version = models.PositiveIntegerField(
         default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_SCHEMA_VERSION)]
@@ -57,6 +103,20 @@ class Checkpoint(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     fingerprint = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the body")
+    checkpoint_ns = models.CharField(
+        max_length=MAX_NAMESPACE_LENGTH, blank=True, default="", help_text="LangGraph's checkpoint_ns"
+    )
+    parent_key = models.CharField(
+        max_length=255, blank=True, default="", help_text="idempotency key of the checkpoint it follows"
+    )
+    metadata = models.JSONField(default=dict, blank=True, help_text="a JSON object, filterable")
+    serialized_type = models.CharField(
+        max_length=MAX_SERIALIZED_TYPE_LENGTH,
+        blank=True,
+        default="",
+        help_text="the serializer's type tag of `serialized` (e.g. msgpack)",
+    )
+    serialized = models.BinaryField(null=True, blank=True, help_text="an opaque serialized checkpoint")
 
     class Meta:
         ordering = ["session_id", "step_index"]
@@ -73,6 +133,10 @@ class Checkpoint(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "created_at"], name="checkpoint_agent_idx"),
+            # the latest of one namespace, and a namespace's pages (LangGraph's list and get_tuple)
+            models.Index(
+                fields=["session_id", "agent", "checkpoint_ns", "step_index"], name="checkpoint_ns_step_idx"
+            ),
             models.Index(
                 fields=["data_subject"],
                 condition=~models.Q(data_subject=""),
@@ -85,7 +149,8 @@ class Checkpoint(models.Model):
         return f"{self.session_id} step {self.step_index} ({self.agent.name})"
 
     def summary(self) -> dict[str, Any]:
-        """The checkpoint without ``state`` and ``plan``: JSON-ready, times in UTC with ``Z``.
+        """The checkpoint without ``state``, ``plan`` and ``serialized``: JSON-ready, times in UTC with
+        ``Z``; ``parent_key`` is ``None`` when unset.
 
         Needs ``agent`` loaded (``select_related("agent")``) to avoid one query.
         """
@@ -97,12 +162,77 @@ class Checkpoint(models.Model):
             "schema_version": self.schema_version,
             "agent": self.agent.name,
             "created_at": self.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "checkpoint_ns": self.checkpoint_ns,
+            "parent_key": self.parent_key or None,
+            "metadata": self.metadata,
+        }
+
+    def serialized_document(self) -> dict[str, str] | None:
+        """``{"type", "data"}`` with ``data`` the serialized bytes in base64 (RFC 4648), or ``None``."""
+        if self.serialized is None:
+            return None
+        return {
+            "type": self.serialized_type,
+            "data": base64.b64encode(bytes(self.serialized)).decode("ascii"),
         }
 
     def document(self) -> dict[str, Any]:
-        """The checkpoint as the API shows it and Redis caches it: ``summary()`` plus state and plan."""
-        return {**self.summary(), "state": self.state, "plan": self.plan}
+        """The checkpoint as the API shows it and Redis caches it: ``summary()`` plus state, plan and
+        the serialized payload (``serialized_document()``)."""
+        return {
+            **self.summary(),
+            "state": self.state,
+            "plan": self.plan,
+            "serialized": self.serialized_document(),
+        }
 
     def document_json(self) -> bytes:
         """``document()`` as compact UTF-8 JSON, the bytes cached in Redis and served as they are."""
         return json.dumps(self.document(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class CheckpointWrite(models.Model):
+    """A pending write of a LangGraph task against a checkpoint: ``(task_id, channel, value)``.
+
+    It names its checkpoint by ``(session_id, agent, checkpoint_ns, checkpoint_key)``, not by a
+    foreign key: LangGraph may send a task's writes before the put of their checkpoint has landed
+    (its puts run in the background). ``idx`` is the write's position in the task's list, or for a
+    special channel (``SPECIAL_WRITE_CHANNELS``) that channel's fixed negative index, so a task
+    writes each special channel at most once per checkpoint. The value is the serializer's opaque
+    ``(type, bytes)``. The writes go with their checkpoint (a thread delete, an erasure).
+    """
+
+    session_id = models.CharField(max_length=200)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="checkpoint_writes")
+    checkpoint_ns = models.CharField(max_length=MAX_NAMESPACE_LENGTH, blank=True, default="")
+    checkpoint_key = models.CharField(max_length=255, help_text="the checkpoint's idempotency key")
+    task_id = models.CharField(max_length=200)
+    task_path = models.CharField(max_length=500, blank=True, default="")
+    idx = models.IntegerField()
+    channel = models.CharField(max_length=200)
+    value_type = models.CharField(max_length=MAX_SERIALIZED_TYPE_LENGTH, blank=True, default="")
+    value = models.BinaryField()
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["session_id", "checkpoint_key", "task_path", "task_id", "idx"]
+        constraints = [
+            # also the index of every read: a checkpoint's writes, a stream's (session, agent prefix)
+            models.UniqueConstraint(
+                fields=["session_id", "agent", "checkpoint_ns", "checkpoint_key", "task_id", "idx"],
+                name="checkpoint_write_task_idx_uniq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} {self.channel} #{self.idx}"
+
+    def document(self) -> dict[str, Any]:
+        """``{"task_id", "task_path", "channel", "idx", "value": {"type", "data" (base64)}}``."""
+        return {
+            "task_id": self.task_id,
+            "task_path": self.task_path,
+            "channel": self.channel,
+            "idx": self.idx,
+            "value": {"type": self.value_type, "data": base64.b64encode(bytes(self.value)).decode("ascii")},
+        }

@@ -7,30 +7,33 @@ session, see ``memory.checkpoints.services``); each is one query on the unique i
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet, Subquery
 
 from agents.models import Agent
 
-from .models import Checkpoint
+from .models import Checkpoint, CheckpointWrite
 
 
 def _stream(*, agent: Agent, session_id: str) -> QuerySet[Checkpoint]:
     return Checkpoint.objects.select_related("agent").filter(session_id=session_id, agent=agent)
 
 
-def checkpoint_list(*, agent: Agent, session_id: str, after_step: int = -1) -> QuerySet[Checkpoint]:
-    """``agent``'s checkpoints in the session with a step after ``after_step``, in step order.
+def checkpoint_list(
+    *, agent: Agent, session_id: str, after_step: int = -1, checkpoint_ns: str | None = None
+) -> QuerySet[Checkpoint]:
+    """``agent``'s checkpoints in the session with a step after ``after_step``, in step order
+    (``checkpoint_ns``: only that namespace; ``None``: all).
 
     ``state`` and ``plan`` are deferred (up to 1 MiB each): use ``Checkpoint.summary()`` on the rows,
     or ``checkpoint_get`` for one checkpoint in full.
     """
-    return (
-        _stream(agent=agent, session_id=session_id)
-        .filter(step_index__gt=after_step)
-        .defer("state", "plan")
-        .order_by("step_index")
-    )
+    rows = _stream(agent=agent, session_id=session_id).filter(step_index__gt=after_step)
+    if checkpoint_ns is not None:
+        rows = rows.filter(checkpoint_ns=checkpoint_ns)
+    return rows.defer("state", "plan", "serialized").order_by("step_index")
 
 
 def checkpoint_get(*, agent: Agent, session_id: str, step_index: int) -> Checkpoint | None:
@@ -43,9 +46,57 @@ def checkpoint_by_key(*, agent: Agent, session_id: str, idempotency_key: str) ->
     return _stream(agent=agent, session_id=session_id).filter(idempotency_key=idempotency_key).first()
 
 
-def checkpoint_latest_stored(*, agent: Agent, session_id: str) -> Checkpoint | None:
-    """``agent``'s checkpoint with the highest step index in the session, or ``None``."""
-    return _stream(agent=agent, session_id=session_id).order_by("-step_index").first()
+def checkpoint_latest_stored(*, agent: Agent, session_id: str, checkpoint_ns: str = "") -> Checkpoint | None:
+    """``agent``'s checkpoint with the highest step index in the session and namespace, or ``None``."""
+    return (
+        _stream(agent=agent, session_id=session_id)
+        .filter(checkpoint_ns=checkpoint_ns)
+        .order_by("-step_index")
+        .first()
+    )
+
+
+def checkpoint_tuples(
+    *,
+    agent: Agent,
+    session_id: str,
+    checkpoint_ns: str | None = None,
+    key: str | None = None,
+    before: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> QuerySet[Checkpoint]:
+    """``agent``'s checkpoints in the session in full (their pending writes:
+    ``pending_writes_by_checkpoint``): LangGraph's ``list`` and ``get_tuple``.
+
+    Filters: ``checkpoint_ns`` (``None``: every namespace), ``key`` (one idempotency key),
+    ``before`` (saved before the checkpoint with that key, in its stream order; an unknown key
+    matches nothing), ``metadata`` (JSON containment: every key given has that value). Not
+    ordered: the page orders it (newest first).
+    """
+    rows = _stream(agent=agent, session_id=session_id)
+    if checkpoint_ns is not None:
+        rows = rows.filter(checkpoint_ns=checkpoint_ns)
+    if key is not None:
+        rows = rows.filter(idempotency_key=key)
+    if before is not None:
+        rows = rows.filter(
+            step_index__lt=Subquery(
+                Checkpoint.objects.filter(session_id=session_id, agent=agent, idempotency_key=before).values(
+                    "step_index"
+                )[:1]
+            )
+        )
+    if metadata:
+        rows = rows.filter(metadata__contains=metadata)
+    return rows
+
+
+def checkpoint_stream_ids(*, agent: Agent, session_id: str) -> tuple[list[int], list[str]]:
+    """The ids of ``agent``'s checkpoints in the session and the namespaces they are in (sorted)."""
+    rows = list(
+        Checkpoint.objects.filter(session_id=session_id, agent=agent).values_list("pk", "checkpoint_ns")
+    )
+    return [pk for pk, _ in rows], sorted({ns for _, ns in rows})
 
 
 def checkpoint_latest_step(*, agent: Agent, session_id: str) -> int | None:
@@ -74,3 +125,24 @@ def checkpoint_stream_head(
         )
         latest, by_key = cursor.fetchone()
     return latest, by_key
+
+
+def checkpoint_writes_of(*, checkpoints: list[tuple[str, int, str, str]]) -> QuerySet[CheckpointWrite]:
+    """The pending writes of the checkpoints named ``(session_id, agent id, checkpoint_ns, key)``,
+    in ``(task_path, task_id, idx)`` order (LangGraph's ``writes_sort_key``)."""
+    if not checkpoints:
+        return CheckpointWrite.objects.none()
+    match = Q()
+    for session_id, agent_id, ns, key in checkpoints:
+        match |= Q(session_id=session_id, agent_id=agent_id, checkpoint_ns=ns, checkpoint_key=key)
+    return CheckpointWrite.objects.filter(match).order_by("task_path", "task_id", "idx")
+
+
+def pending_writes_by_checkpoint(checkpoints: list[Checkpoint]) -> dict[int, list[CheckpointWrite]]:
+    """The pending writes of each of ``checkpoints`` (by checkpoint id), in one query."""
+    found: dict[tuple[str, int, str, str], list[CheckpointWrite]] = {}
+    named = [(c.session_id, c.agent_id, c.checkpoint_ns, c.idempotency_key) for c in checkpoints]
+    for write in checkpoint_writes_of(checkpoints=named):
+        name = (write.session_id, write.agent_id, write.checkpoint_ns, write.checkpoint_key)
+        found.setdefault(name, []).append(write)
+    return {c.pk: found.get(name, []) for c, name in zip(checkpoints, named, strict=True)}

@@ -25,6 +25,7 @@ could serve the older copy until then, or until the TTL ends.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -33,19 +34,31 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import redis
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 from redis.commands.core import Script
 
 from agents.models import Agent
 from core.canonical_json import contains_nul
-from core.errors import Conflict, InvalidInput, PayloadTooLarge
+from core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, PermissionDenied
 from core.locks import advisory_xact_lock
 from core.metrics import record_lookup
 from core.redis import check_id, get_redis, tenant_key
+from memory.episodic.models import Event
+from memory.episodic.services import decision_record
 from tenants.models import WorkingMemoryPolicy
 
 from . import selectors
-from .models import MAX_SCHEMA_VERSION, MAX_STEP_INDEX, Checkpoint, checkpoint_fingerprint
+from .models import (
+    MAX_NAMESPACE_LENGTH,
+    MAX_SCHEMA_VERSION,
+    MAX_SERIALIZED_TYPE_LENGTH,
+    MAX_STEP_INDEX,
+    SPECIAL_WRITE_CHANNELS,
+    Checkpoint,
+    CheckpointWrite,
+    checkpoint_fingerprint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +67,10 @@ MAX_STATE_BYTES = (
 )  # 1 MiB of JSON (UTF-8): larger state belongs in semantic memory or a blob store
 MAX_PLAN_BYTES = 256 * 1024
 MAX_KEY_LENGTH = 255
+MAX_METADATA_BYTES = 64 * 1024
+MAX_WRITES = 1_000  # pending writes in one call (a LangGraph task writes a handful)
+MAX_TASK_ID_LENGTH = 200
+MAX_CHANNEL_LENGTH = 200
 PENDING_LIMIT = 10_000
 DEGRADED_HEADER_VALUE = "redis-unavailable"
 
@@ -120,36 +137,93 @@ class Restored:
         return None if self.body is None else json.loads(self.body)
 
 
-def cache_key(session_id: str, agent_id: int) -> str:
-    """The Redis key of the latest checkpoint of agent ``agent_id`` in the session (current tenant).
+def cache_key(session_id: str, agent_id: int, checkpoint_ns: str = "") -> str:
+    """The Redis key of the latest checkpoint of agent ``agent_id`` in the session and namespace
+    (current tenant).
 
-    ``{tenant}:ckpt:<session_id>:<agent id>``: session ids cannot contain ``:``, so keys never collide.
+    ``{tenant}:ckpt:<session_id>:<agent id>`` for the root namespace ``""``, with
+    ``:ns:<SHA-256 of the namespace, 32 hex>`` appended for another (a namespace may hold any
+    character): session ids cannot contain ``:``, so keys never collide.
     """
-    return tenant_key("ckpt", session_id, agent_id)
+    if not checkpoint_ns:
+        return tenant_key("ckpt", session_id, agent_id)
+    return tenant_key(
+        "ckpt", session_id, agent_id, "ns", hashlib.sha256(checkpoint_ns.encode()).hexdigest()[:32]
+    )
 
 
 def _json_size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
-def _check_input(
-    *, session_id: str, step_index: int, idempotency_key: str, state: Any, plan: Any, schema_version: int
-) -> None:
-    check_id(session_id, field="session_id")
+def _check_key(value: Any, *, field: str) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH or not value.isprintable():
+        raise InvalidInput(f"{field} must be 1 to {MAX_KEY_LENGTH} printable characters.", field=field)
+
+
+def check_namespace(value: Any, *, field: str = "checkpoint_ns") -> str:
+    """Validate a checkpoint namespace: at most ``MAX_NAMESPACE_LENGTH`` printable characters ("" is
+    the root). Raises ``InvalidInput`` naming ``field``."""
+    if not isinstance(value, str) or len(value) > MAX_NAMESPACE_LENGTH or not value.isprintable():
+        raise InvalidInput(
+            f"{field} must be at most {MAX_NAMESPACE_LENGTH} printable characters.", field=field
+        )
+    return value
+
+
+def _check_serialized_type(value: Any, *, field: str) -> None:
     if (
-        not isinstance(idempotency_key, str)
-        or not 1 <= len(idempotency_key) <= MAX_KEY_LENGTH
-        or not idempotency_key.isprintable()
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_SERIALIZED_TYPE_LENGTH
+        or not value.isprintable()
     ):
         raise InvalidInput(
-            f"idempotency_key must be 1 to {MAX_KEY_LENGTH} printable characters.", field="idempotency_key"
+            f"{field} must be 1 to {MAX_SERIALIZED_TYPE_LENGTH} printable characters.", field=field
         )
-    if (
+
+
+def _check_input(
+    *,
+    session_id: str,
+    step_index: int | None,
+    idempotency_key: str,
+    state: Any,
+    plan: Any,
+    schema_version: int,
+    checkpoint_ns: str = "",
+    parent_key: str = "",
+    metadata: Any = None,
+    serialized: tuple[str, bytes] | None = None,
+) -> None:
+    check_id(session_id, field="session_id")
+    _check_key(idempotency_key, field="idempotency_key")
+    if step_index is not None and (
         isinstance(step_index, bool)
         or not isinstance(step_index, int)
         or not 0 <= step_index <= MAX_STEP_INDEX
     ):
         raise InvalidInput(f"step_index must be an integer from 0 to {MAX_STEP_INDEX}.", field="step_index")
+    check_namespace(checkpoint_ns)
+    if parent_key:
+        _check_key(parent_key, field="parent_key")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidInput("metadata must be a JSON object.", field="metadata")
+        if contains_nul(metadata):
+            raise InvalidInput("metadata must not contain NUL characters.", field="metadata")
+        if (size := _json_size(metadata)) > MAX_METADATA_BYTES:
+            raise PayloadTooLarge(
+                f"metadata is {size} bytes of JSON; a checkpoint allows at most {MAX_METADATA_BYTES}.",
+                field="metadata",
+            )
+    if serialized is not None:
+        kind, data = serialized
+        _check_serialized_type(kind, field="serialized.type")
+        if len(data) > MAX_STATE_BYTES:
+            raise PayloadTooLarge(
+                f"serialized.data is {len(data)} bytes; a checkpoint allows at most {MAX_STATE_BYTES}.",
+                field="serialized.data",
+            )
     if (
         isinstance(schema_version, bool)
         or not isinstance(schema_version, int)
@@ -218,13 +292,17 @@ def checkpoint_save(
     *,
     agent: Agent,
     session_id: str,
-    step_index: int,
+    step_index: int | None,
     idempotency_key: str,
     state: dict[str, Any],
     plan: list[Any],
     schema_version: int = 1,
     policy: WorkingMemoryPolicy,
     data_subject: str = "",
+    checkpoint_ns: str = "",
+    parent_key: str = "",
+    metadata: dict[str, Any] | None = None,
+    serialized: tuple[str, bytes] | None = None,
 ) -> SaveResult:
     """Store ``agent``'s checkpoint of ``session_id`` after step ``step_index`` in the current tenant.
 
@@ -235,6 +313,14 @@ def checkpoint_save(
     ``policy.checkpoint_cache_ttl_seconds``; a Redis failure then only sets ``cached=False``.
 
     ``data_subject``: the person the state is about (what erasures and holds target), or "".
+
+    ``step_index`` ``None``: the next step of the stream (its latest + 1, or 0), chosen under the
+    stream's lock; a replay then compares the body with the stored step. The LangGraph fields:
+    ``checkpoint_ns`` (a label within the agent's stream, "" the root: steps and keys stay unique
+    across namespaces), ``parent_key`` (the idempotency key of the checkpoint it follows, not
+    checked), ``metadata`` (a JSON object of at most ``MAX_METADATA_BYTES``, filterable) and
+    ``serialized`` (``(type tag, bytes)`` of an opaque serialized checkpoint, at most
+    ``MAX_STATE_BYTES``: stored and returned as they are, never decoded here).
 
     Returns a ``SaveResult``: a new checkpoint, or the stored one (``replayed=True``) when this
     ``idempotency_key`` was already used by ``agent`` in the session with the same body.
@@ -251,10 +337,27 @@ def checkpoint_save(
         state=state,
         plan=plan,
         schema_version=schema_version,
+        checkpoint_ns=checkpoint_ns,
+        parent_key=parent_key,
+        metadata=metadata,
+        serialized=serialized,
     )
-    fingerprint = checkpoint_fingerprint(
-        step_index=step_index, state=state, plan=plan, schema_version=schema_version
-    )
+    metadata = metadata or {}
+    serialized_type, serialized_bytes = serialized if serialized is not None else ("", None)
+
+    def fingerprint_at(step: int) -> str:
+        return checkpoint_fingerprint(
+            step_index=step,
+            state=state,
+            plan=plan,
+            schema_version=schema_version,
+            checkpoint_ns=checkpoint_ns,
+            parent_key=parent_key,
+            metadata=metadata,
+            serialized_type=serialized_type,
+            serialized=serialized_bytes,
+        )
+
     with transaction.atomic():
         advisory_xact_lock("ckpt", session_id, agent.pk)
         latest, by_key = selectors.checkpoint_stream_head(
@@ -268,10 +371,22 @@ def checkpoint_save(
             )
         )
         if existing is not None:
-            if existing.fingerprint != fingerprint:
-                differing = _differing_fields(
-                    existing, step_index=step_index, state=state, plan=plan, schema_version=schema_version
-                )
+            if existing.fingerprint != fingerprint_at(
+                existing.step_index if step_index is None else step_index
+            ):
+                body: dict[str, Any] = {
+                    "step_index": existing.step_index if step_index is None else step_index,
+                    "state": state,
+                    "plan": plan,
+                    "schema_version": schema_version,
+                    "checkpoint_ns": checkpoint_ns,
+                    "parent_key": parent_key,
+                    "metadata": metadata,
+                    "serialized_type": serialized_type,
+                }
+                differing = _differing_fields(existing, **body)
+                if serialized_bytes is not None and bytes(existing.serialized or b"") != serialized_bytes:
+                    differing = [f for f in differing if f != "body"] + ["serialized"]
                 raise Conflict(
                     f"idempotency_key {idempotency_key!r} was already used by you in this session for step "
                     f"{existing.step_index} with a different body (differs in: {', '.join(differing)}).",
@@ -279,7 +394,11 @@ def checkpoint_save(
                 )
             return SaveResult(checkpoint=existing, replayed=True)
 
-        if latest is not None and step_index <= latest:
+        if step_index is None:
+            step_index = 0 if latest is None else latest + 1
+            if step_index > MAX_STEP_INDEX:
+                raise Conflict(f"This stream has reached step {MAX_STEP_INDEX}.", field="step_index")
+        elif latest is not None and step_index <= latest:
             raise Conflict(
                 f"step_index {step_index} is not after your latest checkpoint in this session, step "
                 f"{latest}; send a step_index greater than {latest}.",
@@ -293,8 +412,13 @@ def checkpoint_save(
             plan=plan,
             schema_version=schema_version,
             agent=agent,
-            fingerprint=fingerprint,
+            fingerprint=fingerprint_at(step_index),
             data_subject=data_subject,
+            checkpoint_ns=checkpoint_ns,
+            parent_key=parent_key,
+            metadata=metadata,
+            serialized_type=serialized_type,
+            serialized=serialized_bytes,
         )
         # uniqueness is what the advisory lock and the checks above decide (constraints are the
         # backstop); the agent is the caller itself, so its foreign key needs no query to validate
@@ -302,32 +426,37 @@ def checkpoint_save(
         checkpoint.save()
 
         result = SaveResult(checkpoint=checkpoint, replayed=False)
-        key, body, ttl = (
-            cache_key(session_id, agent.pk),
+        saved_step = step_index
+        key, document, ttl = (
+            cache_key(session_id, agent.pk, checkpoint_ns),
             checkpoint.document_json(),
             policy.checkpoint_cache_ttl_seconds,
         )
 
         def cache_after_commit() -> None:
-            result.cached = _cache_put(key=key, step_index=step_index, body=body, ttl_seconds=ttl)
+            result.cached = _cache_put(key=key, step_index=saved_step, body=document, ttl_seconds=ttl)
             if not result.cached:
-                _remember_stale(key, step_index)
+                _remember_stale(key, saved_step)
 
         transaction.on_commit(cache_after_commit)
     return result
 
 
-def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPolicy) -> Restored:
-    """``agent``'s latest checkpoint in ``session_id`` (current tenant), from Redis or else PostgreSQL.
+def checkpoint_latest(
+    *, agent: Agent, session_id: str, policy: WorkingMemoryPolicy, checkpoint_ns: str = ""
+) -> Restored:
+    """``agent``'s latest checkpoint in ``session_id`` and namespace ``checkpoint_ns`` ("" the root)
+    (current tenant), from Redis or else PostgreSQL.
 
     Only ``agent``'s own stream is read: another agent's checkpoints in the session are never
     returned (``body`` is ``None`` when ``agent`` saved none there). A Redis miss reads PostgreSQL and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``);
     when Redis cannot be reached the answer comes from PostgreSQL with ``degraded=True``. Counts one
     ``checkpoint`` lookup for ``agent``: a hit when Redis answered, else a miss.
-    Raises ``InvalidInput`` for a malformed session id.
+    Raises ``InvalidInput`` for a malformed session id or namespace.
     """
     check_id(session_id, field="session_id")
-    key = cache_key(session_id, agent.pk)
+    check_namespace(checkpoint_ns)
+    key = cache_key(session_id, agent.pk, checkpoint_ns)
     degraded = False
     try:
         client = get_redis()
@@ -340,7 +469,9 @@ def checkpoint_latest(*, agent: Agent, session_id: str, policy: WorkingMemoryPol
     if body is not None:
         return Restored(body=body, source="redis")
 
-    checkpoint = selectors.checkpoint_latest_stored(agent=agent, session_id=session_id)
+    checkpoint = selectors.checkpoint_latest_stored(
+        agent=agent, session_id=session_id, checkpoint_ns=checkpoint_ns
+    )
     if checkpoint is None:
         return Restored(body=None, source="postgres", degraded=degraded)
     body = checkpoint.document_json()
@@ -370,13 +501,232 @@ def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str
         rows = list(
             Checkpoint.objects.select_for_update()
             .filter(pk__in=checkpoint_ids)
-            .values_list("pk", "session_id", "agent_id")
+            .values_list("pk", "session_id", "agent_id", "checkpoint_ns", "idempotency_key")
         )
         Checkpoint.objects.filter(pk__in=[r[0] for r in rows]).delete()
-    keys = sorted({cache_key(session_id, agent_id) for _, session_id, agent_id in rows})
+        # their pending writes go with them
+        selectors.checkpoint_writes_of(
+            checkpoints=[(session_id, agent_id, ns, key) for _, session_id, agent_id, ns, key in rows]
+        ).delete()
+    keys = sorted({cache_key(session_id, agent_id, ns) for _, session_id, agent_id, ns, _ in rows})
     if keys:
         try:
             get_redis().delete(*keys)
         except redis.RedisError as exc:
             raise ServiceUnavailable(f"Redis cannot be reached to drop checkpoint copies: {exc}") from exc
     return sorted(r[0] for r in rows), keys
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """One write of a task as sent: ``channel`` and the serializer's ``(type tag, bytes)`` value."""
+
+    channel: str
+    value_type: str
+    value: bytes
+
+
+@dataclass(frozen=True)
+class StoredWrite:
+    """Where one write went: its ``idx``, and whether it was new (``False``: the task had already
+    written there; for special channels, replaced)."""
+
+    task_id: str
+    channel: str
+    idx: int
+    created: bool
+
+
+@dataclass(frozen=True)
+class WritesResult:
+    """What ``checkpoint_writes_put`` did: one ``StoredWrite`` per write in the order sent, and how
+    many rows it created (0: all of them were there already)."""
+
+    writes: list[StoredWrite]
+    created: int
+
+
+def checkpoint_writes_put(
+    *,
+    agent: Agent,
+    session_id: str,
+    idempotency_key: str,
+    checkpoint_ns: str = "",
+    task_id: str,
+    task_path: str = "",
+    writes: list[PendingWrite],
+) -> WritesResult:
+    """Store task ``task_id``'s pending writes against ``agent``'s checkpoint ``idempotency_key``
+    in the session and namespace (LangGraph's ``put_writes``).
+
+    The rule is LangGraph's (``langgraph.checkpoint.base.WRITES_IDX_MAP``): a write's ``idx`` is its
+    position in ``writes``, or for a special channel (``SPECIAL_WRITE_CHANNELS``: ``__error__`` -1,
+    ``__scheduled__`` -2, ``__interrupt__`` -3, ``__resume__`` -4) that channel's fixed index. When
+    every write is to a special channel they replace what the task wrote there before; otherwise a
+    write whose ``(task_id, idx)`` is already stored is left as it is (a retried task writes once).
+    At most ``MAX_WRITES`` writes, each value at most ``MAX_STATE_BYTES``.
+
+    The writes belong to ``agent``'s stream (only it reads them back, with the checkpoint); the
+    checkpoint need not exist yet: LangGraph may send a task's writes before the background put
+    of their checkpoint has landed.
+
+    Raises ``InvalidInput`` (field ``key``, ``task_id``, ``task_path``, ``writes``,
+    ``writes[i].channel``, ``writes[i].value.type``...), ``PayloadTooLarge``
+    (``writes[i].value.data``).
+    """
+    check_id(session_id, field="session_id")
+    check_namespace(checkpoint_ns)
+    if (
+        not isinstance(task_id, str)
+        or not 1 <= len(task_id) <= MAX_TASK_ID_LENGTH
+        or not task_id.isprintable()
+    ):
+        raise InvalidInput(
+            f"task_id must be 1 to {MAX_TASK_ID_LENGTH} printable characters.", field="task_id"
+        )
+    if not isinstance(task_path, str) or len(task_path) > MAX_NAMESPACE_LENGTH or not task_path.isprintable():
+        raise InvalidInput(
+            f"task_path must be at most {MAX_NAMESPACE_LENGTH} printable characters.", field="task_path"
+        )
+    if not 1 <= len(writes) <= MAX_WRITES:
+        raise InvalidInput(f"writes must hold 1 to {MAX_WRITES} writes.", field="writes")
+    for i, write in enumerate(writes):
+        if (
+            not isinstance(write.channel, str)
+            or not 1 <= len(write.channel) <= MAX_CHANNEL_LENGTH
+            or not write.channel.isprintable()
+        ):
+            raise InvalidInput(
+                f"channel must be 1 to {MAX_CHANNEL_LENGTH} printable characters.",
+                field=f"writes[{i}].channel",
+            )
+        _check_serialized_type(write.value_type, field=f"writes[{i}].value.type")
+        if len(write.value) > MAX_STATE_BYTES:
+            raise PayloadTooLarge(
+                f"the value is {len(write.value)} bytes; a write allows at most {MAX_STATE_BYTES}.",
+                field=f"writes[{i}].value.data",
+            )
+    overwrite = all(write.channel in SPECIAL_WRITE_CHANNELS for write in writes)
+    conflict = (
+        "DO UPDATE SET channel = EXCLUDED.channel, value_type = EXCLUDED.value_type, "
+        "value = EXCLUDED.value, task_path = EXCLUDED.task_path"
+        if overwrite
+        else "DO NOTHING"
+    )
+    rows = [
+        (
+            session_id,
+            agent.pk,
+            checkpoint_ns,
+            idempotency_key,
+            task_id,
+            task_path,
+            SPECIAL_WRITE_CHANNELS.get(w.channel, i),
+            w.channel,
+            w.value_type,
+            w.value,
+        )
+        for i, w in enumerate(writes)
+    ]
+    if overwrite:  # one statement may not update a row twice: the last write to a channel wins
+        rows = list({row[6]: row for row in rows}.values())
+    now = timezone.now()
+    # one statement: which writes were new comes back in RETURNING (xmax = 0: inserted, not updated)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memory_checkpointwrite (session_id, agent_id, checkpoint_ns, checkpoint_key, "
+            "task_id, task_path, idx, channel, value_type, value, created_at) "
+            "SELECT s, a, n, k, t, p, i, ch, vt, v, %s FROM unnest(%s::text[], %s::bigint[], %s::text[], "
+            "%s::text[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bytea[]) "
+            "AS w(s, a, n, k, t, p, i, ch, vt, v) "
+            "ON CONFLICT (session_id, agent_id, checkpoint_ns, checkpoint_key, task_id, idx) "
+            f"{conflict} RETURNING idx, (xmax = 0)",
+            [now, *([list(column) for column in zip(*rows, strict=True)])],
+        )
+        created = {idx for idx, inserted in cursor.fetchall() if inserted}
+    return WritesResult(
+        writes=[
+            StoredWrite(task_id=task_id, channel=channel, idx=idx, created=idx in created)
+            for _, _, _, _, _, _, idx, channel, _, _ in rows
+        ],
+        created=len(created),
+    )
+
+
+@dataclass(frozen=True)
+class ThreadDeleted:
+    """What ``checkpoints_delete`` removed from one agent's stream in a session, and the decision
+    event that records it (``None`` when there was nothing to delete)."""
+
+    agent: str
+    checkpoints: int
+    writes: int
+    namespaces: list[str]
+    event: Event | None
+
+
+def checkpoints_delete(
+    *, agent: Agent, session_id: str, owner_name: str | None = None, may_curate: bool = False
+) -> ThreadDeleted:
+    """Delete a stream of checkpoints in ``session_id`` (every namespace, with their pending
+    writes): LangGraph's ``delete_thread``. The stream is ``agent``'s own, or with ``owner_name``
+    that agent's, which needs ``may_curate`` (a key with the ``curate`` scope) unless it names
+    ``agent`` itself. The delete is recorded as a ``decision`` event of ``agent`` in the session
+    (payload: ``action`` ``checkpoints_deleted``, the stream's ``agent``, the counts and namespaces);
+    after the commit the Redis copies of the stream's namespaces are dropped (when Redis cannot be
+    reached, this process drops them at its next checkpoint call that reaches it).
+
+    Raises ``InvalidInput`` (bad session id), ``PermissionDenied`` (another agent's stream without
+    ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant).
+    """
+    check_id(session_id, field="session_id")
+    owner = agent
+    if owner_name is not None and owner_name != agent.name:
+        if not may_curate:
+            raise PermissionDenied(
+                "Checkpoints are per agent: only their agent, or a key with the 'curate' scope, may "
+                "delete another agent's checkpoints.",
+                field="agent",
+            )
+        found = Agent.objects.filter(name=owner_name).first()
+        if found is None:
+            raise NotFound(f"No agent named {owner_name!r}.", field="agent")
+        owner = found
+    with transaction.atomic():
+        advisory_xact_lock("ckpt", session_id, owner.pk)
+        ids, namespaces = selectors.checkpoint_stream_ids(agent=owner, session_id=session_id)
+        writes, _ = CheckpointWrite.objects.filter(session_id=session_id, agent=owner).delete()
+        if not ids and not writes:
+            return ThreadDeleted(agent=owner.name, checkpoints=0, writes=0, namespaces=[], event=None)
+        Checkpoint.objects.filter(pk__in=ids).delete()
+        event = decision_record(
+            agent=agent,
+            session_id=session_id,
+            content=(
+                f"Deleted {len(ids)} checkpoint(s) and {writes} pending write(s) of agent {owner.name} "
+                "in this session."
+            ),
+            payload={
+                "action": "checkpoints_deleted",
+                "agent": owner.name,
+                "checkpoints": len(ids),
+                "writes": writes,
+                "namespaces": namespaces,
+            },
+        )
+        keys = [cache_key(session_id, owner.pk, ns) for ns in namespaces]
+
+        def drop_copies() -> None:
+            if not keys:  # only writes were there: no checkpoint, so no copy
+                return
+            try:
+                get_redis().delete(*keys)
+            except redis.RedisError as exc:
+                logger.warning("dropping checkpoint copies %s failed: %s", keys, exc)
+                for key in keys:  # any cached step is older than this: the next call drops it
+                    _remember_stale(key, MAX_STEP_INDEX + 1)
+
+        transaction.on_commit(drop_copies)
+    return ThreadDeleted(
+        agent=owner.name, checkpoints=len(ids), writes=writes, namespaces=namespaces, event=event
+    )

@@ -396,3 +396,35 @@ def test_langchain_mcp_adapters_load_the_tools_as_langchain_tools(
         assert json.loads(text)["results"]
 
     asyncio.run(run())
+
+
+def test_store_memory_takes_visible_to_for_a_hierarchical_memory(
+    scratch_tenant: Tenant, mcp_url: str
+) -> None:
+    writer = make_caller(scratch_tenant, "mcp-writer")
+    named = make_caller(scratch_tenant, "mcp-named")
+    unnamed = make_caller(scratch_tenant, "mcp-unnamed")
+    secret = f"The vault code rotates every {uuid.uuid4().hex[:6]} days"
+
+    async def run() -> None:
+        async with http_session(mcp_url, writer.key) as session:
+            schema = next(
+                t for t in (await session.list_tools()).tools if t.name == "store_memory"
+            ).inputSchema
+            assert set(schema["properties"]["visible_to"]["properties"]) == {"agents", "roles"}
+            stored = await ok(
+                session,
+                "store_memory",
+                content=secret,
+                scope="hierarchical",
+                visible_to={"agents": ["mcp-named"]},
+            )
+            assert stored["visible_to"] == {"agents": ["mcp-named"], "roles": []}
+            bad = await refused(
+                session, "store_memory", content="x", scope="hierarchical", visible_to={"agents": 3}
+            )
+            assert any(path.startswith("visible_to") for path in bad["errors"]), bad
+
+    asyncio.run(run())
+    assert [m["content"] for m in named.get("/api/v1/memories").json()["results"]] == [secret]
+    assert unnamed.get("/api/v1/memories").json()["results"] == []

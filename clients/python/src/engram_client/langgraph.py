@@ -1,0 +1,396 @@
+"""LangGraph adapters: ``EngramCheckpointSaver``, a ``BaseCheckpointSaver`` over Engram's checkpoint API.
+
+Needs the ``langgraph`` extra (``pip install "engram-client[langgraph]"``).
+
+How LangGraph's model maps onto Engram's (see the server's README, "LangGraph"):
+
+- a ``thread_id`` is an Engram session id (1-200 of ``A-Z a-z 0-9 . _ -``); the checkpoints are
+  the calling agent's own stream in that session, so two agents sharing a thread never see or
+  change each other's checkpoints, and another tenant's key sees nothing;
+- a ``checkpoint_id`` is the checkpoint's ``idempotency_key`` in that stream (a retried put is a
+  replay; the same id with another body is a ``Conflict``), its parent id ``parent_key``, its
+  ``checkpoint_ns`` the ``checkpoint_ns`` field, its metadata ``metadata`` (JSON, filterable);
+- the checkpoint itself is what the saver's serializer (LangGraph's ``JsonPlusSerializer`` by
+  default) makes of it, ``(type, bytes)``, sent as ``serialized: {"type", "data": base64}``: the
+  server stores the bytes and never decodes them; pending writes likewise;
+- newest first is the stream's save order, which for LangGraph's time-ordered ids (uuid6) is
+  ``checkpoint_id`` order;
+- ``delete_thread`` deletes the caller's stream in the session (every namespace and its pending
+  writes), recorded as a decision in the session's trail.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .client import AsyncEngramClient, Call, EngramClient, _segment
+
+MAX_PAGE = 500
+# No Idempotency-Key header on the saver's POSTs (an empty key sends none): the checkpoint's own
+# idempotency_key makes a retried put a replay, and a retried put_writes lands on the same
+# (task_id, idx) rows, so the header's stored response (one more row written per call, holding the
+# whole base64 payload) would buy nothing.
+NO_HEADER = ""
+
+
+def _serialized(serde: SerializerProtocol, value: Any) -> dict[str, str]:
+    kind, data = serde.dumps_typed(value)
+    return {"type": kind, "data": base64.b64encode(data).decode("ascii")}
+
+
+def _loaded(serde: SerializerProtocol, value: dict[str, str]) -> Any:
+    return serde.loads_typed((value["type"], base64.b64decode(value["data"])))
+
+
+def _json_metadata(metadata: CheckpointMetadata) -> dict[str, Any]:
+    # metadata is filtered on by the server, so it travels as JSON (not through the serializer)
+    return json.loads(json.dumps(metadata, default=str))
+
+
+class _Requests:
+    """The saver's API calls (shared by the sync and async methods)."""
+
+    @staticmethod
+    def thread(config: RunnableConfig) -> tuple[str, str]:
+        configurable = config.get("configurable") or {}
+        thread_id = configurable.get("thread_id")
+        if not thread_id:
+            raise ValueError(
+                "EngramCheckpointSaver needs config['configurable']['thread_id'] (the session id)."
+            )
+        return str(thread_id), str(configurable.get("checkpoint_ns", "") or "")
+
+    @staticmethod
+    def put(
+        serde: SerializerProtocol,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        data_subject: str,
+    ) -> tuple[Call, RunnableConfig]:
+        thread_id, ns = _Requests.thread(config)
+        body: dict[str, Any] = {
+            "idempotency_key": checkpoint["id"],
+            "checkpoint_ns": ns,
+            "parent_key": get_checkpoint_id(config) or "",
+            "metadata": _json_metadata(get_serializable_checkpoint_metadata(config, metadata)),
+            "serialized": _serialized(serde, checkpoint),
+        }
+        if data_subject:
+            body["data_subject"] = data_subject
+        call = Call("POST", f"sessions/{_segment(thread_id)}/checkpoints", json=body)
+        saved: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        }
+        return call, saved
+
+    @staticmethod
+    def put_writes(
+        serde: SerializerProtocol,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Call:
+        thread_id, ns = _Requests.thread(config)
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id:
+            raise ValueError("put_writes needs config['configurable']['checkpoint_id'].")
+        body = {
+            "key": checkpoint_id,
+            "checkpoint_ns": ns,
+            "task_id": task_id,
+            "task_path": task_path,
+            "writes": [{"channel": channel, "value": _serialized(serde, value)} for channel, value in writes],
+        }
+        return Call("POST", f"sessions/{_segment(thread_id)}/checkpoints/writes", json=body)
+
+    @staticmethod
+    def tuples(
+        config: RunnableConfig,
+        *,
+        key: str | None = None,
+        before: RunnableConfig | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+        every_namespace: bool = False,
+    ) -> Call:
+        thread_id, ns = _Requests.thread(config)
+        params: dict[str, Any] = {}
+        if not every_namespace:
+            params["checkpoint_ns"] = ns
+        if key is not None:
+            params["key"] = key
+        if before is not None and (before_id := get_checkpoint_id(before)):
+            params["before"] = before_id
+        if filter:
+            params["metadata"] = json.dumps(filter, separators=(",", ":"))
+        if limit is not None:
+            params["limit"] = max(1, min(limit, MAX_PAGE))
+        return Call("GET", f"sessions/{_segment(thread_id)}/checkpoints/tuples", params=params)
+
+    @staticmethod
+    def list_call(
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Call:
+        if config is None:
+            raise ValueError("EngramCheckpointSaver.list needs a config with a thread_id (a session).")
+        configurable = config.get("configurable") or {}
+        return _Requests.tuples(
+            config,
+            key=configurable.get("checkpoint_id"),
+            before=before,
+            filter=filter,
+            limit=limit,
+            every_namespace="checkpoint_ns" not in configurable,
+        )
+
+    @staticmethod
+    def get_call(config: RunnableConfig) -> Call:
+        return _Requests.tuples(config, key=get_checkpoint_id(config), limit=1)
+
+    @staticmethod
+    def tuple_of(serde: SerializerProtocol, thread_id: str, doc: dict[str, Any]) -> CheckpointTuple | None:
+        if doc.get("serialized") is None:  # a checkpoint saved through the plain API, not by LangGraph
+            return None
+        ns = doc["checkpoint_ns"]
+        parent = doc.get("parent_key")
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": doc["idempotency_key"],
+                }
+            },
+            checkpoint=_loaded(serde, doc["serialized"]),
+            metadata=doc["metadata"],
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                if parent
+                else None
+            ),
+            pending_writes=[
+                (w["task_id"], w["channel"], _loaded(serde, w["value"])) for w in doc["pending_writes"]
+            ],
+        )
+
+
+class EngramCheckpointSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer that keeps its checkpoints in Engram, as one agent (its API key).
+
+    ``base_url`` and ``api_key`` as for ``EngramClient`` (or pass ready ``client`` /
+    ``async_client``); ``serde``: LangGraph's serializer protocol (default ``JsonPlusSerializer``);
+    ``data_subject``: the person every checkpoint is about (what Engram's erasures and legal holds
+    target), or "". The sync methods use an ``EngramClient``, the async ones an
+    ``AsyncEngramClient`` (made on first use). Raises the client's ``EngramError`` subclasses
+    (``InvalidInput`` for a thread id that is not a valid session id, ``Conflict`` for a
+    checkpoint id saved before with another body) and ``TransportError``.
+    """
+
+    def __init__(
+        self,
+        base_url: str = "",
+        api_key: str = "",
+        *,
+        client: EngramClient | None = None,
+        async_client: AsyncEngramClient | None = None,
+        serde: SerializerProtocol | None = None,
+        data_subject: str = "",
+        timeout: float = 30.0,
+    ) -> None:
+        super().__init__(serde=serde)
+        if client is None and async_client is None and not (base_url and api_key):
+            raise ValueError("EngramCheckpointSaver needs base_url and api_key, or a client.")
+        self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
+        self._client, self._async_client = client, async_client
+        self.data_subject = data_subject
+
+    @property
+    def client(self) -> EngramClient:
+        if self._client is None:
+            self._client = EngramClient(self._base_url, self._api_key, timeout=self._timeout)
+        return self._client
+
+    @property
+    def async_client(self) -> AsyncEngramClient:
+        if self._async_client is None:
+            self._async_client = AsyncEngramClient(self._base_url, self._api_key, timeout=self._timeout)
+        return self._async_client
+
+    def close(self) -> None:
+        """Close the sync client (if this saver made it)."""
+        if self._client is not None:
+            self._client.close()
+
+    async def aclose(self) -> None:
+        """Close both clients."""
+        self.close()
+        if self._async_client is not None:
+            await self._async_client.aclose()
+
+    def __enter__(self) -> EngramCheckpointSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> EngramCheckpointSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- sync ------------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (``checkpoint_id``), or the latest of its namespace; ``None``
+        when there is none."""
+        page = self.client.send(_Requests.get_call(config))
+        thread_id, _ = _Requests.thread(config)
+        return next(
+            (t for doc in page["results"] if (t := _Requests.tuple_of(self.serde, thread_id, doc))), None
+        )
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The thread's checkpoints newest first (of its namespace when ``config`` names one, else of
+        all), those whose metadata holds ``filter``, saved before ``before``, at most ``limit``."""
+        call = _Requests.list_call(config, filter, before, limit)
+        thread_id, _ = _Requests.thread(config)  # type: ignore[arg-type]  # list_call refused None
+        left = limit
+        for doc in self.client.items(call):
+            found = _Requests.tuple_of(self.serde, thread_id, doc)
+            if found is None:
+                continue
+            yield found
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save ``checkpoint`` whole (every channel value: ``new_versions`` is not needed) as the
+        next checkpoint of the thread's stream; returns its config."""
+        call, saved = _Requests.put(self.serde, config, checkpoint, metadata, self.data_subject)
+        self.client.send(call, idempotency_key=NO_HEADER)
+        return saved
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes against the checkpoint ``config`` names (LangGraph's ``idx`` rule:
+        special channels replace, other writes are kept once)."""
+        if writes:
+            self.client.send(
+                _Requests.put_writes(self.serde, config, writes, task_id, task_path),
+                idempotency_key=NO_HEADER,
+            )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the caller's checkpoints and writes in the session ``thread_id`` (recorded in its trail)."""
+        self.client.send(Call("DELETE", f"sessions/{_segment(str(thread_id))}/checkpoints"))
+
+    # --- async -----------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """See ``get_tuple``."""
+        page = await self.async_client.send(_Requests.get_call(config))
+        thread_id, _ = _Requests.thread(config)
+        return next(
+            (t for doc in page["results"] if (t := _Requests.tuple_of(self.serde, thread_id, doc))), None
+        )
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """See ``list``."""
+        call = _Requests.list_call(config, filter, before, limit)
+        thread_id, _ = _Requests.thread(config)  # type: ignore[arg-type]  # list_call refused None
+        left = limit
+        async for doc in self.async_client.items(call):
+            found = _Requests.tuple_of(self.serde, thread_id, doc)
+            if found is None:
+                continue
+            yield found
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """See ``put``."""
+        call, saved = _Requests.put(self.serde, config, checkpoint, metadata, self.data_subject)
+        await self.async_client.send(call, idempotency_key=NO_HEADER)
+        return saved
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """See ``put_writes``."""
+        if writes:
+            await self.async_client.send(
+                _Requests.put_writes(self.serde, config, writes, task_id, task_path),
+                idempotency_key=NO_HEADER,
+            )
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """See ``delete_thread``."""
+        await self.async_client.send(Call("DELETE", f"sessions/{_segment(str(thread_id))}/checkpoints"))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Channel versions as ``<n:032>.<random:016>`` strings, as LangGraph's own savers make them
+        (monotonic, comparable as text)."""
+        import random
+
+        current_v = 0 if current is None else int(str(current).split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
