@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0003_apikey_curate_scope"),
-        ("memory", "0015_lifecycle_data_subjects"),
+        ("memory", "0016_checkpoint_langgraph"),
     ]
 
     operations = [
