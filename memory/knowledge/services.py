@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from django.db import transaction
 from django.db.models import F, Func, Q, Value
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from agents.models import Agent
@@ -22,8 +23,8 @@ from core.errors import Conflict, DomainError, InvalidInput, NotFound, Permissio
 from core.locks import advisory_xact_lock, advisory_xact_locks
 from core.tasks import queue_on_commit
 from core.tenancy import current_tenant
-from memory.episodic.models import Event
-from memory.episodic.services import agent_session, decision_record, person_session
+from memory.episodic.models import Event, EventKind, EventRole
+from memory.episodic.services import EventData, agent_session, decision_record, events_append, person_session
 
 from .models import (
     LIVE_STATUSES,
@@ -575,12 +576,16 @@ def facts_assert_batch(
 
         pairs = sorted({(entities[i.subject_key].pk, predicates[i.data.predicate].pk) for i in prepared})
         advisory_xact_locks("fact", (f"{s}:{p}" for s, p in pairs))  # the names fact_assert locks
-        pair_filter = Q()
-        for subject_id, predicate_id in pairs:
-            pair_filter |= Q(subject_id=subject_id, predicate_id=predicate_id)
+        # one index probe per pair (fact_subject_pred_idx); a 500-way OR of Q objects cost more to
+        # build in the ORM than the query took to run
+        in_pairs = RawSQL(
+            "SELECT id FROM memory_fact WHERE (subject_id, predicate_id) IN "
+            "(SELECT * FROM unnest(%s::bigint[], %s::bigint[]))",
+            ([s for s, _ in pairs], [p for _, p in pairs]),
+        )
         known: dict[tuple[int, int], list[Fact]] = {pair: [] for pair in pairs}
         for stored in Fact.objects.filter(
-            pair_filter, status__in=[*LIVE_STATUSES, FactStatus.RETRACTED]
+            pk__in=in_pairs, status__in=[*LIVE_STATUSES, FactStatus.RETRACTED]
         ).order_by("recorded_at", "id"):
             known[(stored.subject_id, stored.predicate_id)].append(stored)
 
@@ -658,30 +663,41 @@ def facts_assert_batch(
 
 
 def _record_batch(*, agent: Agent, results: list[AssertResult], sessions: list[str]) -> None:
-    """One ``decision`` per session of a batch's items: what the batch did there."""
+    """One ``decision`` per session of a batch's items (what the batch did there), appended in one
+    ``events_append``: a ``decision_record`` per session locked and moved the chain head once each,
+    three statements a session (13 sessions: 39 of a batch's 77 statements)."""
     by_session: dict[str, list[AssertResult]] = {}
     for result, session_id in zip(results, sessions, strict=True):
         by_session.setdefault(session_id or agent_session(agent), []).append(result)
+    now = timezone.now()
+    decisions = []
     for session_id, mine in by_session.items():
         ids = {
             outcome: sorted({r.fact.pk for r in mine if r.outcome == outcome})
             for outcome in ("created", "reinforced", "disputed")
         }
-        contradictions = [r.contradiction.pk for r in mine if r.contradiction is not None]
-        decision_record(
-            agent=agent,
-            session_id=session_id,
-            content=(
-                f"Asserted {len(mine)} fact(s): {len(ids['created'])} created, "
-                f"{len(ids['reinforced'])} reinforced, {len(ids['disputed'])} disputed."
-            ),
-            payload={
-                "action": "facts_assert_batch",
-                "count": len(mine),
-                "facts": ids,
-                "contradictions_opened": contradictions,
-            },
+        decisions.append(
+            # what decision_record appends, for many sessions at once
+            EventData(
+                session_id=session_id,
+                kind=EventKind.DECISION,
+                role=EventRole.SYSTEM,
+                content=(
+                    f"Asserted {len(mine)} fact(s): {len(ids['created'])} created, "
+                    f"{len(ids['reinforced'])} reinforced, {len(ids['disputed'])} disputed."
+                ),
+                payload={
+                    "action": "facts_assert_batch",
+                    "count": len(mine),
+                    "facts": ids,
+                    "contradictions_opened": [
+                        r.contradiction.pk for r in mine if r.contradiction is not None
+                    ],
+                },
+                occurred_at=now,
+            )
         )
+    events_append(agent=agent, events=decisions)
 
 
 def fact_retract(
