@@ -349,7 +349,8 @@ def cluster_worker(redis_cluster: EmbeddedRedisCluster, django_db_setup, django_
 def test_a_task_round_trip_through_the_cluster_broker(
     cluster_worker: str, tenant_a: Tenant, redis_cluster: EmbeddedRedisCluster
 ) -> None:
-    client = Celery("cluster-client", broker=cluster_worker, backend=cluster_worker)
+    # not the current app: shared tasks of later tests must keep publishing to the suite's broker
+    client = Celery("cluster-client", broker=cluster_worker, backend=cluster_worker, set_as_current=False)
     client.conf.update(
         broker_transport_options={"global_keyprefix": CELERY_PREFIX},
         result_backend_transport_options={"global_keyprefix": CELERY_PREFIX},
