@@ -9,6 +9,7 @@ PostgreSQL answered although Neo4j is configured, why: ``Engram-Degraded: graph-
 
 from __future__ import annotations
 
+import base64
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +24,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
 from api.fields import (
     AwareDateTimeField,
@@ -204,6 +206,18 @@ class GraphSliceSerializer(serializers.Serializer):
     depth = serializers.IntegerField()
     entities = EntityDistanceSerializer(many=True)
     facts = FactOutputSerializer(many=True)
+    limit = serializers.IntegerField(help_text="the most entities a page holds besides the root")
+    fanout = serializers.IntegerField(help_text="the most facts the walk follows from one entity per hop")
+    truncated = serializers.BooleanField(help_text="the caps left entities out that no page returns")
+    next = serializers.SerializerMethodField(
+        help_text="the next page of the neighbourhood (null on the last)"
+    )
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_next(self, neighbourhood: selectors.GraphSlice) -> str | None:
+        # the view knows the request's URL; the page only its cursor
+        link: str | None = self.context.get("graph_next")
+        return link
 
 
 class EntityRecallSerializer(serializers.Serializer):
@@ -293,6 +307,37 @@ class EntityFactsParams(StrictSerializer):
     sessions = StrictQueryInteger(
         required=False, min_value=1, max_value=1000, help_text="only facts asserted in the last N sessions"
     )
+    limit = StrictQueryInteger(
+        required=False,
+        min_value=1,
+        max_value=graph.MAX_LIMIT,
+        default=graph.DEFAULT_LIMIT,
+        help_text="depth 2-3: the most neighbourhood entities per page",
+    )
+    cursor = CleanCharField(required=False, max_length=40, help_text="from the graph's `next` link")
+
+    def validate_cursor(self, value: str) -> int:
+        return neighbourhood_cursor_decode(value)
+
+
+CURSOR_PREFIX = "n1:"
+
+
+def neighbourhood_cursor_encode(after: int) -> str:
+    """The opaque cursor of a neighbourhood page: the direct neighbour it resumes after."""
+    return base64.urlsafe_b64encode(f"{CURSOR_PREFIX}{after}".encode()).decode().rstrip("=")
+
+
+def neighbourhood_cursor_decode(value: str) -> int:
+    """The id ``neighbourhood_cursor_encode`` put in; a made-up cursor is a ``ValidationError``."""
+    try:
+        text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        text = ""
+    tail = text[len(CURSOR_PREFIX) :] if text.startswith(CURSOR_PREFIX) else ""
+    if not tail.isdigit() or len(tail) > 18 or neighbourhood_cursor_encode(int(tail)) != value:
+        raise serializers.ValidationError("Invalid cursor: use the graph's next link as given.")
+    return int(tail)
 
 
 class GraphReadView(ApiView):
@@ -351,8 +396,18 @@ class EntityFactsView(GraphReadView):
             agent_name=p.get("agent"),
             last_sessions=p.get("sessions"),
             depth=p["depth"],
+            limit=p["limit"],
+            after=p.get("cursor"),
         )
-        return Response(EntityRecallSerializer(recall).data)
+        after = recall.graph.next_after if recall.graph is not None else None
+        link = (
+            None
+            if after is None
+            else replace_query_param(
+                request.build_absolute_uri(), "cursor", neighbourhood_cursor_encode(after)
+            )
+        )
+        return Response(EntityRecallSerializer(recall, context={"graph_next": link}).data)
 
 
 class PathParams(StrictSerializer):

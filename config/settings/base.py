@@ -130,6 +130,9 @@ if env.bool("DATABASE_POOL", default=True):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+# REDIS_URL names one master of a Redis Cluster (the client finds the others): working memory and
+# checkpoints' copies are spread over the masters by tenant (hash tag {<schema>}), see core/redis.py.
+REDIS_CLUSTER = env.bool("REDIS_CLUSTER", default=False)
 
 # Neo4j holds a projection of the knowledge graph; empty: graph queries run in PostgreSQL.
 # NEO4J_USER empty: no authentication (the embedded test server listens on loopback only).
@@ -150,9 +153,16 @@ CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_ACKS_LATE = True  # and reject_on_worker_lost: see config/tasks.py TenantTask
 # A broker that does not answer costs a write this long at most once its transaction committed.
-CELERY_BROKER_TRANSPORT_OPTIONS = {
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
     "socket_connect_timeout": env.float("CELERY_BROKER_CONNECT_TIMEOUT", default=2.0)
 }
+# kombu's Redis transport is not cluster-aware (no MOVED handling, multi-key BRPOP): on a cluster
+# the broker and result keys all take this prefix, a hash tag such as "{engram-celery}:", so they
+# share one slot, and CELERY_BROKER_URL / CELERY_RESULT_BACKEND name the master owning that slot.
+CELERY_REDIS_KEYPREFIX = env("CELERY_REDIS_KEYPREFIX", default="")
+if CELERY_REDIS_KEYPREFIX:
+    CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = CELERY_REDIS_KEYPREFIX
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"global_keyprefix": CELERY_REDIS_KEYPREFIX}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"

@@ -4,8 +4,16 @@ The graph is the set of *projected* facts: live (``active`` or ``disputed``) fac
 entity, taken as undirected edges. Both backends answer the same questions with the same rules, so
 their answers agree (tests run the same cases against both):
 
-- ``neighbourhood(root, depth)``: every entity within ``depth`` hops with its hop distance, and the
-  facts between two of those entities of which at least one end is closer than ``depth``.
+- ``neighbourhood(root, depth, limit, after)``: one page of the entities within ``depth`` hops, with
+  their hop distance, and the facts between two of them of which at least one end is closer than
+  ``depth``. A page is bounded, so a read near a hub costs what a page costs, not what the hub's
+  whole neighbourhood costs: it takes the root's direct neighbours in id order after ``after``
+  (the cursor), walks from each to at most ``FANOUT`` facts (the lowest fact ids) per entity and
+  hop, and stops before ``limit`` entities are exceeded (at least one direct neighbour per page).
+  ``next_after`` resumes after the last direct neighbour taken; ``truncated`` says a fan-out cap or
+  the page's ``limit`` left entities out that no later page returns. Distances are exact up to
+  depth 2 (every direct neighbour is known on every page); at depth 3 an entity's distance is the
+  hop at which this page's walk reached it.
 - ``shortest_path(a, b, max_depth)``: one path with the fewest hops (ties broken arbitrarily), or None.
 """
 
@@ -22,18 +30,30 @@ from core.tenancy import current_schema
 
 MAX_DEPTH = 3
 MAX_PATH_DEPTH = 6
+#: the most facts a page's walk follows from one entity per hop (the lowest fact ids)
+FANOUT = 50
+#: entities of a neighbourhood page besides the root: default and bound of ``limit``
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 500
 _LIVE = "('active', 'disputed')"
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Neighbourhood:
-    """``distances``: entity id → hops from ``root`` (root: 0); ``facts``: fact ids of the edges."""
+    """One page of a neighbourhood (see the module docstring). ``distances``: entity id → hops from
+    ``root`` (root: 0); ``facts``: fact ids of the edges; ``limit``: the page's bound on entities
+    besides the root; ``next_after``: the cursor of the next page (a direct neighbour's id), None on
+    the last; ``truncated``: entities were left out by ``FANOUT`` or ``limit``; ``fanout``: ``FANOUT``."""
 
     root: int
     depth: int
     distances: dict[int, int]
     facts: frozenset[int]
+    limit: int = DEFAULT_LIMIT
+    next_after: int | None = None
+    truncated: bool = False
+    fanout: int = FANOUT
 
 
 @dataclass(frozen=True)
@@ -51,7 +71,9 @@ class GraphPath:
 class GraphBackend(Protocol):
     name: str
 
-    def neighbourhood(self, root: int, depth: int) -> Neighbourhood: ...
+    def neighbourhood(
+        self, root: int, depth: int, limit: int = DEFAULT_LIMIT, after: int | None = None
+    ) -> Neighbourhood: ...
 
     def shortest_path(
         self, source: int, target: int, max_depth: int = MAX_PATH_DEPTH
@@ -67,6 +89,75 @@ def _edges_within(distances: dict[int, int], depth: int, edges: list[tuple[int, 
     )
 
 
+def _page(
+    root: int,
+    depth: int,
+    limit: int,
+    after: int | None,
+    adjacent: Callable[[int], list[tuple[int, int]]],
+    expand: Callable[[list[int], int], dict[int, list[tuple[int, int]]]],
+) -> Neighbourhood:
+    """A neighbourhood page from a backend's two reads, the same rules for both backends:
+    ``adjacent(root)``: every ``(fact, neighbour)`` of the root; ``expand(nodes, k)``: per node, its
+    first ``k`` ``(fact, neighbour)`` by fact id."""
+    depth = _check_depth(depth, MAX_DEPTH)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    rooted = adjacent(root)
+    direct = sorted({n for _, n in rooted if n != root})
+    start = 0 if after is None else next((i for i, n in enumerate(direct) if n > after), len(direct))
+    # the walk of a page never needs more direct neighbours than it may return entities
+    chunk = direct[start : start + limit]
+    known = {root, *direct}
+    # per direct neighbour of the chunk: the entities first reached through it, and its edges
+    owned: dict[int, list[tuple[int, int]]] = {n: [] for n in chunk}  # (entity, hop)
+    edges: dict[int, list[tuple[int, int, int]]] = {n: [] for n in chunk}
+    for fact, n in rooted:
+        if n in owned:
+            edges[n].append((fact, root, n))
+    truncated = False
+    frontier = [(n, n) for n in chunk]  # (entity, the direct neighbour it was reached through)
+    for hop in range(2, depth + 1):
+        found = expand([node for node, _ in frontier], FANOUT + 1)
+        reached: list[tuple[int, int]] = []
+        for node, via in frontier:
+            rows = found.get(node, [])
+            if len(rows) > FANOUT:
+                truncated, rows = True, rows[:FANOUT]
+            for fact, neighbour in rows:
+                edges[via].append((fact, node, neighbour))
+                if neighbour not in known:
+                    known.add(neighbour)
+                    owned[via].append((neighbour, hop))
+                    reached.append((neighbour, via))
+        # the page keeps whole direct neighbours while it holds at most ``limit`` entities, and the
+        # walk lists entities in that order: beyond the first ``limit`` none could be kept
+        frontier = reached[:limit]
+    distances = {root: 0}
+    taken: list[tuple[int, int, int]] = []
+    last = None
+    for n in chunk:  # whole direct neighbours only, so the next page starts where this one ends
+        if last is not None and len(distances) + len(owned[n]) > limit:  # 1 for n, -1 for the root
+            break
+        distances[n] = 1
+        distances.update(owned[n])
+        taken.extend(edges[n])
+        last = n
+    if len(distances) - 1 > limit:  # a single direct neighbour owning more than the page holds
+        keep = sorted(distances.items(), key=lambda item: (item[1], item[0]))[: limit + 1]
+        distances, truncated = dict(keep), True
+    more = last is not None and direct.index(last) + 1 < len(direct)
+    return Neighbourhood(
+        root,
+        depth,
+        distances,
+        _edges_within(distances, depth, taken),
+        limit=limit,
+        next_after=last if more else None,
+        truncated=truncated,
+    )
+
+
 def _check_depth(depth: int, limit: int) -> int:
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= limit:
         raise ValueError(f"depth must be an integer from 1 to {limit}")
@@ -79,41 +170,47 @@ class PostgresGraph:
 
     name = "postgresql"
 
-    def neighbourhood(self, root: int, depth: int) -> Neighbourhood:
-        depth = _check_depth(depth, MAX_DEPTH)
+    def neighbourhood(
+        self, root: int, depth: int, limit: int = DEFAULT_LIMIT, after: int | None = None
+    ) -> Neighbourhood:
+        """One page of ``root``'s neighbourhood (the module docstring); raises ``ValueError`` for a
+        bad ``depth`` or ``limit``. Two statements at depth 2, three at depth 3, each bounded by the
+        page: the root's edges (one index range), then per entity of the walk its first facts by id."""
+        return _page(root, depth, limit, after, self._adjacent, self._expand)
+
+    def _adjacent(self, root: int) -> list[tuple[int, int]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, object_entity_id FROM memory_fact WHERE subject_id = %s "
+                f"AND object_entity_id IS NOT NULL AND status IN {_LIVE} "
+                f"UNION ALL SELECT id, subject_id FROM memory_fact WHERE object_entity_id = %s AND status IN {_LIVE}",
+                [root, root],
+            )
+            return [(int(f), int(n)) for f, n in cursor.fetchall()]
+
+    def _expand(self, nodes: list[int], k: int) -> dict[int, list[tuple[int, int]]]:
+        if not nodes:
+            return {}
         with connection.cursor() as cursor:
             cursor.execute(
                 f"""
-                WITH RECURSIVE walk(node, depth) AS (
-                    SELECT %s::bigint, 0
-                    UNION
-                    SELECT nb.node, w.depth + 1
-                    FROM walk w CROSS JOIN LATERAL (
-                        SELECT f.object_entity_id AS node FROM memory_fact f
-                        WHERE f.subject_id = w.node AND f.object_entity_id IS NOT NULL AND f.status IN {_LIVE}
+                SELECT p.node, e.id, e.other FROM unnest(%s::bigint[]) AS p(node) CROSS JOIN LATERAL (
+                    SELECT * FROM (
+                        SELECT f.id, f.object_entity_id AS other FROM memory_fact f
+                        WHERE f.subject_id = p.node AND f.object_entity_id IS NOT NULL AND f.status IN {_LIVE}
                         UNION ALL
-                        SELECT f.subject_id FROM memory_fact f
-                        WHERE f.object_entity_id = w.node AND f.status IN {_LIVE}
-                    ) nb
-                    WHERE w.depth < %s
-                )
-                SELECT node, min(depth) FROM walk GROUP BY node
+                        SELECT f.id, f.subject_id FROM memory_fact f
+                        WHERE f.object_entity_id = p.node AND f.status IN {_LIVE}
+                    ) both_ways ORDER BY id LIMIT %s
+                ) e
+                ORDER BY p.node, e.id
                 """,
-                [root, depth],
+                [nodes, k],
             )
-            distances = {int(node): int(d) for node, d in cursor.fetchall()}
-            # The edges that count (``_edges_within``) have an end closer than ``depth``, whose
-            # neighbours are all within ``depth``: fetch the edges of those ends. (Both ends among
-            # all the entities reached walked the index once per entity: 1.6 s instead of 40 ms at
-            # depth 3, 14k entities; benchmarks/knowledge_graph.py.)
-            inner = [node for node, d in distances.items() if d < depth]
-            cursor.execute(
-                f"SELECT id, subject_id, object_entity_id FROM memory_fact WHERE status IN {_LIVE} "
-                "AND object_entity_id IS NOT NULL AND (subject_id = ANY(%s) OR object_entity_id = ANY(%s))",
-                [inner, inner],
-            )
-            edges = [(int(f), int(a), int(b)) for f, a, b in cursor.fetchall()]
-        return Neighbourhood(root, depth, distances, _edges_within(distances, depth, edges))
+            found: dict[int, list[tuple[int, int]]] = {}
+            for node, fact, other in cursor.fetchall():
+                found.setdefault(int(node), []).append((int(fact), int(other)))
+        return found
 
     def shortest_path(self, source: int, target: int, max_depth: int = MAX_PATH_DEPTH) -> GraphPath | None:
         max_depth = _check_depth(max_depth, MAX_PATH_DEPTH)
@@ -194,38 +291,48 @@ class Neo4jGraph:
         )
         return [record.data() for record in records]
 
-    def neighbourhood(self, root: int, depth: int) -> Neighbourhood:
-        depth = _check_depth(depth, MAX_DEPTH)  # an int from 1 to 3: safe to place in the pattern
-        # Results come back as one list, not a record per entity or edge: the driver's per-record
-        # decoding cost several times the query itself for the thousands of entities and edges
-        # around a hub at depth 2 (benchmarks/knowledge_graph.py).
+    def neighbourhood(
+        self, root: int, depth: int, limit: int = DEFAULT_LIMIT, after: int | None = None
+    ) -> Neighbourhood:
+        """One page of ``root``'s neighbourhood, by the rules of :meth:`PostgresGraph.neighbourhood`
+        (the same answer); raises ``ValueError`` for a bad ``depth`` or ``limit``."""
+        return _page(root, depth, limit, after, self._adjacent, self._expand)
+
+    # Results come back as one list, not a record per entity or edge: the driver's per-record
+    # decoding cost several times the query itself for the thousands of entities and edges around a
+    # hub (benchmarks/knowledge_graph.py).
+    def _adjacent(self, root: int) -> list[tuple[int, int]]:
         rows = self._run(
-            f"""
-            MATCH (root:Entity {{tenant: $tenant, id: $root}})
-            MATCH p = (root)-[:FACT*0..{depth}]-(n:Entity)
-            WHERE n.tenant = $tenant AND all(r IN relationships(p) WHERE r.tenant = $tenant)
-            WITH n.id AS id, min(length(p)) AS hops
-            RETURN collect([id, hops]) AS found
+            """
+            MATCH (a:Entity {tenant: $tenant, id: $root})-[r:FACT {tenant: $tenant}]-(b:Entity {tenant: $tenant})
+            RETURN collect([r.fact_id, b.id]) AS edges
             """,
             root=root,
         )
-        distances = {int(node): int(hops) for node, hops in rows[0]["found"]}
-        if not distances:
-            distances = {root: 0}
-        # The edges that count (``_edges_within``) have an end closer than ``depth``, whose
-        # neighbours are all within ``depth``: expand from those ends only (an edge between two of
-        # them comes back twice). Matching every edge among all the entities reached, most of them
-        # at ``depth``, read and sent several times more relationships (benchmarks/knowledge_graph.py).
-        edges = self._run(
+        return [(int(f), int(n)) for f, n in rows[0]["edges"]] if rows else []
+
+    def _expand(self, nodes: list[int], k: int) -> dict[int, list[tuple[int, int]]]:
+        if not nodes:
+            return {}
+        rows = self._run(
             """
-            MATCH (a:Entity {tenant: $tenant})-[r:FACT {tenant: $tenant}]-(b:Entity {tenant: $tenant})
-            WHERE a.id IN $inner
-            RETURN collect([r.fact_id, a.id, b.id]) AS edges
+            UNWIND $nodes AS node
+            MATCH (a:Entity {tenant: $tenant, id: node})
+            CALL (a) {
+                MATCH (a)-[r:FACT {tenant: $tenant}]-(b:Entity {tenant: $tenant})
+                RETURN r.fact_id AS fact, b.id AS other ORDER BY fact LIMIT $k
+            }
+            RETURN collect([node, fact, other]) AS edges
             """,
-            inner=[node for node, hops in distances.items() if hops < depth],
+            nodes=nodes,
+            k=k,
         )
-        triples = [(int(f), int(a), int(b)) for f, a, b in edges[0]["edges"]]
-        return Neighbourhood(root, depth, distances, _edges_within(distances, depth, triples))
+        found: dict[int, list[tuple[int, int]]] = {}
+        for node, fact, other in rows[0]["edges"] if rows else []:
+            found.setdefault(int(node), []).append((int(fact), int(other)))
+        for edges in found.values():
+            edges.sort()
+        return found
 
     def shortest_path(self, source: int, target: int, max_depth: int = MAX_PATH_DEPTH) -> GraphPath | None:
         max_depth = _check_depth(max_depth, MAX_PATH_DEPTH)
@@ -298,9 +405,11 @@ class GraphReader:
                 self._backend, self.degraded = PostgresGraph(), UNAVAILABLE
         return question(self._backend)
 
-    def neighbourhood(self, root: int, depth: int) -> Neighbourhood:
-        """See :meth:`PostgresGraph.neighbourhood`; raises ``ValueError`` for a bad ``depth``."""
-        return self._ask(lambda backend: backend.neighbourhood(root, depth))
+    def neighbourhood(
+        self, root: int, depth: int, limit: int = DEFAULT_LIMIT, after: int | None = None
+    ) -> Neighbourhood:
+        """See :meth:`PostgresGraph.neighbourhood`; raises ``ValueError`` for a bad ``depth`` or ``limit``."""
+        return self._ask(lambda backend: backend.neighbourhood(root, depth, limit, after))
 
     def shortest_path(self, source: int, target: int, max_depth: int = MAX_PATH_DEPTH) -> GraphPath | None:
         """See :meth:`PostgresGraph.shortest_path`; raises ``ValueError`` for a bad ``max_depth``."""

@@ -159,12 +159,19 @@ class EntityDistance:
 
 @dataclass(frozen=True)
 class GraphSlice:
-    """The neighbourhood of an entity: ``backend`` is the one that answered (see ``graph``)."""
+    """A page of an entity's neighbourhood (``graph.Neighbourhood``): ``backend`` is the one that
+    answered; ``limit`` the most entities a page holds besides the root and ``fanout`` the most
+    facts its walk follows from one entity; ``truncated`` whether those caps left entities out;
+    ``next_after`` the cursor of the next page (None on the last)."""
 
     backend: str
     depth: int
     entities: list[EntityDistance]
     facts: list[Fact]
+    limit: int
+    fanout: int
+    truncated: bool
+    next_after: int | None
 
 
 @dataclass(frozen=True)
@@ -185,23 +192,39 @@ def entity_recall(
     agent_name: str | None = None,
     last_sessions: int | None = None,
     depth: int = 1,
+    limit: int = 100,  # graph.DEFAULT_LIMIT (graph sits above selectors)
+    after: int | None = None,
 ) -> EntityRecall:
     """The facts about the entity ``name`` (``fact_list`` rules) and, for ``depth`` 2 to
-    ``graph.MAX_DEPTH``, its neighbourhood from ``reader``. Raises ``NotFound`` (field ``name``)."""
+    ``graph.MAX_DEPTH``, one page of its neighbourhood from ``reader`` (at most ``limit`` entities,
+    after the direct neighbour ``after``: see ``graph``). Raises ``NotFound`` (field ``name``)."""
     entity = entity_by_name(name)
     if entity is None:
         raise NotFound(f"No entity named {name!r}.", field="name")
     facts = list(fact_list(entity=entity, as_of=as_of, agent_name=agent_name, last_sessions=last_sessions))
     if depth <= 1:
         return EntityRecall(entity, facts)
-    hood = reader.neighbourhood(entity.pk, depth)
+    hood = reader.neighbourhood(entity.pk, depth, limit, after)
     names = dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
     entities = sorted(
         (EntityDistance(pk, names.get(pk), d) for pk, d in hood.distances.items()),
         key=lambda e: (e.distance, e.id),
     )
     edges = list(fact_list().filter(pk__in=hood.facts))
-    return EntityRecall(entity, facts, GraphSlice(reader.name, depth, entities, edges))
+    return EntityRecall(
+        entity,
+        facts,
+        GraphSlice(
+            reader.name,
+            depth,
+            entities,
+            edges,
+            limit=hood.limit,
+            fanout=hood.fanout,
+            truncated=hood.truncated,
+            next_after=hood.next_after,
+        ),
+    )
 
 
 @dataclass(frozen=True)
