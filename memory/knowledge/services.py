@@ -658,20 +658,26 @@ def facts_assert_batch(
         if opened:
             Contradiction.objects.bulk_create(opened)
         _queue_projection(list({r.fact.pk: r.fact for r in results}.values()))
-        _record_batch(agent=agent, results=results, sessions=[item.data.session_id for item in prepared])
+        _record_batch(
+            agent=agent,
+            results=results,
+            groups=[(item.data.session_id, item.data.data_subject) for item in prepared],
+        )
     return results
 
 
-def _record_batch(*, agent: Agent, results: list[AssertResult], sessions: list[str]) -> None:
-    """One ``decision`` per session of a batch's items (what the batch did there), appended in one
-    ``events_append``: a ``decision_record`` per session locked and moved the chain head once each,
-    three statements a session (13 sessions: 39 of a batch's 77 statements)."""
-    by_session: dict[str, list[AssertResult]] = {}
-    for result, session_id in zip(results, sessions, strict=True):
-        by_session.setdefault(session_id or agent_session(agent), []).append(result)
+def _record_batch(*, agent: Agent, results: list[AssertResult], groups: list[tuple[str, str]]) -> None:
+    """One ``decision`` per (session, data subject) of a batch's items (what the batch did there),
+    appended in one ``events_append``: a ``decision_record`` per session locked and moved the chain
+    head once each, three statements a session (13 sessions: 39 of a batch's 77 statements). The
+    decision about a data subject's facts carries that subject, so erasing the subject redacts it
+    with them."""
+    by_group: dict[tuple[str, str], list[AssertResult]] = {}
+    for result, (session_id, data_subject) in zip(results, groups, strict=True):
+        by_group.setdefault((session_id or agent_session(agent), data_subject), []).append(result)
     now = timezone.now()
     decisions = []
-    for session_id, mine in by_session.items():
+    for (session_id, data_subject), mine in by_group.items():
         ids = {
             outcome: sorted({r.fact.pk for r in mine if r.outcome == outcome})
             for outcome in ("created", "reinforced", "disputed")
@@ -695,6 +701,7 @@ def _record_batch(*, agent: Agent, results: list[AssertResult], sessions: list[s
                     ],
                 },
                 occurred_at=now,
+                data_subject=data_subject,
             )
         )
     events_append(agent=agent, events=decisions)

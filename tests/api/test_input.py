@@ -73,9 +73,18 @@ def test_ids_with_a_trailing_newline_are_400(alice: Caller) -> None:
 
 
 def test_non_object_bodies_name_the_body(alice: Caller) -> None:
-    for path in ["/api/v1/memories", "/api/v1/memories/search", "/api/v1/sessions/s1/checkpoints"]:
+    for path in ["/api/v1/memories/search", "/api/v1/sessions/s1/checkpoints"]:
         response = alice.post(path, [1, 2])
         assert response.status_code == 400 and "body" in response.json()["errors"], (path, response.content)
+    # /memories takes an object or an array of them (a batch): a scalar names the body, an array of
+    # scalars names each item
+    for body in (5, "text", None):
+        response = alice.post("/api/v1/memories", body)
+        assert response.status_code == 400 and "body" in response.json()["errors"], (body, response.content)
+    errors = alice.post("/api/v1/memories", [1, {"content": "fine"}]).json()["errors"]
+    assert any(name.startswith("memories[0]") for name in errors) and not any(
+        name.startswith("memories[1]") for name in errors
+    ), errors
 
 
 def nested(levels: int) -> dict[str, Any]:

@@ -218,7 +218,7 @@ def test_erasure_scans_every_master_and_deletes_across_keys(
     with tenant_context(alice.tenant):
         mine = working.tenant_keys()  # SCAN runs on every master
         assert tenant_key("win", "s-erase") in mine and not set(mine) & set(theirs)
-        assert working.keys_containing(["subject-77"]) == [tenant_key("bb", execution)]
+        assert working.keys_holding(["subject-77"]) == [tenant_key("bb", execution)]
         gone = working.working_memory_erase(session_ids=["s-erase"], agent_ids=[])
         assert tenant_key("bb", execution) in gone and tenant_key("win", "s-erase") in gone
         assert not on_cluster.exists(*gone)
