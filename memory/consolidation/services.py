@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +37,7 @@ from core.tenancy import current_schema
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.episodic.services import EventData, decision_record, events_append
 from memory.knowledge.models import FactProvenance
-from memory.knowledge.services import FactData, FactObject, FactRetracted, fact_assert
+from memory.knowledge.services import FactData, FactObject, FactRetracted, facts_assert_batch
 from memory.semantic.models import MemoryType, SemanticMemory
 from memory.semantic.services import SummaryText, consolidation_policy, summaries_put
 
@@ -258,25 +259,61 @@ class _Promoted:
     data: FactData | None = None
 
 
-def _promote(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun) -> _Promoted:
-    """Assert ``hint`` as ``memory``'s author through ``fact_assert`` (contradictions detected as
-    usual, a retracted fact refused); the ``Promotion`` row is returned unsaved for the batch's bulk
-    insert. No savepoint of its own: ``fact_assert`` runs in one (it is called inside the batch's
-    transaction) and rolls its partial work back when it raises."""
+def _prepared(memory: SemanticMemory, hint: dict[str, Any], run: ConsolidationRun) -> _Promoted:
+    """The unsaved ``Promotion`` of ``memory`` with the fact its ``hint`` states (``invalid`` when
+    the hint names no subject or predicate: nothing to assert)."""
     promotion = Promotion(memory=memory, run=run, source_event_id=memory.source_event_id)
-    data: FactData | None = None
     try:
         data = _fact_data(memory, hint)
-        result = fact_assert(agent=memory.agent, data=data, refuse_retracted=True)
-    except FactRetracted:
-        promotion.outcome, promotion.detail = PromotionOutcome.REFUSED, "the same fact was retracted"
     except InvalidInput as exc:
         promotion.outcome, promotion.detail = PromotionOutcome.INVALID, exc.message
-    else:
-        promotion.outcome = result.outcome
-        promotion.fact = result.fact
-        promotion.contradiction = result.contradiction
+        return _Promoted(memory, promotion, None)
     return _Promoted(memory, promotion, data)
+
+
+_FIELD = "promotions"
+_ITEM = re.compile(rf"^{_FIELD}\[(\d+)\]")
+
+
+def _asserted(done: Sequence[_Promoted]) -> None:
+    """Assert the batch's facts through ``facts_assert_batch``, one call per author (each fact is
+    its memory's author's, as ``fact_assert`` would record it), so contradictions are detected and
+    retracted facts refused exactly as one by one, in a bounded number of statements.
+
+    ``facts_assert_batch`` is all or nothing; an item it refuses (``FactRetracted``: ``refused``) or
+    rejects (``InvalidInput``: ``invalid``, with its message) is marked, and the author's remaining
+    items are asserted again. Each attempt runs in a savepoint, so a refused attempt leaves nothing.
+    Sets each promotion's outcome, fact and contradiction."""
+    by_agent: dict[int, list[_Promoted]] = {}
+    for p in done:
+        if p.data is not None:
+            by_agent.setdefault(p.memory.agent_id, []).append(p)
+    for todo in by_agent.values():
+        while todo:
+            try:
+                with transaction.atomic():
+                    results = facts_assert_batch(
+                        agent=todo[0].memory.agent,
+                        facts=[p.data for p in todo if p.data is not None],
+                        refuse_retracted=True,
+                        field_prefix=_FIELD,
+                    )
+            except (FactRetracted, InvalidInput) as exc:
+                match = _ITEM.match(exc.field or "")
+                if match is None:
+                    raise
+                failed = todo.pop(int(match.group(1)))
+                if isinstance(exc, FactRetracted):
+                    failed.promotion.outcome = PromotionOutcome.REFUSED
+                    failed.promotion.detail = "the same fact was retracted"
+                else:
+                    failed.promotion.outcome, failed.promotion.detail = PromotionOutcome.INVALID, exc.message
+                continue
+            for p, result in zip(todo, results, strict=True):
+                p.promotion.outcome = result.outcome
+                p.promotion.fact = result.fact
+                p.promotion.contradiction = result.contradiction
+            break
 
 
 def _provenance_link(done: Sequence[_Promoted], *, after_id: int) -> None:
@@ -368,7 +405,8 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
     Set-based per batch (``batch`` memories, one transaction): candidates come by the partial index
     on confidence (``semantic_promotable_idx``), the ``Promotion`` rows are inserted together, their
     provenance rows found with one query, and the trail gets one decision per (author, session)
-    listing every promotion of the batch. What is left per memory is its ``fact_assert``.
+    listing every promotion of the batch; the facts are asserted with ``facts_assert_batch``, one call
+    per author of the batch.
     Counts: ``examined``, ``created``, ``reinforced``, ``disputed``, ``refused``, ``invalid``,
     ``skipped_no_hint``. Returns the run, or None when one is already running."""
     size = _batch_size(batch)
@@ -404,8 +442,10 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
                         _add(counts, skipped_no_hint=1)
                         continue
                     # one promotion per memory: the first triple (an extractor may find several)
-                    done.append(_promote(memory, hints[0], run))
-                    _add(counts, **{str(done[-1].promotion.outcome): 1})
+                    done.append(_prepared(memory, hints[0], run))
+                _asserted(done)
+                for p in done:
+                    _add(counts, **{str(p.promotion.outcome): 1})
                 _provenance_link(done, after_id=watermark)
                 _promotions_record(done, run)
                 after = memories[-1].pk
