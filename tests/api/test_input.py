@@ -78,7 +78,7 @@ def test_non_object_bodies_name_the_body(alice: Caller) -> None:
         assert response.status_code == 400 and "body" in response.json()["errors"], (path, response.content)
     # /memories takes an object or an array of them (a batch): a scalar names the body, an array of
     # scalars names each item
-    for body in (5, "text", None):
+    for body in (5, "text"):
         response = alice.post("/api/v1/memories", body)
         assert response.status_code == 400 and "body" in response.json()["errors"], (body, response.content)
     errors = alice.post("/api/v1/memories", [1, {"content": "fine"}]).json()["errors"]

@@ -229,8 +229,9 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
         # the chain verifies and counts the five redactions
         report = chain_verify()
         assert report.ok, report.findings
-        assert report.redacted == 5
-        assert Event.objects.filter(redacted_at__isnull=False).count() == 5
+        # the subject's five events and the knowledge layer's record of their facts (it carries the subject)
+        assert report.redacted == 6
+        assert Event.objects.filter(redacted_at__isnull=False).count() == 6
         # everything else is as it was, in PostgreSQL and in Neo4j
         assert (
             list(
@@ -260,7 +261,7 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
         assert member is not None
         lines = [json.loads(line) for line in member.read().splitlines()]
         everything = b"".join(archive.extractfile(m).read() for m in archive.getmembers() if m.isfile())  # type: ignore[union-attr]
-    assert len(lines) == 5 and all(line["redacted"] and line["content"] == "" for line in lines)
+    assert len(lines) == 6 and all(line["redacted"] and line["content"] == "" for line in lines)
     assert not any(w.encode() in everything for w in (*SECRET_WORDS, SUBJECT))
 
     # the agents' reads return nothing of it: recall, facts, graph paths, the checkpoint, the window
@@ -276,7 +277,7 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
     assert ok(alice.get("/api/v1/sessions/s-zoltan/window"), 200)["results"] == []
     assert ok(bob.get("/api/v1/sessions/s-other/checkpoints/latest"), 200)["state"] == {"x": 1}
     events = ok(alice.get("/api/v1/events", {"session_id": "s-zoltan"}), 200)["results"]
-    assert len(events) == 5 and all(
+    assert len(events) == 6 and all(
         e["redacted"] and e["content"] == "" and e["payload"] == {} for e in events
     )
 
@@ -287,7 +288,7 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
     assert request.value == "" and request.value_digest
     public.verify(bytes.fromhex(request.receipt_signature), request.receipt.encode())  # type: ignore[union-attr]
     receipt = json.loads(request.receipt)
-    assert receipt["stores"]["postgres"]["events_redacted"] == 5
+    assert receipt["stores"]["postgres"]["events_redacted"] == 6
     assert receipt["stores"]["postgres"]["memories_deleted"] == 1
     assert receipt["stores"]["postgres"]["facts_deleted"] == 2
     assert receipt["stores"]["postgres"]["checkpoints_deleted"] == 1

@@ -143,14 +143,15 @@ def test_summaries_promotions_and_skill_runs_of_a_subject_go_and_no_job_brings_t
         verification = receipt["verification"]["postgres"]
         assert verification["summaries_stale"] == 0 and verification["promotions"] == 0
 
-        # the tree is rebuilt from what remains (bob's seven events, the promotion's decision and the
-        # knowledge layer's record of the fact it asserted), none of the erased text
+        # the tree is rebuilt from what remains (bob's seven events and the promotion's decision; the
+        # knowledge layer's record of the subject's promoted fact carries the subject and is
+        # redacted with it), none of the erased text
         left = Event.objects.filter(session_id=SESSION, redacted_at__isnull=True)
-        assert left.count() == 9
+        assert left.count() == 8
         written = summary_tree_rebuild(session_id=SESSION)
         assert written
         leaves = SummaryNode.objects.filter(session_id=SESSION, level=1)
-        assert leaves.aggregate(n=Sum("event_count"))["n"] == 9
+        assert leaves.aggregate(n=Sum("event_count"))["n"] == 8
         assert "Maria" in " ".join(n.content for n in leaves)  # bob's events are summarised again
         assert secret_rows() == dict.fromkeys(secret_rows(), 0)
         assert summary_tree_rebuild(session_id=SESSION) == []  # whole: left as it is
@@ -161,7 +162,7 @@ def test_summaries_promotions_and_skill_runs_of_a_subject_go_and_no_job_brings_t
         consolidate(force=True)
         assert secret_rows() == dict.fromkeys(secret_rows(), 0)
         # and the others' data is as it was
-        assert Event.objects.filter(session_id=SESSION, redacted_at__isnull=True).count() == 9
+        assert Event.objects.filter(session_id=SESSION, redacted_at__isnull=True).count() == 8
         assert SkillRun.objects.filter(session_id="s-else").count() == 1
         assert lifecycle.verification_clean(
             lifecycle.verification_pass(kind="subject", value=SUBJECT, progress=done.progress)
@@ -210,10 +211,14 @@ def test_a_summary_is_kept_like_its_sources_and_a_promoted_memory_ages_out(
         assert run.status == "done", run.error
         assert run.removed["episodic"] >= 7 and run.removed["summaries"] == 6
         assert not SummaryNode.objects.filter(session_id=SESSION).exists()
+        # held: the subject's three messages and the knowledge layer's record of the subject's
+        # promoted fact (it carries the subject)
         held = Event.objects.filter(session_id=SESSION, redacted_at__isnull=True)
-        assert held.count() == 3 and all("Zoltan" in e.content for e in held)
+        assert held.count() == 4 and all(e.data_subject == SUBJECT for e in held)
+        assert all("Zoltan" in e.content for e in held if e.kind == "message")
+        assert held.filter(kind="decision", payload_index__action="facts_assert_batch").count() == 1
         rebuilt = summary_tree_rebuild(session_id=SESSION)
-        assert sum(n.event_count for n in rebuilt if n.level == 1) == 3
+        assert sum(n.event_count for n in rebuilt if n.level == 1) == 4
         assert all("Maria" not in n.content for n in rebuilt)
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM memory_summarynode WHERE content ILIKE '%%Maria%%'")
