@@ -4,6 +4,7 @@ retracted-fact rule of jobs; one projection task; decisions recorded; isolation;
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime
 
@@ -230,6 +231,18 @@ def test_a_batchs_projection_converges_in_neo4j(graph_tenant: Tenant, neo4j_driv
         facts += [F("p1", "lives_in", ent("Here")), F("p1", "lives_in", ent("There"))]
         services.facts_assert_batch(agent=agent, facts=facts)
         assert GraphOutbox.objects.filter(processed_at__isnull=True).count() == 202
-        while outbox_drain(batch_size=64):
-            pass
-        assert neo4j_projection(neo4j_driver, graph_tenant.schema_name) == postgres_projection()
+        # the batch's projection task is queued on commit (this tenant's work is committed), so a
+        # worker started by an earlier test may be draining the same rows: the ones it holds are
+        # skipped here, so wait (bounded) for them to land rather than compare mid-drain
+        deadline = time.monotonic() + 60
+        while True:
+            while outbox_drain(batch_size=64):
+                pass
+            if GraphOutbox.objects.filter(processed_at__isnull=True).exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            projected = neo4j_projection(neo4j_driver, graph_tenant.schema_name)
+            if projected == postgres_projection() or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        assert projected == postgres_projection()
