@@ -37,6 +37,7 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 from redis.commands.core import Script
+from redis.crc import key_slot
 
 from agents.models import Agent
 from core.canonical_json import contains_nul
@@ -88,15 +89,21 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 """,
 )
-# KEYS[1] = cache key; ARGV[1] = step. Deletes the copy when it is older than that step.
+# KEYS[i] = cache key, ARGV[i] = its step, for i = 1..n (keys of one hash slot: a Redis Cluster
+# runs a script only over keys of one slot). Deletes each copy older than its step; returns how many.
 _DELETE_IF_OLDER = Script(
     None,  # type: ignore[arg-type]
     b"""
-local cached = redis.call('HGET', KEYS[1], 'step')
-if cached and tonumber(cached) < tonumber(ARGV[1]) then return redis.call('DEL', KEYS[1]) end
-return 0
+local deleted = 0
+for i, key in ipairs(KEYS) do
+  local cached = redis.call('HGET', key, 'step')
+  if cached and tonumber(cached) < tonumber(ARGV[i]) then deleted = deleted + redis.call('DEL', key) end
+end
+return deleted
 """,
 )
+# keys per call of _DELETE_IF_OLDER: a script blocks its Redis while it runs (~1 µs per key)
+FLUSH_BATCH = 500
 
 _pending: OrderedDict[str, int] = OrderedDict()
 _pending_lock = threading.Lock()
@@ -261,19 +268,27 @@ def _remember_stale(key: str, step_index: int) -> None:
 
 
 def _flush_pending(client: redis.Redis) -> None:
-    """Drop cached copies older than checkpoints saved while Redis was unreachable. Raises RedisError."""
+    """Drop cached copies older than checkpoints saved while Redis was unreachable. Raises RedisError.
+
+    One script call per hash slot (the tenant's hash tag: one slot per tenant) and at most
+    ``FLUSH_BATCH`` keys: a Redis Cluster runs a script only over keys of one slot, and refuses
+    scripts in its pipelines. Keys flushed are forgotten as each call returns, so a failure part way
+    leaves only the rest pending."""
     if not _pending:  # the common case: no lock, no round trip
         return
     with _pending_lock:
         items = list(_pending.items())
-    pipe = client.pipeline(transaction=False)
+    by_slot: dict[int, list[tuple[str, int]]] = {}
     for key, step in items:
-        _DELETE_IF_OLDER(keys=[key], args=[step], client=pipe)
-    pipe.execute()
-    with _pending_lock:
-        for key, step in items:
-            if _pending.get(key) == step:
-                del _pending[key]
+        by_slot.setdefault(key_slot(key.encode()), []).append((key, step))
+    for group in by_slot.values():
+        for start in range(0, len(group), FLUSH_BATCH):
+            batch = group[start : start + FLUSH_BATCH]
+            _DELETE_IF_OLDER(keys=[key for key, _ in batch], args=[step for _, step in batch], client=client)
+            with _pending_lock:
+                for key, step in batch:
+                    if _pending.get(key) == step:  # not remembered again meanwhile with a later step
+                        del _pending[key]
 
 
 def _cache_put(*, key: str, step_index: int, body: bytes, ttl_seconds: int) -> bool:

@@ -23,7 +23,6 @@ import redis
 from celery import Celery
 from django_tenants.utils import tenant_context
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException
 
 from core.redis import get_redis, tenant_key
 from devstack import VAR_DIR
@@ -260,27 +259,33 @@ def test_checkpoint_copies_scripts_replays_and_erasure_on_the_cluster(
         assert not on_cluster.exists(*keys)
 
 
-@pytest.mark.xfail(
-    raises=RedisClusterException,
-    strict=True,
-    reason=(
-        "memory/checkpoints/services.py _flush_pending runs its script in a pipeline; redis-py's "
-        "ClusterPipeline refuses EVALSHA, so after a save that missed Redis every checkpoint call "
-        "fails on a cluster until the process restarts (left to the checkpoints' owner)"
-    ),
-)
 def test_the_pending_flush_after_an_outage_works_on_the_cluster(
-    alice: Caller, on_cluster: RedisCluster
+    alice: Caller, mallory: Caller, on_cluster: RedisCluster
 ) -> None:
+    # what saves that could not reach Redis leave: streams of two tenants (two slots, each a script
+    # call of its own), one of them cached at a newer step by another process meanwhile
     with tenant_context(alice.tenant):
-        key = checkpoints.cache_key(f"ck-{uuid.uuid4().hex[:8]}", alice.agent.pk)
-        on_cluster.hset(key, mapping={"step": 1, "body": "{}"})
-        checkpoints._remember_stale(key, 5)  # what a save that could not reach Redis leaves
-        try:
-            checkpoints._flush_pending(get_redis())
-            assert not on_cluster.exists(key)
-        finally:
+        stale = checkpoints.cache_key(f"ck-{uuid.uuid4().hex[:8]}", alice.agent.pk)
+        newer = checkpoints.cache_key(f"ck-{uuid.uuid4().hex[:8]}", alice.agent.pk)
+    with tenant_context(mallory.tenant):
+        theirs = checkpoints.cache_key(f"ck-{uuid.uuid4().hex[:8]}", mallory.agent.pk)
+    assert on_cluster.keyslot(stale) != on_cluster.keyslot(theirs)
+    for key, step in ((stale, 1), (newer, 9), (theirs, 1)):
+        on_cluster.hset(key, mapping={"step": step, "body": "{}"})
+        checkpoints._remember_stale(key, 5)
+    try:
+        with tenant_context(alice.tenant):  # the next checkpoint call that reaches Redis flushes
+            restored = checkpoints.checkpoint_latest(
+                agent=alice.agent, session_id="ck-none", policy=alice.tenant.working_memory_policy
+            )
+        assert restored.body is None and not restored.degraded
+        assert not on_cluster.exists(stale) and not on_cluster.exists(theirs)
+        assert on_cluster.hget(newer, "step") == b"9"  # newer than the saved step: kept
+        assert not {stale, newer, theirs} & set(checkpoints._pending)
+    finally:
+        for key in (stale, newer, theirs):
             checkpoints._pending.pop(key, None)
+        on_cluster.delete(newer)
 
 
 def test_idempotency_keys_replay_writes_to_the_cluster(alice: Caller, on_cluster: RedisCluster) -> None:
