@@ -94,17 +94,19 @@ class Vectors:
 class Engram:
     name = "Engram"
 
-    def __init__(self, n: int, texts: list[str], vectors: Vectors, seed: int) -> None:
+    def __init__(self, n: int, texts: list[str], vectors: Vectors | None, seed: int) -> None:
+        """``vectors`` ``None``: checkpoints only (no corpus, no writes)."""
         from django_tenants.utils import tenant_context
         from search_latency import AGENTS, READER, fill
 
         from tenants.services import tenant_create
 
-        self.tenant, agents, _ = bench_key(f"bench_search_{n}", AGENTS)
-        fill(self.tenant, agents, n, seed, jobs=2)
-        self.reader = agents[READER]
-        self.writes, wagents, _ = bench_key(f"bench_peers_writes_{uuid.uuid4().hex[:6]}", ["writer"])
-        self.writer = wagents["writer"]
+        if vectors is not None:
+            self.tenant, agents, _ = bench_key(f"bench_search_{n}", AGENTS)
+            fill(self.tenant, agents, n, seed, jobs=2)
+            self.reader = agents[READER]
+            self.writes, wagents, _ = bench_key(f"bench_peers_writes_{uuid.uuid4().hex[:6]}", ["writer"])
+            self.writer = wagents["writer"]
         self.ckpt, _ = tenant_create(slug="bench_peers_ckpt", name="Benchmark peers checkpoints")
         with tenant_context(self.ckpt):
             from agents.models import Agent
@@ -166,13 +168,20 @@ class Engram:
 class LangGraph:
     name = "LangGraph"
 
-    def __init__(self, n: int, texts: list[str], vectors: Vectors) -> None:
+    def __init__(self, n: int, texts: list[str], vectors: Vectors | None) -> None:
+        """``vectors`` ``None``: the saver only (no store)."""
         from langgraph.checkpoint.postgres import PostgresSaver
         from langgraph.store.base import PutOp
         from langgraph.store.postgres import PostgresStore
         from psycopg import Connection
         from psycopg.rows import dict_row
 
+        kw: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        _ensure_schema("peer_langgraph_ckpt")
+        self.saver = PostgresSaver(Connection.connect(_libpq_url("peer_langgraph_ckpt"), **kw))
+        self.saver.setup()
+        if vectors is None:
+            return
         self.vectors = vectors
         self._filling = True
 
@@ -182,7 +191,6 @@ class LangGraph:
         index: Any = {"dims": vectors.embedder.dimensions, "embed": embed, "fields": ["text"]}
         schema = f"peer_langgraph_{n}"
         _ensure_schema(schema)
-        kw: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
         conn: Any = Connection.connect(_libpq_url(schema), **kw)
         self.store = PostgresStore(conn, index=index)
         self.store.setup()
@@ -202,9 +210,6 @@ class LangGraph:
         writes: Any = Connection.connect(_libpq_url("peer_langgraph_writes"), **kw)
         self.writes = PostgresStore(writes, index=index)
         self.writes.setup()
-        _ensure_schema("peer_langgraph_ckpt")
-        self.saver = PostgresSaver(Connection.connect(_libpq_url("peer_langgraph_ckpt"), **kw))
-        self.saver.setup()
 
     def search(self, query: str) -> int:
         return len(self.store.search(("memories",), query=query, limit=10))
@@ -323,6 +328,55 @@ def _time(call: Callable[[], object]) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def _checkpoint_round(system: Any, rng: random.Random, latencies: dict[tuple[str, str], list[float]]) -> None:
+    """``CHECKPOINTS_PER_ROUND`` new sessions of two saves each, then each one's latest restored
+    from the hot copy, then from PostgreSQL (Engram's Redis copy deleted first, untimed)."""
+    from checkpoint_restore import make_state
+
+    name = system.name
+    sessions = [f"peers-{uuid.uuid4().hex[:12]}" for _ in range(CHECKPOINTS_PER_ROUND)]
+    for session in sessions:
+        for step in range(2):
+            state, plan = make_state(rng, 1, step)
+            latencies.setdefault((name, "checkpoint save"), []).append(
+                _time(functools.partial(system.save, session, step, state, plan))
+            )
+    for session in sessions:
+        latencies.setdefault((name, "restore latest, hot copy"), []).append(
+            _time(system.restore(session, cold=False))
+        )
+    for session in sessions:
+        call = system.restore(session, cold=True)
+        latencies.setdefault((name, "restore latest, PostgreSQL"), []).append(_time(call))
+
+
+def checkpoints_only(rounds: int, seed: int) -> int:
+    """Engram's checkpoints against PostgresSaver alone, rounds interleaved (who goes first
+    alternates); prints p50 / p99 and the ratios with the load average."""
+    systems: list[Any] = [Engram(0, [], None, seed), LangGraph(0, [], None)]
+    rng = random.Random(seed)
+    latencies: dict[tuple[str, str], list[float]] = {}
+    for system in systems:  # warm both (connections, prepared plans, scripts loaded)
+        _checkpoint_round(system, rng, {})
+    loads = []
+    for r in range(rounds):
+        for system in systems if r % 2 == 0 else systems[::-1]:
+            _checkpoint_round(system, rng, latencies)
+        loads.append(os.getloadavg()[0])
+        print(f"  round {r + 1}/{rounds} done; load {loads[-1]:.1f}", flush=True)
+    print(f"\n{'measure':<40}{'Engram':>16}{'LangGraph':>16}   Engram/LangGraph p50, p99")
+    for measure in ("checkpoint save", "restore latest, hot copy", "restore latest, PostgreSQL"):
+        ours, theirs = (percentiles(latencies[(s.name, measure)]) for s in systems)
+        print(
+            f"{measure + ' p50/p99 ms':<40}{ours['p50']:>7.3f} / {ours['p99']:<6.3f}"
+            f"{theirs['p50']:>7.3f} / {theirs['p99']:<6.3f}"
+            f"   {ours['p50'] / theirs['p50']:.2f}x, {ours['p99'] / theirs['p99']:.2f}x"
+        )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average during rounds {min(loads):.1f}-{max(loads):.1f}; (1, 5, 15 min) at the end: {load}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -333,9 +387,15 @@ def main() -> int:
     parser.add_argument(
         "--search-only", action="store_true", help="measure search alone (no writes, checkpoints)"
     )
+    parser.add_argument(
+        "--checkpoints-only",
+        action="store_true",
+        help="measure checkpoint save and restore alone (no corpus, search or writes; mem0 has none)",
+    )
     args = parser.parse_args()
     django_setup()
-    from checkpoint_restore import make_state
+    if args.checkpoints_only:
+        return checkpoints_only(args.rounds, args.seed)
     from search_latency import corpus_vectors
 
     skip = {s.strip().lower() for s in args.skip.split(",") if s.strip()}
@@ -382,22 +442,8 @@ def main() -> int:
                 latencies.setdefault((name, "writes per second"), []).append(
                     len(writes) / (time.perf_counter() - t0)
                 )
-                if not hasattr(system, "save"):
-                    continue
-                sessions = [f"peers-{uuid.uuid4().hex[:12]}" for _ in range(CHECKPOINTS_PER_ROUND)]
-                for session in sessions:
-                    for step in range(2):
-                        state, plan = make_state(rng, 1, step)
-                        latencies.setdefault((name, "checkpoint save"), []).append(
-                            _time(functools.partial(system.save, session, step, state, plan))
-                        )
-                for session in sessions:
-                    latencies.setdefault((name, "restore latest, hot copy"), []).append(
-                        _time(system.restore(session, cold=False))
-                    )
-                for session in sessions:
-                    call = system.restore(session, cold=True)
-                    latencies.setdefault((name, "restore latest, PostgreSQL"), []).append(_time(call))
+                if hasattr(system, "save"):
+                    _checkpoint_round(system, rng, latencies)
             print(f"  round {r + 1}/{args.rounds} done; load {os.getloadavg()[0]:.1f}", flush=True)
         for (name, measure), values in latencies.items():
             if measure == "writes per second":

@@ -35,6 +35,45 @@ MAX_NAMESPACE_LENGTH = 500
 MAX_SERIALIZED_TYPE_LENGTH = 64
 
 
+def canonical_json(value: Any) -> str:
+    """``value`` as canonical JSON text: sorted keys, no spaces, non-ASCII kept (what fingerprints
+    hash, and what a save stores and caches: one serialisation per value)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint_prefix(
+    *,
+    state_json: str,
+    plan_json: str,
+    schema_version: int,
+    checkpoint_ns: str = "",
+    parent_key: str = "",
+    metadata_json: str = "{}",
+    serialized_type: str = "",
+    serialized: bytes | None = None,
+) -> str:
+    """The canonical JSON document that ``checkpoint_fingerprint`` hashes, up to its step: it ends
+    with ``"step_index":``, and the document is the prefix, the step in decimal and ``}``.
+
+    ``state_json``, ``plan_json``, ``metadata_json``: the values as ``canonical_json`` gives them.
+    ``step_index`` is the last key in sorted order, so the prefix does not depend on the step: a
+    save that lets PostgreSQL choose the step (``step_index`` ``None``) finishes the hash there.
+    Equal to ``canonical_json`` of the whole document (a dict's canonical JSON is its items in key
+    order, each ``key:value`` with the value in canonical JSON, joined by commas).
+    """
+    parts = {"plan": plan_json, "schema_version": str(schema_version), "state": state_json}
+    extra = {
+        "checkpoint_ns": canonical_json(checkpoint_ns) if checkpoint_ns else "",
+        "parent_key": canonical_json(parent_key) if parent_key else "",
+        "metadata": "" if metadata_json == "{}" else metadata_json,
+        "serialized_type": canonical_json(serialized_type) if serialized_type else "",
+        "serialized": "" if serialized is None else f'"{hashlib.sha256(serialized).hexdigest()}"',
+    }
+    parts.update({name: text for name, text in extra.items() if text})
+    items = "".join(f'"{name}":{parts[name]},' for name in sorted(parts))  # names need no escaping
+    return "{" + items + '"step_index":'
+
+
 def checkpoint_fingerprint(
     *,
     step_index: int,
@@ -53,23 +92,19 @@ def checkpoint_fingerprint(
     and idempotency key are not part of it (they select the row the fingerprint is compared with).
     The LangGraph fields (namespace, parent, metadata, serialized payload: its SHA-256) enter the
     document only when set, so checkpoints saved before they existed keep their fingerprints.
+    The document is ``fingerprint_prefix(...)``, the step and ``}``.
     """
-    doc: dict[str, Any] = {
-        "step_index": step_index,
-        "state": state,
-        "plan": plan,
-        "schema_version": schema_version,
-    }
-    extra = {
-        "checkpoint_ns": checkpoint_ns,
-        "parent_key": parent_key,
-        "metadata": metadata or {},
-        "serialized_type": serialized_type,
-        "serialized": "" if serialized is None else hashlib.sha256(serialized).hexdigest(),
-    }
-    doc.update({name: value for name, value in extra.items() if value})
-    data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+    prefix = fingerprint_prefix(
+        state_json=canonical_json(state),
+        plan_json=canonical_json(plan),
+        schema_version=schema_version,
+        checkpoint_ns=checkpoint_ns,
+        parent_key=parent_key,
+        metadata_json=canonical_json(metadata or {}),
+        serialized_type=serialized_type,
+        serialized=serialized,
+    )
+    return hashlib.sha256(f"{prefix}{step_index}}}".encode()).hexdigest()
 
 
 class Checkpoint(models.Model):
@@ -186,9 +221,21 @@ class Checkpoint(models.Model):
             "serialized": self.serialized_document(),
         }
 
-    def document_json(self) -> bytes:
-        """``document()`` as compact UTF-8 JSON, the bytes cached in Redis and served as they are."""
-        return json.dumps(self.document(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    def document_json(self, *, state_json: str | None = None, plan_json: str | None = None) -> bytes:
+        """``document()`` as compact UTF-8 JSON, the bytes cached in Redis and served as they are.
+
+        ``state_json`` / ``plan_json``: ``state`` and ``plan`` already as JSON text (a save's
+        canonical form, PostgreSQL's ``jsonb`` text), spliced in as they are instead of serialising
+        the values again (~30 µs for a 2 KiB state).
+        """
+        if state_json is None:
+            state_json = json.dumps(self.state, separators=(",", ":"), ensure_ascii=False)
+        if plan_json is None:
+            plan_json = json.dumps(self.plan, separators=(",", ":"), ensure_ascii=False)
+        summary = json.dumps(self.summary(), separators=(",", ":"), ensure_ascii=False)
+        serialized = json.dumps(self.serialized_document(), separators=(",", ":"))
+        # the keys and their order of document()
+        return f'{summary[:-1]},"state":{state_json},"plan":{plan_json},"serialized":{serialized}}}'.encode()
 
 
 class CheckpointWrite(models.Model):

@@ -7,6 +7,7 @@ session, see ``memory.checkpoints.services``); each is one query on the unique i
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import connection
@@ -46,14 +47,45 @@ def checkpoint_by_key(*, agent: Agent, session_id: str, idempotency_key: str) ->
     return _stream(agent=agent, session_id=session_id).filter(idempotency_key=idempotency_key).first()
 
 
-def checkpoint_latest_stored(*, agent: Agent, session_id: str, checkpoint_ns: str = "") -> Checkpoint | None:
-    """``agent``'s checkpoint with the highest step index in the session and namespace, or ``None``."""
-    return (
-        _stream(agent=agent, session_id=session_id)
-        .filter(checkpoint_ns=checkpoint_ns)
-        .order_by("-step_index")
-        .first()
+def checkpoint_latest_document(
+    *, agent: Agent, session_id: str, checkpoint_ns: str = ""
+) -> tuple[int, bytes] | None:
+    """``(step, document JSON bytes)`` of ``agent``'s checkpoint with the highest step index in the
+    session and namespace (``Checkpoint.document_json``), or ``None``.
+
+    One probe of ``checkpoint_ns_step_idx`` and no ORM: state and plan come back as ``jsonb`` text
+    and go into the document as they are (neither parsed nor serialised again), and the agent is
+    the caller (no join), where the ORM query it replaces joined the agent, parsed state and plan
+    into Python and the document serialised them again.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, step_index, idempotency_key, schema_version, created_at, parent_key, "
+            "metadata::text, state::text, plan::text, serialized_type, serialized, data_subject "
+            "FROM memory_checkpoint WHERE session_id = %s AND agent_id = %s AND checkpoint_ns = %s "
+            "ORDER BY step_index DESC LIMIT 1",
+            [session_id, agent.pk, checkpoint_ns],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data, subject = row
+    checkpoint = Checkpoint(
+        id=pk,
+        session_id=session_id,
+        step_index=step,
+        idempotency_key=key,
+        schema_version=version,
+        agent=agent,
+        created_at=created_at,
+        checkpoint_ns=checkpoint_ns,
+        parent_key=parent_key,
+        metadata=json.loads(metadata),
+        serialized_type=kind,
+        serialized=data,
+        data_subject=subject,
     )
+    return step, checkpoint.document_json(state_json=state, plan_json=plan)
 
 
 def checkpoint_tuples(

@@ -6,6 +6,7 @@ The tenants here are committed (not rolled back), so a save really commits and i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import uuid
@@ -19,12 +20,13 @@ from django.test import Client
 from django_tenants.utils import tenant_context
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.errors import InvalidInput
 from core.metrics import record_lookup
 from core.redis import get_redis
 from devstack import free_port
 from devstack.redis_server import EmbeddedRedis
 from memory.checkpoints import services
-from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.models import Checkpoint, checkpoint_fingerprint
 from tenants.models import Tenant
 from tenants.services import tenant_create
 from tests.factories import Caller, make_caller
@@ -218,6 +220,164 @@ def test_concurrent_saves_of_one_step_store_exactly_one(alice: Caller, session: 
         thread.join()
     assert sorted(statuses) == [201, 409]
     assert stored_count(alice.tenant, session) == 1
+
+
+def test_concurrent_saves_without_a_step_take_consecutive_steps(alice: Caller, session: str) -> None:
+    """The stream's lock is taken before the step is read (a check against a snapshot from before
+    the wait would give two racers the same step: a 500 from the unique constraint)."""
+    racers, each = 4, 4
+    callers = [make_caller(alice.tenant, "alice") for _ in range(racers)]
+    barrier = threading.Barrier(racers)
+    statuses: list[int] = []
+
+    def write(caller: Caller, n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(each):
+                data = {k: v for k, v in body(0, key=f"racer-{n}-{i}").items() if k != "step_index"}
+                statuses.append(save(caller, session, data).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=write, args=(c, n)) for n, c in enumerate(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses == [201] * (racers * each)
+    with tenant_context(alice.tenant):
+        steps = list(Checkpoint.objects.filter(session_id=session).values_list("step_index", flat=True))
+    assert sorted(steps) == list(range(racers * each))
+
+
+def test_fingerprints_hash_the_canonical_document_they_always_hashed(alice: Caller, session: str) -> None:
+    """Stored fingerprints stay valid: the document is built from its parts and finished in
+    PostgreSQL when PostgreSQL chooses the step, and still hashes what it hashed before."""
+
+    def before(step: int, fields: dict[str, object]) -> str:  # the definition fingerprints were made by
+        doc = {"step_index": step, "state": fields["state"], "plan": fields["plan"]}
+        doc["schema_version"] = fields["schema_version"]
+        for name in ("checkpoint_ns", "parent_key", "metadata", "serialized_type"):
+            if fields.get(name):
+                doc[name] = fields[name]
+        if fields.get("serialized") is not None:
+            doc["serialized"] = hashlib.sha256(fields["serialized"]).hexdigest()  # type: ignore[arg-type]
+        text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    plain: dict[str, object] = {
+        "state": {"b": [1, {"z": None, "a": "é"}], "a": 1.5},
+        "plan": [],
+        "schema_version": 1,
+    }
+    langgraph: dict[str, object] = {
+        **plain,
+        "state": {"emoji": "😀", "quote": '"\\', "ctl": "\t\n"},
+        "plan": [{"tool": "x"}],
+        "schema_version": 3,
+        "checkpoint_ns": "inner|é",
+        "parent_key": "p-1",
+        "metadata": {"source": "loop", "step": 2, "nested": {"k": [True, False]}},
+        "serialized_type": "msgpack",
+        "serialized": b"\x00\xffbytes",
+    }
+    policy = alice.tenant.working_memory_policy
+    with tenant_context(alice.tenant):
+        for n, fields in enumerate([plain, langgraph]):
+            assert checkpoint_fingerprint(step_index=7, **fields) == before(7, fields)  # type: ignore[arg-type]
+            serialized = fields.get("serialized")
+            args = {k: v for k, v in fields.items() if k not in ("serialized", "serialized_type")}
+            saved = services.checkpoint_save(
+                agent=alice.agent,
+                session_id=f"{session}-{n}",
+                step_index=None,  # PostgreSQL picks 0 and finishes the hash
+                idempotency_key="k",
+                policy=policy,
+                serialized=None if serialized is None else (str(fields["serialized_type"]), serialized),  # type: ignore[arg-type]
+                **args,  # type: ignore[arg-type]
+            ).checkpoint
+            stored = Checkpoint.objects.get(pk=saved.pk)
+            assert stored.step_index == 0 and stored.fingerprint == saved.fingerprint == before(0, fields)
+            replay = services.checkpoint_save(
+                agent=alice.agent,
+                session_id=f"{session}-{n}",
+                step_index=None,
+                idempotency_key="k",
+                policy=policy,
+                serialized=None if serialized is None else (str(fields["serialized_type"]), serialized),  # type: ignore[arg-type]
+                **args,  # type: ignore[arg-type]
+            )
+            assert replay.replayed and replay.checkpoint.pk == saved.pk
+
+
+def test_restore_from_postgres_is_the_document_the_save_cached(alice: Caller, session: str) -> None:
+    """The save's copy (its canonical JSON spliced in) and the one rebuilt from PostgreSQL (jsonb
+    text spliced in) are the same document as ``Checkpoint.document()``."""
+    policy = alice.tenant.working_memory_policy
+    with tenant_context(alice.tenant):
+        result = services.checkpoint_save(
+            agent=alice.agent,
+            session_id=session,
+            step_index=4,
+            idempotency_key="k4",
+            state={"z": 1, "a": {"é": ["😀", None, 2.5]}},
+            plan=[{"tool": "search"}],
+            schema_version=2,
+            policy=policy,
+            data_subject="subject-9",
+            checkpoint_ns="inner",
+            parent_key="k3",
+            metadata={"source": "loop"},
+            serialized=("msgpack", b"\x81\xa1a\x01"),
+        )
+        expected = json.loads(json.dumps(Checkpoint.objects.get(pk=result.checkpoint.pk).document()))
+        assert json.loads(json.dumps(result.checkpoint.document())) == expected
+        hot = services.checkpoint_latest(
+            agent=alice.agent, session_id=session, policy=policy, checkpoint_ns="inner"
+        )
+        assert hot.source == "redis" and hot.data() == expected
+        get_redis().delete(services.cache_key(session, alice.agent.pk, "inner"))
+        cold = services.checkpoint_latest(
+            agent=alice.agent, session_id=session, policy=policy, checkpoint_ns="inner"
+        )
+        assert cold.source == "postgres" and cold.data() == expected
+        assert services.checkpoint_latest(agent=alice.agent, session_id=session, policy=policy).body is None
+
+
+@pytest.mark.parametrize(
+    ("state", "refused"),
+    [
+        ({"text": "\\u0000"}, False),  # the six characters of an escape, not a NUL
+        ({"text": "\\\\u0000"}, False),
+        ({"text": "\\\x00"}, True),  # a backslash, then a NUL
+        ({"nul\x00key": 1}, True),
+        ({"deep": [{"x": ["a\x00"]}]}, True),
+    ],
+)
+def test_nul_characters_are_told_from_text_that_spells_an_escape(
+    alice: Caller, session: str, state: dict[str, object], refused: bool
+) -> None:
+    response = save(alice, session, {**body(1), "state": state})
+    if refused:
+        assert response.status_code == 400 and list(response.json()["errors"]) == ["state"], response.content
+    else:
+        assert response.status_code == 201, response.content
+        assert latest(alice, session).json()["state"] == state
+
+
+def test_the_service_refuses_a_data_subject_longer_than_its_column(alice: Caller, session: str) -> None:
+    with tenant_context(alice.tenant), pytest.raises(InvalidInput) as refused:
+        services.checkpoint_save(
+            agent=alice.agent,
+            session_id=session,
+            step_index=1,
+            idempotency_key="k1",
+            state={},
+            plan=[],
+            policy=alice.tenant.working_memory_policy,
+            data_subject="x" * 201,
+        )
+    assert refused.value.field == "data_subject"
 
 
 # --- validation --------------------------------------------------------------------------------------------
