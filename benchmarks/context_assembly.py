@@ -25,6 +25,7 @@ in minutes instead of a quarter of an hour (the query embedding is then ~0.1 ms 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 from datetime import UTC, datetime, timedelta
@@ -148,9 +149,10 @@ def main() -> None:
             if i >= 20:  # warm-up
                 timings.append((time.perf_counter() - t0) * 1000)
     p = percentiles(timings)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"context_build (service), {len(timings)} queries, budget {args.budget}: "
-        f"p50 {p['p50']:.1f} ms, p95 {p['p95']:.1f} ms, p99 {p['p99']:.1f} ms"
+        f"p50 {p['p50']:.1f} ms, p95 {p['p95']:.1f} ms, p99 {p['p99']:.1f} ms (load average {load})"
     )
     assert last is not None
     print(
