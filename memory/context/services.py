@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -54,7 +54,7 @@ from core.errors import InvalidInput
 from core.metrics import record_context
 from memory.embeddings import embed_query
 from memory.episodic.models import Event
-from memory.episodic.selectors import event_list
+from memory.episodic.selectors import session_tail
 from memory.knowledge import selectors as knowledge
 from memory.procedural import selectors as procedural
 from memory.semantic import services as semantic
@@ -165,12 +165,10 @@ def _json(value: Any) -> str:
     return _cut(json.dumps(value, ensure_ascii=False, separators=(",", ":")), VALUE_MAX_CHARS)
 
 
-def _working_items(*, agent: Agent, execution_id: str | None) -> list[Item]:
-    if execution_id is None:
-        return []
+def _working_items(*, state: working.WorkingState) -> list[Item]:
     items = [
         Item("working", f"scratchpad {key} = {_json(value)}", 1.0, [{"layer": "scratchpad", "id": key}])
-        for key, value in sorted(working.scratchpad_read(agent=agent, execution_id=execution_id).items())
+        for key, value in state.scratchpad.items()
     ]
     items += [
         Item(
@@ -179,13 +177,13 @@ def _working_items(*, agent: Agent, execution_id: str | None) -> list[Item]:
             0.9,
             [{"layer": "blackboard", "id": e.field}],
         )
-        for e in working.blackboard_read(reader=agent, execution_id=execution_id)
+        for e in state.blackboard
     ]
     return items
 
 
-def _window_items(*, agent: Agent, session_id: str) -> list[Item]:
-    turns = working.window_read(agent=agent, session_id=session_id, last=WINDOW_TURNS)
+def _window_items(*, session_id: str, state: working.WorkingState) -> list[Item]:
+    turns = state.window
     n = len(turns)
     return [
         Item(
@@ -200,14 +198,7 @@ def _window_items(*, agent: Agent, session_id: str) -> list[Item]:
     ]
 
 
-def _episode_items(*, agent: Agent, session_id: str) -> tuple[list[Item], list[Event]]:
-    # only what an item shows: the chain's columns and the payload are most of an event row's bytes
-    latest = list(
-        event_list(session_id=session_id)
-        .only("id", "seq", "occurred_at", "kind", "role", "content", "agent__name")
-        .order_by("-occurred_at", "-seq")[:EPISODES]
-    )
-    latest.reverse()  # oldest first
+def _episode_items(*, agent: Agent, session_id: str, latest: Sequence[Event]) -> list[Item]:
     n = len(latest)
     items = [
         Item(
@@ -240,7 +231,7 @@ def _episode_items(*, agent: Agent, session_id: str) -> tuple[list[Item], list[E
         )
         for m in summaries
     ] + items
-    return items, latest
+    return items
 
 
 def _semantic_items(*, agent: Agent, query: str, tenant: Tenant) -> list[Item]:
@@ -254,22 +245,17 @@ def _semantic_items(*, agent: Agent, query: str, tenant: Tenant) -> list[Item]:
 
 def _fact_items(*, query: str) -> list[Item]:
     items: list[Item] = []
-    seen: set[int] = set()
-    for entity in knowledge.entities_named_in(query, limit=ENTITIES):
-        for fact in knowledge.fact_list(entity=entity)[:FACTS_PER_ENTITY]:
-            if fact.pk in seen:
-                continue
-            seen.add(fact.pk)
-            obj = fact.object_entity.name if fact.object_entity is not None else _json(fact.literal_value)
-            status = " (disputed)" if fact.status == "disputed" else ""
-            items.append(
-                Item(
-                    "facts",
-                    f"{fact.subject.name} {fact.predicate.name} {obj}{status}",
-                    fact.confidence,
-                    [{"layer": "knowledge", "id": str(fact.pk)}],
-                )
+    for fact in knowledge.facts_about_named(query, entities=ENTITIES, per_entity=FACTS_PER_ENTITY):
+        obj = fact.object_entity.name if fact.object_entity is not None else _json(fact.literal_value)
+        status = " (disputed)" if fact.status == "disputed" else ""
+        items.append(
+            Item(
+                "facts",
+                f"{fact.subject.name} {fact.predicate.name} {obj}{status}",
+                fact.confidence,
+                [{"layer": "knowledge", "id": str(fact.pk)}],
             )
+        )
     return items
 
 
@@ -315,6 +301,19 @@ def edge_order(ranked: list[Any]) -> list[Any]:
 
 def _heading(layer: Layer) -> str:
     return f"## {TITLES[layer]}"
+
+
+_HEADING_COSTS: dict[tuple[str, int], dict[Layer, int]] = {}
+
+
+def _heading_costs(counter: TokenCounter) -> dict[Layer, int]:
+    """The tokens of each section's heading under ``counter`` (fixed texts: counted once per
+    tokenizer and process; the counters themselves are loaded once and kept)."""
+    key = (counter.name, id(counter.tokenizer))
+    costs = _HEADING_COSTS.get(key)
+    if costs is None:
+        costs = _HEADING_COSTS[key] = {layer: counter.count(_heading(layer)) for layer in LAYERS}
+    return costs
 
 
 def _render(sections: list[Section]) -> str:
@@ -365,16 +364,21 @@ def context_build(
     # cache) is computed on another core while the other layers are read: the ONNX runtime releases
     # the GIL, and the embedding is the largest single cost of an assembly after the recall itself.
     embedding = _EMBEDDING.submit(embed_query, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
-    working_items = _working_items(agent=agent, execution_id=execution_id) if w["working"] > 0 else []
-    window_items = _window_items(agent=agent, session_id=session_id) if w["window"] > 0 else []
-    episodes, latest_events = _episode_items(agent=agent, session_id=session_id)
+    state = working.working_state_read(
+        agent=agent,
+        execution_id=execution_id if w["working"] > 0 else None,
+        session_id=session_id if w["window"] > 0 else None,
+        last=WINDOW_TURNS,
+    )
+    # the latest events serve the episodes' items and the history's size (M and the Δt sample)
+    tail = session_tail(session_id=session_id, last=EPISODES)
+    gathered: list[Item] = _working_items(state=state) + _window_items(session_id=session_id, state=state)
+    if w["episodes"] > 0:
+        gathered += _episode_items(agent=agent, session_id=session_id, latest=tail.events)
     fact_items = _fact_items(query=query) if w["facts"] > 0 else []
     if embedding is not None:
         embedding.result()  # raises what the embedder raised (EmbedderUnavailable: 503)
 
-    gathered: list[Item] = working_items + window_items
-    if w["episodes"] > 0:
-        gathered += episodes
     if w["semantic"] > 0:
         gathered += _semantic_items(agent=agent, query=query, tenant=tenant)
     gathered += fact_items
@@ -387,16 +391,15 @@ def context_build(
     items, merged = _merge_duplicates(gathered)
 
     # one tokenizer call for the items and the history's sample (the tokenizer batches in Rust)
-    sample = [e.content for e in latest_events]
+    sample = [e.content for e in tail.events]
     counted = counter.count_many([f"- {i.text}" for i in items] + sample)
     costs, sample_sizes = counted[: len(items)], counted[len(items) :]
     for item, cost in zip(items, costs, strict=True):
         item.tokens = cost
-    heading_cost = {layer: counter.count(_heading(layer)) for layer in LAYERS}
-    chosen = _knapsack(items, budget=budget, heading_cost=heading_cost)
+    chosen = _knapsack(items, budget=budget, heading_cost=_heading_costs(counter))
     sections, text, used = _assemble(chosen, counter=counter, budget=budget)
 
-    history_turns, mean = _history(session_id=session_id, latest=latest_events, sizes=sample_sizes)
+    history_turns, mean = tail.total, (sum(sample_sizes) / len(sample_sizes) if sample_sizes else 0.0)
     full = round(history_turns * mean)
     cumulative = round(history_turns * (history_turns + 1) / 2 * mean)
     record_context(used=used, full_history=full)
@@ -467,13 +470,3 @@ def _assemble(chosen: list[Item], *, counter: TokenCounter, budget: int) -> tupl
         if used <= budget or not chosen:
             return sections, text, used
         chosen.remove(min(chosen, key=lambda i: (i.value / i.tokens, i.value)))
-
-
-def _history(*, session_id: str, latest: list[Event], sizes: list[int]) -> tuple[int, float]:
-    """The session's turns (M: its events) and their mean tokens (Δt, estimated on the latest
-    ``EPISODES`` events, whose token counts are ``sizes``: counting every event of a long session on
-    each call would cost more than the assembly)."""
-    turns = event_list(session_id=session_id).count() if len(latest) >= EPISODES else len(latest)
-    if not latest:
-        return turns, 0.0
-    return turns, sum(sizes) / len(sizes)

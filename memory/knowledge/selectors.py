@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from core.errors import NotFound
@@ -37,10 +38,8 @@ def entity_by_name(name: str) -> Entity | None:
 MAX_NAME_WORDS = 4  # entity names in a query are matched as runs of 1 to 4 words
 
 
-def entities_named_in(text: str, *, limit: int = 10) -> list[Entity]:
-    """The entities whose name appears in ``text`` as a run of 1 to ``MAX_NAME_WORDS`` words
-    (compared as ``entity_key``s, so case and width do not matter), longest names first; one
-    indexed query on the unique ``key``."""
+def _name_keys(text: str) -> set[str]:
+    """The ``entity_key`` of every run of 1 to ``MAX_NAME_WORDS`` words of ``text``."""
     words = [w for w in re.split(r"[^\w'&.-]+", text) if w]
     words = [w.strip(".'") for w in words]
     grams = {
@@ -49,11 +48,67 @@ def entities_named_in(text: str, *, limit: int = 10) -> list[Entity]:
         for i in range(len(words) - n + 1)
     }
     grams.discard("")
+    return grams
+
+
+def entities_named_in(text: str, *, limit: int = 10) -> list[Entity]:
+    """The entities whose name appears in ``text`` as a run of 1 to ``MAX_NAME_WORDS`` words
+    (compared as ``entity_key``s, so case and width do not matter), longest names first; one
+    indexed query on the unique ``key``."""
+    grams = _name_keys(text)
     if not grams:
         return []
     found = list(Entity.objects.filter(key__in=grams)[: limit * 4])
     found.sort(key=lambda e: (-len(e.key), e.pk))
     return found[:limit]
+
+
+def facts_about_named(text: str, *, entities: int, per_entity: int) -> list[Fact]:
+    """The live facts (``active`` or ``disputed``) about the ``entities`` first entities ``text``
+    names (matched as in ``entities_named_in``: longest names first, then by id): for each, as
+    subject or object, its first ``per_entity`` in ``fact_list``'s order (``valid_from``, id); a
+    fact about two of them comes once, under the first. Subject, predicate and object entity are
+    loaded. One query, however many entities: the entities and each one's facts (a lateral join
+    over the subject and object indexes) are a subquery of the rows' own.
+    """
+    keys = _name_keys(text)
+    if not keys:
+        return []
+    chosen = RawSQL(
+        f"""
+        WITH ent AS (
+            SELECT e.id FROM {Entity._meta.db_table} e WHERE e.key = ANY(%s)
+            ORDER BY length(e.key) DESC, e.id LIMIT %s
+        )
+        SELECT f.id FROM ent CROSS JOIN LATERAL (
+            SELECT f.id FROM {Fact._meta.db_table} f
+            WHERE (f.subject_id = ent.id OR f.object_entity_id = ent.id) AND f.status = ANY(%s)
+            ORDER BY f.valid_from, f.id LIMIT %s
+        ) f
+        """,
+        [sorted(keys), entities, [str(s.value) for s in LIVE_STATUSES], per_entity],
+    )
+    rows = list(Fact.objects.select_related("subject", "predicate", "object_entity").filter(pk__in=chosen))
+    # the entities' order again, from the rows: an entity named in ``text`` that is not among the
+    # chosen ones ranks after all of them, and its facts here are theirs too (already placed)
+    named: dict[int, Entity] = {}
+    for fact in rows:
+        for entity in (fact.subject, fact.object_entity):
+            if entity is not None and entity.key in keys:
+                named[entity.pk] = entity
+    order = sorted(named.values(), key=lambda e: (-len(e.key), e.pk))
+    out: list[Fact] = []
+    seen: set[int] = set()
+    for entity in order:
+        about = sorted(
+            (f for f in rows if entity.pk in (f.subject_id, f.object_entity_id)),
+            key=lambda f: (f.valid_from, f.pk),
+        )
+        for fact in about[:per_entity]:
+            if fact.pk not in seen:
+                seen.add(fact.pk)
+                out.append(fact)
+    return out
 
 
 def fact_list(

@@ -4,22 +4,20 @@ of a request's intent against the published skills."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import combinations
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from core.errors import InvalidInput, NotFound
+from core.fulltext import query_lexemes
 from memory.embeddings import embed_query, get_embedder
 
 from .models import Skill, SkillRunStats, SkillVersion, Tool, ToolVersion, VersionStatus
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 # Hybrid match (the pattern of semantic recall): the nearest ``pool`` skills by cosine (HNSW) and
 # the ``pool`` best full-text matches, fused. The lexical side reads at most TEXT_RANK_BOUND rows
@@ -220,46 +218,43 @@ class _Candidate:
 
 
 def _candidates(
-    *, vector: Sequence[float], model: str, dimensions: int, words: str, pool: int
+    *, vector: Sequence[float], model: str, dimensions: int, lexemes: Sequence[str], pool: int
 ) -> list[_Candidate]:
     """The union of the ``pool`` nearest skills with a published version (HNSW, cosine) and the
-    ``pool`` best full-text matches, with their published version and counters: one statement."""
+    ``pool`` best full-text matches of ``lexemes`` (the intent's, ``query_lexemes``), with their
+    published version and counters: one round trip, the HNSW options and the statement sent
+    together (Django's psycopg cursors bind parameters client-side, so PostgreSQL runs both in one
+    implicit transaction, to which the options are local; inside a caller's transaction they last
+    until its end, as a ``SET LOCAL`` does)."""
     d = int(dimensions)
     qvec = "[" + ",".join(repr(float(x)) for x in vector) + "]"
     published = (
         "EXISTS (SELECT 1 FROM memory_skillversion pv WHERE pv.skill_id = s.id AND pv.status = 'published')"
     )
+    text_sql, text_params = "SELECT NULL::bigint AS id WHERE false", []
+    rank_sql, rank_params = "0.0::real", []
+    if lexemes:
+        any_word = " | ".join(_quoted(w) for w in lexemes)
+        any_sql = f"SELECT s.id, s.search FROM memory_skill s WHERE s.search @@ %s::tsquery AND {published}"
+        if 2 <= len(lexemes) <= QUORUM_MAX_LEXEMES:
+            pairs = " | ".join(f"({_quoted(a)} & {_quoted(b)})" for a, b in combinations(lexemes, 2))
+            text_from = (
+                f"(WITH q AS MATERIALIZED (SELECT s.id, s.search FROM memory_skill s "
+                f"WHERE s.search @@ %s::tsquery AND {published} LIMIT %s) "
+                f"SELECT * FROM q UNION (SELECT * FROM ({any_sql} LIMIT %s) w "
+                "WHERE (SELECT count(*) FROM q) < %s))"
+            )
+            from_params: list[Any] = [pairs, TEXT_RANK_BOUND, any_word, TEXT_RANK_BOUND, pool]
+        else:
+            text_from = f"({any_sql} LIMIT %s)"
+            from_params = [any_word, TEXT_RANK_BOUND]
+        text_sql = f"SELECT t.id FROM {text_from} t ORDER BY ts_rank(t.search, %s::tsquery) DESC LIMIT %s"
+        text_params = [*from_params, any_word, pool]
+        rank_sql, rank_params = "ts_rank(s.search, %s::tsquery)", [any_word]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "tsvector_to_array(to_tsvector('english', %s))",
-            [str(max(pool, 40)), words],
-        )
-        lexemes = sorted(cursor.fetchone()[2])
-        text_sql, text_params = "SELECT NULL::bigint AS id WHERE false", []
-        rank_sql, rank_params = "0.0::real", []
-        if lexemes:
-            any_word = " | ".join(_quoted(w) for w in lexemes)
-            any_sql = (
-                f"SELECT s.id, s.search FROM memory_skill s WHERE s.search @@ %s::tsquery AND {published}"
-            )
-            if 2 <= len(lexemes) <= QUORUM_MAX_LEXEMES:
-                pairs = " | ".join(f"({_quoted(a)} & {_quoted(b)})" for a, b in combinations(lexemes, 2))
-                text_from = (
-                    f"(WITH q AS MATERIALIZED (SELECT s.id, s.search FROM memory_skill s "
-                    f"WHERE s.search @@ %s::tsquery AND {published} LIMIT %s) "
-                    f"SELECT * FROM q UNION (SELECT * FROM ({any_sql} LIMIT %s) w "
-                    "WHERE (SELECT count(*) FROM q) < %s))"
-                )
-                from_params: list[Any] = [pairs, TEXT_RANK_BOUND, any_word, TEXT_RANK_BOUND, pool]
-            else:
-                text_from = f"({any_sql} LIMIT %s)"
-                from_params = [any_word, TEXT_RANK_BOUND]
-            text_sql = f"SELECT t.id FROM {text_from} t ORDER BY ts_rank(t.search, %s::tsquery) DESC LIMIT %s"
-            text_params = [*from_params, any_word, pool]
-            rank_sql, rank_params = "ts_rank(s.search, %s::tsquery)", [any_word]
-        cursor.execute(
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true);\n"
             f"""
             WITH vec AS (
                 SELECT s.id FROM memory_skill s
@@ -274,8 +269,9 @@ def _candidates(
             JOIN memory_skillversion v ON v.skill_id = s.id AND v.status = 'published'
             LEFT JOIN memory_skillrunstats st ON st.version_id = v.id
             """,
-            [model, qvec, pool, *text_params, model, qvec, *rank_params],
+            [str(max(pool, 40)), model, qvec, pool, *text_params, model, qvec, *rank_params],
         )
+        cursor.cursor.nextset()  # past the options' row
         return [
             _Candidate(r[0], r[1], float(r[2] or 0.0), float(r[3] or 0.0), int(r[4]), int(r[5]))
             for r in cursor.fetchall()
@@ -302,12 +298,14 @@ def skill_match(
         raise InvalidInput("success_weight is from 0 to 1.", field="success_weight")
     embedder = get_embedder()
     vector = embed_query(intent)
-    words = " ".join(sorted({w.lower() for w in _WORD.findall(intent)}))
     pool = max(4 * k, 40)
-    with transaction.atomic():  # the HNSW settings are local to the transaction
-        candidates = _candidates(
-            vector=vector, model=embedder.name, dimensions=embedder.dimensions, words=words, pool=pool
-        )
+    candidates = _candidates(
+        vector=vector,
+        model=embedder.name,
+        dimensions=embedder.dimensions,
+        lexemes=query_lexemes(intent),
+        pool=pool,
+    )
     if not candidates:
         return []
     best_rank = max(c.text_rank for c in candidates) or 1.0

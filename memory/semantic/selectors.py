@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -19,12 +18,12 @@ from pgvector.django import CosineDistance, VectorField
 
 from agents.models import Agent
 from core.errors import NotFound
+from core.fulltext import query_lexemes
 from core.tenancy import current_schema
 
 from .models import MemoryScope, SemanticMemory
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -161,34 +160,6 @@ def search_prepare(text: str, ef_search: int) -> list[str]:
 HNSW_OPTIONS_SQL = (
     "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 )
-
-# word -> its lexemes under the ``english`` configuration; the stemmer and stop words are the server's
-# and never change under a running process, so a word is sent to PostgreSQL once per process
-_LEXEMES: dict[str, tuple[str, ...]] = {}
-_LEXEMES_MAX = 200_000  # words; the cache is emptied when full (a vocabulary is far smaller)
-
-
-def query_lexemes(text: str) -> list[str]:
-    """The distinct lexemes of the words of ``text`` under the ``english`` configuration (stemmed,
-    stop words dropped: the terms the lexical index holds), sorted. Words are taken one by one
-    (``\\w+``) as PostgreSQL's parser would split them once separated by spaces; a word not seen
-    before by this process costs one query for all such words of ``text``, a known one nothing."""
-    words = sorted({w.lower() for w in _WORD.findall(text)})
-    unknown = [w for w in words if w not in _LEXEMES]
-    if unknown:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT w, tsvector_to_array(to_tsvector('english', w)) FROM unnest(%s::text[]) AS w",
-                [unknown],
-            )
-            found = {w: tuple(lex) for w, lex in cursor.fetchall()}
-        if len(_LEXEMES) + len(found) > _LEXEMES_MAX:
-            _LEXEMES.clear()
-        _LEXEMES.update(found)
-    else:
-        found = {}
-    return sorted({lex for w in words for lex in (_LEXEMES.get(w) or found.get(w, ()))})
-
 
 # --- inverse document frequencies ---------------------------------------------------------------------
 

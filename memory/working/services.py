@@ -360,6 +360,54 @@ def window_read(*, agent: Agent, session_id: str, last: int) -> list[dict[str, A
     return [json.loads(item) for item in raw]
 
 
+@dataclass(frozen=True)
+class WorkingState:
+    """What ``working_state_read`` found: ``scratchpad`` (the agent's own, key → value, sorted by
+    key), ``blackboard`` (every field, sorted by field) and ``window`` (the last turns, oldest
+    first); each empty when there is none."""
+
+    scratchpad: dict[str, Any]
+    blackboard: list[BlackboardEntry]
+    window: list[dict[str, Any]]
+
+
+def working_state_read(
+    *, agent: Agent, execution_id: str | None, session_id: str | None, last: int
+) -> WorkingState:
+    """``scratchpad_read`` and ``blackboard_read`` of ``execution_id`` (when given) and
+    ``window_read`` of ``session_id``'s last ``last`` turns (when given), in one Redis round trip
+    (a pipeline without MULTI: each read is as of its own moment, as three calls would be; every
+    key carries the tenant's hash tag, so a cluster serves the pipeline from one node).
+
+    Raises ``InvalidInput`` for a bad id and ``ServiceUnavailable`` (503) without Redis.
+    """
+    if execution_id is not None:
+        check_id(execution_id, field="execution_id")
+    if session_id is not None:
+        check_id(session_id, field="session_id")
+    pipe = get_redis().pipeline(transaction=False)
+    if execution_id is not None:
+        pipe.hgetall(tenant_key("sp", execution_id, agent.pk))
+        pipe.hgetall(tenant_key("bb", execution_id))
+    if session_id is not None:
+        pipe.lrange(tenant_key("win", session_id), -last, -1)
+    with redis_errors():
+        replies: list[Any] = pipe.execute() if execution_id is not None or session_id is not None else []
+    pad: dict[bytes, bytes] = replies.pop(0) if execution_id is not None else {}
+    board: dict[bytes, bytes] = replies.pop(0) if execution_id is not None else {}
+    turns: list[bytes] = replies.pop(0) if session_id is not None else []
+    if execution_id is not None:
+        record_lookup(agent=agent.name, layer="scratchpad", hit=bool(pad))
+        record_lookup(agent=agent.name, layer="blackboard", hit=bool(board))
+    if session_id is not None:
+        record_lookup(agent=agent.name, layer="window", hit=bool(turns))
+    return WorkingState(
+        scratchpad={k.decode(): json.loads(v) for k, v in sorted(pad.items())},
+        blackboard=sorted((BlackboardEntry.from_json(v) for v in board.values()), key=lambda e: e.field),
+        window=[json.loads(item) for item in turns],
+    )
+
+
 SUMMARY_VALUE_CHARS = 500
 
 
