@@ -75,6 +75,7 @@ class PutInputSerializer(StrictSerializer):
         allow_null=True,
         default=None,
         min_value=0,
+        max_value=services.MAX_TTL_MINUTES,
         help_text="minutes until the item expires, restarted by each put and refreshing read; null: never",
     )
     data_subject = CleanCharField(

@@ -44,8 +44,8 @@ class _ValueTest(Func):
 
     - ``$eq``: JSON equality (``=`` on jsonb: numbers by value, arrays element by element);
     - ``$ne``: ``IS DISTINCT FROM`` (a missing field differs from any value);
-    - ``$gt`` ``$gte`` ``$lt`` ``$lte``: for a number, both sides as numbers; for a string, both as
-      text; a field of another type (or missing) never matches.
+    - ``$gt`` ``$gte`` ``$lt`` ``$lte``: for a number, both sides as ``numeric``; for a string,
+      both as text; a field of another type (or missing) never matches.
     """
 
     output_field = BooleanField()
@@ -70,9 +70,10 @@ class _ValueTest(Func):
                 f"(jsonb_typeof({at}) = 'string' AND ({column} #>> %s::text[]) {sql_op} %s)",
                 [*args, *params, self.path, self.operand],
             )
+        # numeric, not float8: a JSON number may be beyond a double's range (1e400)
         return (
-            f"(jsonb_typeof({at}) = 'number' AND ({column} #>> %s::text[])::float8 {sql_op} %s)",
-            [*args, *params, self.path, float(self.operand)],
+            f"(jsonb_typeof({at}) = 'number' AND ({column} #>> %s::text[])::numeric {sql_op} %s::numeric)",
+            [*args, *params, self.path, self.operand],
         )
 
 
@@ -113,7 +114,8 @@ def _condition_q(path: list[str], condition: Any, *, field: str) -> Q:
             )
         if op in _SQL_OPERATORS:
             number = isinstance(operand, int | float) and not isinstance(operand, bool)
-            if not (number or isinstance(operand, str)) or (number and not math.isfinite(float(operand))):
+            finite = not isinstance(operand, float) or math.isfinite(operand)
+            if not (number or isinstance(operand, str)) or not finite:
                 raise InvalidInput(f"{op} compares with a number or a string.", field=f"{field}.{op}")
         q &= Q(_ValueTest(path, op, operand))
     return q

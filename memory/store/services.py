@@ -46,6 +46,11 @@ MAX_INDEXED_CHARS = 20_000
 # Search with a query ranks the best ``offset + limit`` of its candidates; pgvector's HNSW scan
 # takes ``ef_search`` up to 1,000
 MAX_RANKED = 1000
+# The unique index on (namespace, key) holds both: a B-tree entry must stay under a third of a page
+# (2,704 bytes), with room for the array's header
+MAX_ADDRESS_BYTES = 2400
+# LangGraph gives TTLs in minutes; ten years keeps every expiry a valid timestamp
+MAX_TTL_MINUTES = 10 * 365 * 24 * 60
 _PATH_TOKEN = re.compile(r"\[(?:\*|-?\d+)\]|[^.\[\]]+")
 
 
@@ -78,12 +83,17 @@ def namespace_check(
     return labels
 
 
-def key_check(key: Any, *, field: str = "key") -> str:
-    """A key: a non-empty string of at most ``MAX_KEY_LENGTH`` characters (``InvalidInput``)."""
+def key_check(key: Any, *, namespace: Sequence[str] = (), field: str = "key") -> str:
+    """A key: a non-empty string of at most ``MAX_KEY_LENGTH`` characters, whose UTF-8 bytes with
+    those of ``namespace``'s labels are at most ``MAX_ADDRESS_BYTES`` (``InvalidInput``)."""
     if not isinstance(key, str) or not key:
         raise InvalidInput("A key is a non-empty string.", field=field)
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidInput(f"A key has at most {MAX_KEY_LENGTH} characters.", field=field)
+    if len(key.encode()) + sum(len(label.encode()) for label in namespace) > MAX_ADDRESS_BYTES:
+        raise InvalidInput(
+            f"A namespace and key take at most {MAX_ADDRESS_BYTES} bytes of UTF-8 together.", field=field
+        )
     return key
 
 
@@ -99,7 +109,7 @@ def index_paths_check(index: Literal[False] | Sequence[str] | None, *, field: st
     if len(paths) > MAX_INDEX_PATHS:
         raise InvalidInput(f"Index at most {MAX_INDEX_PATHS} paths.", field=field)
     for i, path in enumerate(paths):
-        if not isinstance(path, str) or not path or len(path) > MAX_PATH_LENGTH:
+        if not isinstance(path, str) or not path or len(path) > MAX_PATH_LENGTH or "\x00" in path:
             raise InvalidInput(
                 f"A path is a string of 1 to {MAX_PATH_LENGTH} characters.", field=f"{field}[{i}]"
             )
@@ -210,11 +220,13 @@ def item_put(
     index path or TTL (field ``ttl``: above 0); ``EmbedderUnavailable`` (503) when something is to
     be indexed and the embedder is down (nothing is stored)."""
     labels = namespace_check(namespace, field="namespace", write=True)
-    key = key_check(key)
+    key = key_check(key, namespace=labels)
     if not isinstance(value, Mapping):
         raise InvalidInput("A value is a JSON object.", field="value")
-    if ttl_minutes is not None and not (math.isfinite(ttl_minutes) and ttl_minutes > 0):
-        raise InvalidInput("A TTL is a number of minutes above 0, or null.", field="ttl")
+    if ttl_minutes is not None and not (math.isfinite(ttl_minutes) and 0 < ttl_minutes <= MAX_TTL_MINUTES):
+        raise InvalidInput(
+            f"A TTL is a number of minutes above 0, at most {MAX_TTL_MINUTES}, or null.", field="ttl"
+        )
     paths = index_paths_check(index)
     text = indexed_text(value, paths)
     vector = None

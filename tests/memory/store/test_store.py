@@ -130,6 +130,10 @@ def test_every_change_is_recorded_in_the_trail_without_the_value(alice: Caller) 
         ({"namespace": ["a"], "key": "k", "value": "text"}, "value"),
         ({"namespace": ["a"], "key": "", "value": {}}, "key"),
         ({"namespace": ["a"], "key": "k", "value": {}, "ttl": 0}, "ttl"),
+        ({"namespace": ["a"], "key": "k", "value": {}, "ttl": 1e300}, "ttl"),
+        # the unique index holds namespace and key: their bytes are bounded together
+        ({"namespace": ["é" * 200] * 10, "key": "k", "value": {}}, "key"),
+        ({"namespace": ["a"], "key": "k", "value": {}, "index": ["a\u0000"]}, "index[0]"),
         ({"namespace": ["a"], "key": "k", "value": {}, "index": True}, "index"),
         ({"namespace": ["a"], "key": "k", "value": {}, "index": ["a.{b,c}"]}, "index[0]"),
         ({"namespace": ["a"], "key": "k", "value": {}, "extra": 1}, "extra"),
@@ -182,6 +186,10 @@ def test_search_by_filter_and_paging(alice: Caller) -> None:
     assert keys(namespace_prefix=["docs"], filter={"kind": {"$gt": "f"}}) == ["k5", "k3", "k1"]
     assert keys(namespace_prefix=["docs"], limit=2, offset=3) == ["k2", "k1"]
     assert keys(filter={"n": 100}) == ["x"]
+    # numbers beyond a double's range compare as numbers, not as an error
+    assert len(keys(namespace_prefix=["docs"], filter={"n": {"$lt": 10**400}}, limit=100)) == 6
+    ok(put(alice, ["huge"], "h", {"n": 10**400}, index=False), 201)
+    assert keys(namespace_prefix=["huge"], filter={"n": {"$gt": 1e300}}) == ["h"]
     assert all(r["score"] is None for r in find(alice, namespace_prefix=["docs"]))
 
 
