@@ -65,7 +65,7 @@ class IndexField(serializers.Field):
         return value
 
 
-class PutInputSerializer(StrictSerializer):
+class StorePutInputSerializer(StrictSerializer):
     namespace = _labels(min_length=1, help_text='the item\'s namespace, e.g. ["memories", "user-42"]')
     key = CleanCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=False, help_text="the item's key in it")
     value = JSONObjectField(help_text="the item: a JSON object (filterable by its fields)")
@@ -121,13 +121,13 @@ class DottedNamespaceField(CleanCharField):
         return str(super().to_internal_value(data)).split(".")
 
 
-class ItemParams(StrictSerializer):
+class StoreItemParams(StrictSerializer):
     unknown_key_message = "Unknown query parameter."
     namespace = DottedNamespaceField(help_text='the namespace, its labels joined by "."')
     key = CleanCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=False)
 
 
-class GetParams(ItemParams):
+class StoreGetParams(StoreItemParams):
     refresh_ttl = serializers.ChoiceField(
         choices=["true", "false"], required=False, default="true", help_text="restart the item's TTL"
     )
@@ -146,8 +146,8 @@ def _item_body(item: StoreItem) -> dict[str, Any]:
 class ItemsView(ApiView):
     """POST puts an item (creates or replaces it); GET reads one; DELETE deletes one."""
 
-    get_query_params = frozenset(GetParams().fields)
-    delete_query_params = frozenset(ItemParams().fields)
+    get_query_params = frozenset(StoreGetParams().fields)
+    delete_query_params = frozenset(StoreItemParams().fields)
     error_statuses = {"post": (409, 503), "get": (404,)}
 
     @extend_schema(
@@ -155,7 +155,7 @@ class ItemsView(ApiView):
         summary="Put a store item",
         description="Create or replace the item at (namespace, key); its indexed text is embedded for "
         "search. 201 when no live item was there, else 200. Recorded in the trail.",
-        request=PutInputSerializer,
+        request=StorePutInputSerializer,
         responses={201: PutOutputSerializer, 200: PutOutputSerializer},
         examples=[
             OpenApiExample(
@@ -168,7 +168,7 @@ class ItemsView(ApiView):
     )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
-        serializer = PutInputSerializer(data=request.data)
+        serializer = StorePutInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         result = services.item_put(
@@ -186,12 +186,12 @@ class ItemsView(ApiView):
     @extend_schema(
         operation_id="store_get",
         summary="Get a store item",
-        parameters=[GetParams],
+        parameters=[StoreGetParams],
         responses={200: ItemOutputSerializer},
         tags=["store"],
     )
     def get(self, request: AgentRequest) -> Response:
-        p = self.query(GetParams)
+        p = self.query(StoreGetParams)
         item = services.item_get(
             namespace=p["namespace"], key=p["key"], refresh_ttl=p["refresh_ttl"] == "true"
         )
@@ -202,17 +202,17 @@ class ItemsView(ApiView):
     @extend_schema(
         operation_id="store_delete",
         summary="Delete a store item",
-        parameters=[ItemParams],
+        parameters=[StoreItemParams],
         responses={200: DeleteOutputSerializer},
         tags=["store"],
     )
     def delete(self, request: AgentRequest) -> Response:
-        p = self.query(ItemParams)
+        p = self.query(StoreItemParams)
         event = services.item_delete(agent=request.user, namespace=p["namespace"], key=p["key"])
         return Response({"deleted": event is not None, "event_id": event.pk if event else None})
 
 
-class SearchInputSerializer(StrictSerializer):
+class StoreSearchInputSerializer(StrictSerializer):
     namespace_prefix = _labels(required=False, default=list, help_text="items under it (empty: all)")
     query = CleanCharField(
         required=False,
@@ -233,13 +233,14 @@ class SearchInputSerializer(StrictSerializer):
 
 
 @extend_schema_serializer(component_name="StoreSearchItem")
-class SearchItemSerializer(ItemOutputSerializer):
+class StoreSearchItemSerializer(ItemOutputSerializer):
     score = serializers.FloatField(allow_null=True, help_text="relevance in [0, 1]; null without a query")
 
 
-class SearchOutputSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="StoreSearchResult")
+class StoreSearchOutputSerializer(serializers.Serializer):
     count = serializers.IntegerField()
-    results = SearchItemSerializer(many=True)
+    results = StoreSearchItemSerializer(many=True)
 
 
 class StoreSearchView(ApiView):
@@ -254,8 +255,8 @@ class StoreSearchView(ApiView):
         description="Items under `namespace_prefix` matching `filter`, `offset` then `limit` of them: ranked "
         "by semantic memory's hybrid recall with a `query` (then `offset + limit` at most 1000), else "
         "newest change first.",
-        request=SearchInputSerializer,
-        responses={200: SearchOutputSerializer},
+        request=StoreSearchInputSerializer,
+        responses={200: StoreSearchOutputSerializer},
         examples=[
             OpenApiExample(
                 "By meaning",
@@ -267,7 +268,7 @@ class StoreSearchView(ApiView):
     )
     @idempotent
     def post(self, request: AgentRequest) -> Response:
-        serializer = SearchInputSerializer(data=request.data)
+        serializer = StoreSearchInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         found = services.items_search(
@@ -284,7 +285,7 @@ class StoreSearchView(ApiView):
         return Response({"count": len(results), "results": results})
 
 
-class NamespacesParams(StrictSerializer):
+class StoreNamespacesParams(StrictSerializer):
     unknown_key_message = "Unknown query parameter."
     prefix = DottedNamespaceField(required=False, help_text='namespaces starting so ("*": any label)')
     suffix = DottedNamespaceField(required=False, help_text='namespaces ending so ("*": any label)')
@@ -295,7 +296,8 @@ class NamespacesParams(StrictSerializer):
     offset = StrictQueryInteger(required=False, default=0, min_value=0, max_value=MAX_OFFSET)
 
 
-class NamespacesOutputSerializer(serializers.Serializer):
+@extend_schema_serializer(component_name="StoreNamespaces")
+class StoreNamespacesOutputSerializer(serializers.Serializer):
     count = serializers.IntegerField()
     results = serializers.ListField(child=serializers.ListField(child=serializers.CharField()))
 
@@ -303,17 +305,17 @@ class NamespacesOutputSerializer(serializers.Serializer):
 class StoreNamespacesView(ApiView):
     """LangGraph's ``list_namespaces``."""
 
-    get_query_params = frozenset(NamespacesParams().fields)
+    get_query_params = frozenset(StoreNamespacesParams().fields)
 
     @extend_schema(
         operation_id="store_namespaces",
         summary="List store namespaces",
-        parameters=[NamespacesParams],
-        responses={200: NamespacesOutputSerializer},
+        parameters=[StoreNamespacesParams],
+        responses={200: StoreNamespacesOutputSerializer},
         tags=["store"],
     )
     def get(self, request: AgentRequest) -> Response:
-        p = self.query(NamespacesParams)
+        p = self.query(StoreNamespacesParams)
         found = services.namespaces_list(
             prefix=p.get("prefix"),
             suffix=p.get("suffix"),

@@ -20,7 +20,7 @@ from core.errors import Conflict
 from memory.episodic.models import Event
 from memory.semantic.models import LexicalPosting, SemanticMemory
 from memory.store.models import StoreItem
-from tests.factories import Caller, requires_model
+from tests.factories import Caller, admin_client, requires_model
 
 SUBJECT = "cust-4711"
 ITEMS = "/api/v1/store/items"
@@ -96,3 +96,15 @@ def test_erasure_walks_every_stored_layer() -> None:
     assert sorted(services.ERASURE_STEPS) == sorted(
         layer.name for layer in lifecycle.stored_layers() if layer.remove is not None
     )
+
+
+def test_the_officer_reads_items_in_the_admin_and_changes_nothing(alice: Caller) -> None:
+    put(alice, ["crm", SUBJECT], "note", {"text": "prefers email"}, index=False, data_subject=SUBJECT)
+    officer = admin_client(alice.tenant, "officer", group="compliance officer")
+    with tenant_context(alice.tenant):
+        item = StoreItem.objects.get(key="note")
+    listing = officer.get("/admin/memory/storeitem/")
+    assert listing.status_code == 200 and "crm.cust-4711" in listing.content.decode()
+    page = officer.get(f"/admin/memory/storeitem/{item.pk}/change/")
+    assert page.status_code == 200 and "prefers email" in page.content.decode()
+    assert officer.post(f"/admin/memory/storeitem/{item.pk}/delete/", {"post": "yes"}).status_code == 403

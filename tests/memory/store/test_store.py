@@ -284,3 +284,26 @@ def test_ttl_expires_items_and_reads_refresh_it(alice: Caller) -> None:
         assert list(StoreItem.objects.values_list("key", flat=True)) == ["forever"]
         record = Event.objects.filter(actor="job:store-ttl").get()
         assert json.loads(record.payload_json)["item_ids"] == [str(item.pk)]
+
+
+def test_the_store_operations_have_components_of_their_own(alice: Caller) -> None:
+    """Serializer names shared with the memory API once made the store's search document the
+    memories' search body (the fuzzer found the mismatch)."""
+    import yaml
+
+    doc = yaml.safe_load(alice.client.get("/api/v1/schema").content)
+
+    def response_ref(path: str, method: str) -> str:
+        return doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+
+    assert response_ref("/api/v1/store/search", "post").endswith("/StoreSearchResult")
+    assert not response_ref("/api/v1/memories/search", "post").endswith("/StoreSearchResult")
+    body = doc["paths"]["/api/v1/store/search"]["post"]["requestBody"]["content"]["application/json"][
+        "schema"
+    ]
+    assert (
+        body
+        != doc["paths"]["/api/v1/memories/search"]["post"]["requestBody"]["content"]["application/json"][
+            "schema"
+        ]
+    )
