@@ -307,3 +307,49 @@ def test_the_store_operations_have_components_of_their_own(alice: Caller) -> Non
             "schema"
         ]
     )
+
+
+@requires_model
+def test_query_search_finds_the_items_behind_thousands_of_nearer_memories(alice: Caller, bob: Caller) -> None:
+    """The vector arm scans the one HNSW index under the store's filter: the items' rows must come
+    out even when every memory of the tenant is nearer the query than any item."""
+    import numpy as np
+
+    from memory.embeddings import get_embedder
+    from memory.semantic.models import MemoryAccess, MemoryScope
+    from memory.semantic.services import content_hash
+
+    embedder = get_embedder()
+    query = "quarterly revenue figures"
+    q = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    rng = np.random.default_rng(5)
+    texts = [
+        "a red bicycle",
+        "seven blue whales",
+        "jazz on sunday",
+        "an old lighthouse",
+        "pine forest",
+        "snow",
+    ]
+    for i, text in enumerate(texts):
+        ok(put(alice, ["far"], f"k{i}", {"text": text}, index=["text"]), 201)
+    with tenant_context(alice.tenant):
+        rows = []
+        for i in range(2000):
+            v = q + 0.3 * rng.standard_normal(q.shape[0]).astype(np.float32) / np.sqrt(q.shape[0])
+            rows.append(
+                SemanticMemory(
+                    agent=bob.agent,
+                    scope=MemoryScope.SHARED,
+                    content=f"near {i}",
+                    content_hash=content_hash(f"near {i}"),
+                    embedding=v / np.linalg.norm(v),
+                    embedding_model=embedder.name,
+                    embedding_dimensions=embedder.dimensions,
+                )
+            )
+        SemanticMemory.objects.bulk_create(rows)
+        MemoryAccess.objects.bulk_create(MemoryAccess(memory=m) for m in rows)
+        found = services.items_search(namespace_prefix=["far"], query=query, limit=10)
+    assert sorted(f.item.key for f in found) == [f"k{i}" for i in range(6)]
+    assert all(f.score is not None for f in found)
