@@ -8,6 +8,7 @@ the field."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from memory.episodic.models import Event
 from memory.semantic.models import MemoryType, SemanticMemory
 from memory.store import services
 from memory.store.models import StoreItem
+from tenants.models import Tenant
 from tests.factories import Caller, remember, requires_model, search
 
 ITEMS = "/api/v1/store/items"
@@ -353,3 +355,28 @@ def test_query_search_finds_the_items_behind_thousands_of_nearer_memories(alice:
         found = services.items_search(namespace_prefix=["far"], query=query, limit=10)
     assert sorted(f.item.key for f in found) == [f"k{i}" for i in range(6)]
     assert all(f.score is not None for f in found)
+
+
+def test_beat_sweeps_expired_items_in_the_worker(celery_worker, scratch_tenant: Tenant) -> None:  # type: ignore[no-untyped-def]
+    from agents.services import agent_create
+    from core.tasks import each_tenant
+    from memory.store.tasks import expire_items
+
+    with tenant_context(scratch_tenant):
+        agent = agent_create(name="sweeper-test")
+        past = timezone.now() - timedelta(minutes=5)
+        services.item_put(
+            agent=agent, namespace=["tmp"], key="old", value={"v": 1}, index=False, ttl_minutes=1, now=past
+        )
+        services.item_put(
+            agent=agent, namespace=["tmp"], key="new", value={"v": 2}, index=False, ttl_minutes=60
+        )
+        expire_items.delay()
+        deadline = time.monotonic() + 120
+        while StoreItem.objects.filter(key="old").exists():
+            assert time.monotonic() < deadline, "the worker did not sweep in time"
+            time.sleep(0.25)
+        assert list(StoreItem.objects.values_list("key", flat=True)) == ["new"]
+        assert Event.objects.filter(actor="job:store-ttl").count() == 1
+    # beat's entry: the fan-out queues the sweep for every tenant
+    assert "memory.store.tasks.expire_items" in each_tenant.app.tasks
