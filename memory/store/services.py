@@ -380,6 +380,12 @@ def _ranked(
         )
     embedder = get_embedder()
     dims = int(embedder.dimensions)
+    # The items the prefix and filter select reach the ranking as a subquery of the linked rows'
+    # ids. Its cost (2,000 items and 2,000 memories, load 4-5): 50 ms p50 with a prefix, where the
+    # planner misestimates the prefix and ranks every selected row exactly, against 13 ms without
+    # one (the HNSW and lexical indexes under ``memory_type = 'store'`` alone; memory search: 12 ms).
+    # Copying the namespace onto the linked row (an indexed array) would drop the subquery for
+    # prefixes.
     linked = matching.filter(memory__isnull=False).order_by().values("memory_id")
     where, params = semantic.rows_filter_sql(
         Q(memory_type=MemoryType.STORE, forgotten_at__isnull=True, pk__in=linked),
