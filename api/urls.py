@@ -31,6 +31,7 @@ from api.rest.procedural import (
     ToolDetailView,
     ToolsView,
 )
+from api.rest.store import ItemsView, StoreNamespacesView, StoreSearchView
 from api.rest.stream import execution_stream
 from api.rest.working import (
     BlackboardFieldReadView,
@@ -66,6 +67,9 @@ urlpatterns = [
     path("memories/search", MemorySearchView.as_view(), name="memory-search"),
     path("memories/<str:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
     path("sessions/<str:session_id>/summary", SessionSummaryView.as_view(), name="session-summary"),
+    path("store/items", ItemsView.as_view(), name="store-items"),
+    path("store/search", StoreSearchView.as_view(), name="store-search"),
+    path("store/namespaces", StoreNamespacesView.as_view(), name="store-namespaces"),
     path("facts", FactsView.as_view(), name="facts"),
     path("facts/<str:fact_id>/retract", FactRetractView.as_view(), name="fact-retract"),
     path("entities/<text:name>/facts", EntityFactsView.as_view(), name="entity-facts"),

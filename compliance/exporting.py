@@ -43,7 +43,7 @@ from core.tenancy import current_schema
 from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import GENESIS_HASH, ISO_SQL, Event
 from memory.knowledge.models import Fact, FactProvenance
-from memory.semantic.models import SemanticMemory
+from memory.semantic.models import MemoryType, SemanticMemory
 
 from . import signing
 from .models import Anchor, Export, ScopeKind
@@ -277,6 +277,8 @@ def _object_lines(
     def memory_rows() -> Iterator[bytes]:
         rows = (
             SemanticMemory.objects.filter(memories)
+            # the store's linked rows copy its items' text: the trail holds the items' changes
+            .exclude(memory_type=MemoryType.STORE)
             .select_related("agent", "forgotten_by")
             .defer("embedding", "search")
         )

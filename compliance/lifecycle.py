@@ -35,8 +35,10 @@ from memory.knowledge.models import Entity, Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
 from memory.procedural.models import SkillRun
 from memory.procedural.services import skill_runs_erase
-from memory.semantic.models import MemoryType, SemanticMemory
+from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryType, SemanticMemory
 from memory.semantic.services import memories_erase
+from memory.store.models import StoreItem
+from memory.store.services import items_erase
 from memory.working.services import keys_holding, working_memory_erase
 
 from .models import LegalHold, RetentionRule, TargetKind
@@ -104,6 +106,11 @@ def _memories_remove(rows: list[Any]) -> Removed:
     return Removed(
         erased, sessions, {"content_hashes": [r["content_hash"] for r in rows], "promotion_ids": promotions}
     )
+
+
+def _store_items_remove(rows: list[Any]) -> Removed:
+    items, memories = items_erase(item_ids=[r["pk"] for r in rows])
+    return Removed(items, set(), {"memory_ids": memories})
 
 
 def _facts_remove(rows: list[Any]) -> Removed:
@@ -216,6 +223,7 @@ def _session_quiet_since(cutoff: datetime, _kind: str) -> Q:
 
 
 SEMANTIC_DAYS = 90
+AGENT_TYPES = tuple(value for value, _ in AGENT_MEMORY_TYPES)
 
 LAYERS: tuple[Layer, ...] = (
     Layer(
@@ -241,11 +249,13 @@ LAYERS: tuple[Layer, ...] = (
         model=SemanticMemory,
         counts_from="the memory's last access (recall restarts the clock); the summary tree's "
         "summaries are kept like their sources (see summary nodes)",
-        default_days={t: SEMANTIC_DAYS for t in MemoryType.values},
-        kinds=tuple(MemoryType.values),
+        default_days={t: SEMANTIC_DAYS for t in AGENT_TYPES},
+        kinds=AGENT_TYPES,
         # a summary of the tree is kept like its sources (the "summaries" layer removes it with
-        # its node); only a summary of no node (an agent's own) is the semantic layer's
-        pending=~Q(memory_type=MemoryType.SUMMARY) | Q(summary_node__isnull=True),
+        # its node); only a summary of no node (an agent's own) is the semantic layer's. The
+        # store's linked rows are the store layer's (removed with their items).
+        pending=(~Q(memory_type=MemoryType.SUMMARY) | Q(summary_node__isnull=True))
+        & ~Q(memory_type=MemoryType.STORE),
         targets={
             TargetKind.SUBJECT: lambda v: Q(data_subject=v),
             TargetKind.SESSION: lambda v: Q(session_id=v),
@@ -323,6 +333,20 @@ LAYERS: tuple[Layer, ...] = (
         },
         aged=lambda cutoff, _kind: Q(reported_at__lt=cutoff),
         remove=_skill_runs_remove,
+    ),
+    Layer(
+        name="store",
+        label="store items (LangGraph)",
+        model=StoreItem,
+        counts_from="the item's last write (a put restarts it); an item's own TTL deletes it "
+        "sooner; its indexed text and vector go with it",
+        default_days={"": None},
+        targets={
+            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
+            TargetKind.AGENT: lambda v: Q(created_by__name=v) | Q(updated_by__name=v),
+        },
+        aged=lambda cutoff, _kind: Q(updated_at__lt=cutoff),
+        remove=_store_items_remove,
     ),
     Layer(
         name="working",
@@ -583,8 +607,10 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
     tables: list[type[models.Model]] = []
     if did("episodic"):
         tables.append(Event)
-    if did("semantic") or did("summaries", "memory_ids"):
+    if did("semantic") or did("summaries", "memory_ids") or did("store", "memory_ids"):
         tables += [SemanticMemory, MemoryAccess, LexicalPosting]
+    if did("store"):
+        tables.append(StoreItem)
     if did("knowledge") or did("knowledge", "entity_ids"):
         tables += [Fact, FactProvenance, Entity]
     if did("checkpoints"):
@@ -640,7 +666,11 @@ def verification_pass(
     if kind == TargetKind.SUBJECT:
         pg["events_naming_subject"] = Event.objects.filter(data_subject=value).count()
     summaries = progress.get("summaries", {})
-    memory_ids = list(progress.get("semantic", {}).get("ids", [])) + list(summaries.get("memory_ids", []))
+    memory_ids = (
+        list(progress.get("semantic", {}).get("ids", []))
+        + list(summaries.get("memory_ids", []))
+        + list(progress.get("store", {}).get("memory_ids", []))
+    )
     pg["memories"] = SemanticMemory.objects.filter(pk__in=memory_ids).count()
     pg["summary_nodes"] = SummaryNode.objects.filter(pk__in=summaries.get("ids", [])).count()
     # a node written before a redaction of its range holds the erased text (rebuilt ones never do)
@@ -662,6 +692,7 @@ def verification_pass(
     pg["entities"] = Entity.objects.filter(pk__in=entity_ids).count()
     if kind == TargetKind.ENTITY:
         pg["entity_named"] = Entity.objects.filter(key=entity_key(value)).count()
+    pg["store_items"] = StoreItem.objects.filter(pk__in=progress.get("store", {}).get("ids", [])).count()
     pg["checkpoints"] = Checkpoint.objects.filter(
         pk__in=progress.get("checkpoints", {}).get("ids", [])
     ).count()

@@ -789,7 +789,7 @@ def erasure_approve(*, request_id: Any, username: str) -> ErasureRequest:
 # knowledge before semantic: a fact promoted from a memory of the target is found through it;
 # procedural before episodic: a subject's skill runs are found through the sessions of its events;
 # summaries after episodic, with the summary job paused over both (see ``erasure_run``)
-ERASURE_STEPS = ("checkpoints", "knowledge", "semantic", "procedural", "episodic", "summaries")
+ERASURE_STEPS = ("checkpoints", "knowledge", "semantic", "store", "procedural", "episodic", "summaries")
 PAUSED_STEPS = ("episodic", "summaries")
 
 
@@ -973,11 +973,15 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
             "promotions_detached": progress.get("knowledge", {}).get("promotions_detached", []),
             "skill_runs_deleted": len(progress.get("procedural", {}).get("ids", [])),
             "skill_run_ids": progress.get("procedural", {}).get("ids", []),
+            "store_items_deleted": len(progress.get("store", {}).get("ids", [])),
+            "store_item_ids": progress.get("store", {}).get("ids", []),
+            "store_memory_ids": progress.get("store", {}).get("memory_ids", []),
             "tables_vacuumed": progress.get("vacuumed", []),
         },
         "pgvector": {
             "embeddings_deleted": len(progress.get("semantic", {}).get("ids", []))
-            + len(progress.get("summaries", {}).get("memory_ids", [])),
+            + len(progress.get("summaries", {}).get("memory_ids", []))
+            + len(progress.get("store", {}).get("memory_ids", [])),
             # keyed digests of the erased texts: comparable by whoever holds the server's secret,
             # never reversible into the short texts they stand for
             "content_digests": sorted(

@@ -8,6 +8,7 @@ from memory.episodic import admin as episodic_admin
 from memory.knowledge import admin as knowledge_admin
 from memory.procedural import admin as procedural_admin
 from memory.semantic import admin as semantic_admin
+from memory.store import admin as store_admin
 
 __all__ = [
     "checkpoints_admin",
@@ -16,4 +17,5 @@ __all__ = [
     "knowledge_admin",
     "procedural_admin",
     "semantic_admin",
+    "store_admin",
 ]

@@ -13,6 +13,7 @@ from memory.knowledge.models import (
 )
 from memory.procedural.models import Skill, SkillRun, SkillRunStats, SkillVersion, Tool, ToolVersion
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
+from memory.store.models import StoreItem
 
 __all__ = [
     "ChainHead",
@@ -36,6 +37,7 @@ __all__ = [
     "SkillRun",
     "SkillRunStats",
     "SkillVersion",
+    "StoreItem",
     "SummaryNode",
     "Tool",
     "ToolVersion",

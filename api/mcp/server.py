@@ -26,7 +26,7 @@ from pydantic import WithJsonSchema
 from api.exceptions import error_body
 from memory.context.services import LAYERS
 from memory.episodic.models import EventKind, EventRole
-from memory.semantic.models import MemoryScope, MemoryType
+from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope
 
 from .dispatch import RestResult, rest_call
 
@@ -184,7 +184,9 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             },
             "with scope hierarchical: the other agents (by name) and roles that may also see it",
         ) = None,
-        memory_type: Arg({"type": "string", "enum": list(MemoryType.values)}, "default fact") = None,
+        memory_type: Arg(
+            {"type": "string", "enum": [value for value, _ in AGENT_MEMORY_TYPES]}, "default fact"
+        ) = None,
         tags: Arg({"type": "array", "items": STR}, "labels to filter recall by") = None,
         importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
         session_id: Arg(ID, "the session it was learned in") = None,

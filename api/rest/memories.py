@@ -30,7 +30,7 @@ from api.views import AgentRequest, ApiView
 from memory.knowledge.models import PREDICATE_PATTERN
 from memory.semantic import selectors, services
 from memory.semantic.forgetting import recall_probability
-from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
+from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope, MemoryType, SemanticMemory
 
 MAX_CONTENT_CHARS = settings.ENGRAM["MAX_CONTENT_CHARS"]
 
@@ -77,7 +77,7 @@ class FactHintOutputSerializer(serializers.Serializer):
 
 class MemoryInputSerializer(StrictSerializer):
     content = CleanCharField(max_length=MAX_CONTENT_CHARS, trim_whitespace=False)
-    memory_type = serializers.ChoiceField(choices=MemoryType.choices, default=MemoryType.FACT)
+    memory_type = serializers.ChoiceField(choices=AGENT_MEMORY_TYPES, default=MemoryType.FACT)
     scope = serializers.ChoiceField(choices=MemoryScope.choices, default=MemoryScope.PRIVATE)
     session_id = CleanCharField(max_length=200, required=False, allow_null=True)
     tags = serializers.ListField(child=CleanCharField(max_length=64), max_length=50, default=list)
@@ -126,7 +126,7 @@ class MemoryOutputSerializer(serializers.Serializer):
 
     id = serializers.UUIDField()
     content = serializers.CharField(trim_whitespace=False)
-    memory_type = serializers.ChoiceField(choices=MemoryType.choices)
+    memory_type = serializers.ChoiceField(choices=AGENT_MEMORY_TYPES)
     scope = serializers.ChoiceField(choices=MemoryScope.choices)
     visible_to = serializers.SerializerMethodField()
     agent = serializers.CharField(source="agent.name")
@@ -194,7 +194,7 @@ class FiltersSerializer(StrictSerializer):
     unknown_key_message = "Unknown filter."
     agent = CleanCharField(required=False, max_length=100)
     scope = serializers.ChoiceField(choices=MemoryScope.choices, required=False)
-    memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
+    memory_type = serializers.ChoiceField(choices=AGENT_MEMORY_TYPES, required=False)
     session_id = CleanCharField(required=False, max_length=200)
     tags_any = serializers.ListField(child=CleanCharField(max_length=64), required=False, max_length=50)
     tags_all = serializers.ListField(child=CleanCharField(max_length=64), required=False, max_length=50)
@@ -271,7 +271,7 @@ class MemoryListParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
     agent = CleanCharField(required=False, max_length=100, help_text="the name of the agent that wrote it")
     scope = serializers.ChoiceField(choices=MemoryScope.choices, required=False)
-    memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
+    memory_type = serializers.ChoiceField(choices=AGENT_MEMORY_TYPES, required=False)
     session_id = CleanCharField(required=False, max_length=200)
     tag = serializers.ListField(
         child=CleanCharField(max_length=64),

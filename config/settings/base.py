@@ -182,7 +182,15 @@ ENGRAM_TOUCH_SWEEP_SECONDS = env.float("ENGRAM_TOUCH_SWEEP_SECONDS", default=30.
 # How often beat asks every tenant whether its consolidation pass is due (the interval itself is per
 # tenant: consolidation_interval_hours in its policy).
 ENGRAM_CONSOLIDATION_BEAT_SECONDS = env.float("ENGRAM_CONSOLIDATION_BEAT_SECONDS", default=3600.0)
+# How often beat deletes the store items whose TTL ran out (reads leave them out before that).
+ENGRAM_STORE_SWEEP_SECONDS = env.float("ENGRAM_STORE_SWEEP_SECONDS", default=300.0)
 CELERY_BEAT_SCHEDULE = {
+    "expire-store-items": {
+        "task": "core.tasks.each_tenant",
+        "args": ["memory.store.tasks.expire_items"],
+        "schedule": ENGRAM_STORE_SWEEP_SECONDS,
+        "options": {"expires": ENGRAM_STORE_SWEEP_SECONDS},
+    },
     # per-tenant tasks are queued for every tenant by core.tasks.each_tenant
     "purge-idempotency-keys": {
         "task": "core.tasks.each_tenant",
@@ -304,6 +312,11 @@ SPECTACULAR_SETTINGS = {
             "description": "Blackboards, scratchpads and conversation windows (Redis).",
         },
         {"name": "checkpoints", "description": "Agent state per session step (state hydration)."},
+        {
+            "name": "store",
+            "description": "LangGraph's long-term store: JSON items by namespace and key, searched by "
+            "hybrid recall (tenant-wide).",
+        },
         {"name": "procedural", "description": "Tools (JSON Schema contracts) and versioned skills."},
         {
             "name": "context",

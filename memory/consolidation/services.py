@@ -147,6 +147,7 @@ UPDATE memory_semanticmemory m SET archived_at = %(clock)s
 FROM memory_memoryaccess a
 WHERE a.memory_id = m.id AND m.id > %(after)s AND (%(upper)s::uuid IS NULL OR m.id <= %(upper)s::uuid)
   AND m.forgotten_at IS NULL AND m.archived_at IS NULL AND m.embedding_dimensions > 0
+  AND m.memory_type <> 'store'
   AND m.created_at <= %(born_before)s
   AND extract(epoch FROM (%(clock)s - a.last_accessed_at)) / 3600.0 > -a.stability_hours * ln(%(threshold)s)
 RETURNING m.id
@@ -423,7 +424,7 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
                 access__access_count__gte=policy.promote_min_accesses,
                 promotion__isnull=True,
             )
-            .exclude(memory_type=MemoryType.SUMMARY)
+            .exclude(memory_type__in=[MemoryType.SUMMARY, MemoryType.STORE])
             .select_related("agent")
             .defer("embedding", "search", "lexical")
             .order_by("pk")

@@ -108,9 +108,11 @@ def decision_record(
     payload: dict[str, Any],
     execution_id: str | None = None,
     actor: str = "",
+    data_subject: str = "",
 ) -> Event:
     """Append one ``decision`` event made by the system on ``agent``'s behalf (e.g. a forget);
-    ``actor`` names the person or job who decided when it was not the agent (``user:<username>``)."""
+    ``actor`` names the person or job who decided when it was not the agent (``user:<username>``);
+    ``data_subject`` the person the decision concerns (an erasure of them redacts it)."""
     return events_append(
         agent=agent,
         events=[
@@ -123,6 +125,7 @@ def decision_record(
                 payload=payload,
                 occurred_at=timezone.now(),
                 actor=actor,
+                data_subject=data_subject,
             )
         ],
     )[0]

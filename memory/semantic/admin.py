@@ -10,7 +10,7 @@ from django.utils.safestring import SafeString
 
 from core.admin import EstimatedCountPaginator, session_link, shown
 
-from .models import SemanticMemory
+from .models import MemoryType, SemanticMemory
 from .services import memories_restore, memory_forget
 
 
@@ -81,7 +81,13 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
         return round(obj.access.stability_hours, 1)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[SemanticMemory]:
-        return super().get_queryset(request).defer("search", "embedding", "lexical")
+        # the store's linked rows are the store's (``memory.store``): its items are what people see
+        return (
+            super()
+            .get_queryset(request)
+            .exclude(memory_type=MemoryType.STORE)
+            .defer("search", "embedding", "lexical")
+        )
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False  # memories come from agents through the API

@@ -28,6 +28,15 @@ class MemoryType(models.TextChoices):
     EXPERIENCE = "experience"
     INSTRUCTION = "instruction"
     SUMMARY = "summary"
+    # the linked row of an indexed item of the LangGraph store (``memory.store``): its text and
+    # vector serve the store's search through this table's index, postings and scoring, and it is
+    # kept out of every memory read, job and lifecycle pass (``visibility_q``, consolidation, the
+    # semantic layer of ``compliance.lifecycle``); agents never write this type
+    STORE = "store"
+
+
+# the types an agent may write or filter on through the memory API (not the store's rows)
+AGENT_MEMORY_TYPES = [(value, label) for value, label in MemoryType.choices if value != MemoryType.STORE]
 
 
 class MemoryScope(models.TextChoices):

@@ -21,7 +21,7 @@ from core.errors import NotFound
 from core.fulltext import query_lexemes
 from core.tenancy import current_schema
 
-from .models import MemoryScope, SemanticMemory
+from .models import MemoryScope, MemoryType, SemanticMemory
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 
@@ -56,7 +56,8 @@ def visibility_q(agent: Agent) -> Q:
     seen |= Q(scope=MemoryScope.HIERARCHICAL, visible_to_agents__contains=[agent.pk])
     if agent.role:
         seen |= Q(scope=MemoryScope.HIERARCHICAL, visible_to_roles__contains=[agent.role])
-    return Q(forgotten_at__isnull=True) & seen
+    # the store's linked rows (``memory.store``) are searched through the store only
+    return Q(forgotten_at__isnull=True) & ~Q(memory_type=MemoryType.STORE) & seen
 
 
 def filters_q(filters: MemoryFilters) -> Q:
@@ -269,11 +270,23 @@ def _compiled_filter(
         dict(importance),
         include_archived,
     )
-    qs = memories_visible_to(Agent(pk=agent_id, role=role), filters).filter(embedding_model=model)
+    where, params = rows_filter_sql(
+        visibility_q(Agent(pk=agent_id, role=role)) & filters_q(filters), model=model, dimensions=dimensions
+    )
+    return where, tuple(params)
+
+
+def rows_filter_sql(q: Q, *, model: str, dimensions: int) -> tuple[str, list[Any]]:
+    """The WHERE clause (table alias ``m``) and parameters of the semantic memories ``q`` selects
+    with vectors of ``model`` / ``dimensions``, compiled by Django for the candidate statements of
+    ``hybrid_candidates`` / ``hybrid_search``: their one way to say which rows they rank (the
+    memories an agent may recall, ``visible_filter_sql``; an item store's rows, ``memory.store``).
+    ``q`` may hold subqueries of other tables (they are compiled under their own aliases)."""
+    qs = SemanticMemory.objects.filter(q).filter(embedding_model=model)
     compiler = qs.query.get_compiler(connection=connection)
     where, params = compiler.compile(qs.query.where)
     # the compiled clause names the table; the candidate query reads it under the alias m
-    return f"{where.replace(_TABLE, 'm.')} AND m.embedding_dimensions = {int(dimensions)}", tuple(params)
+    return f"{where.replace(_TABLE, 'm.')} AND m.embedding_dimensions = {int(dimensions)}", list(params)
 
 
 def visible_filter_sql(

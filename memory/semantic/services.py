@@ -254,6 +254,7 @@ def near_duplicates(
             SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
             FROM memory_semanticmemory m
             WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
+              AND m.memory_type <> 'store'
               AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
             ORDER BY m.embedding::vector({dims}) <=> q.v
             LIMIT 1

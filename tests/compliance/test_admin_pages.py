@@ -71,6 +71,7 @@ def test_the_officer_reads_every_layer(alice: Caller) -> None:
     for url in (
         "/admin/memory/semanticmemory/?forgotten_at__isempty=0",
         "/admin/memory/checkpoint/",
+        "/admin/memory/storeitem/",
         "/admin/agents/agent/",
         "/admin/agents/apikey/",
         "/admin/admin/logentry/",

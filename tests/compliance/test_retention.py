@@ -114,6 +114,7 @@ def test_a_pass_removes_exactly_what_the_dry_run_counted_and_never_held_data(
             "checkpoints": 2,
             "summaries": 0,
             "procedural": 0,
+            "store": None,
             "working": None,
         }
         run = services.retention_run_start(requested_by="job:retention")
@@ -127,6 +128,7 @@ def test_a_pass_removes_exactly_what_the_dry_run_counted_and_never_held_data(
             "checkpoints": 0,
             "summaries": 0,
             "procedural": 0,
+            "store": None,
             "working": None,
         }
 

@@ -1,4 +1,5 @@
-"""LangGraph adapters: ``EngramCheckpointSaver``, a ``BaseCheckpointSaver`` over Engram's checkpoint API.
+"""LangGraph adapters: ``EngramCheckpointSaver``, a ``BaseCheckpointSaver`` over Engram's checkpoint API,
+and ``EngramStore``, a ``BaseStore`` over Engram's store (``engram_client.langgraph_store``).
 
 Needs the ``langgraph`` extra (``pip install "engram-client[langgraph]"``).
 
@@ -39,6 +40,9 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .client import AsyncEngramClient, Call, EngramClient, _segment
+from .langgraph_store import EngramStore
+
+__all__ = ["EngramCheckpointSaver", "EngramStore"]
 
 MAX_PAGE = 500
 # No Idempotency-Key header on the saver's POSTs (an empty key sends none): the checkpoint's own

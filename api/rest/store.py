@@ -1,0 +1,326 @@
+"""``/api/v1/store/...``: LangGraph's ``BaseStore`` over Engram (the Python client's ``EngramStore``).
+
+The store is tenant-wide: every agent of the tenant reads every item (``read`` scope) and puts or
+deletes any (``write`` scope); another tenant sees nothing. A namespace is a list of labels in a
+JSON body and its labels joined by "." in a query string (LangGraph forbids "." in a label).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from api.fields import (
+    CleanCharField,
+    JSONObjectField,
+    JSONValueField,
+    StrictBooleanField,
+    StrictFloatField,
+    StrictIntegerField,
+    StrictQueryInteger,
+    StrictSerializer,
+)
+from api.idempotency import idempotent
+from api.views import AgentRequest, ApiView
+from core.errors import NotFound
+from memory.store import services
+from memory.store.models import MAX_KEY_LENGTH, MAX_LABEL_LENGTH, MAX_NAMESPACE_DEPTH, StoreItem
+
+MAX_SEARCH_LIMIT = 1000
+MAX_OFFSET = 100_000
+MAX_QUERY_LENGTH = 2000
+# a dotted namespace in a query string: every label and its dots
+MAX_DOTTED_LENGTH = MAX_NAMESPACE_DEPTH * (MAX_LABEL_LENGTH + 1)
+
+
+def _labels(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=CleanCharField(max_length=MAX_LABEL_LENGTH, trim_whitespace=False),
+        max_length=MAX_NAMESPACE_DEPTH,
+        **kwargs,
+    )
+
+
+@extend_schema_field(
+    {
+        "anyOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}, "maxItems": 32}],
+        "description": "false: not indexed; a list: the JSON paths of the value whose text is indexed "
+        '(`a.b`, `a[0]`, `a[*].b`); null or absent: the whole value (`"$"`)',
+    }
+)
+class IndexField(serializers.Field):
+    """LangGraph's ``index`` argument of a put: ``false``, a list of paths, or null."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if data is False:
+            return False
+        if isinstance(data, list) and all(isinstance(p, str) for p in data):
+            return data
+        raise serializers.ValidationError("Expected false, a list of JSON paths, or null.")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class StorePutInputSerializer(StrictSerializer):
+    namespace = _labels(min_length=1, help_text='the item\'s namespace, e.g. ["memories", "user-42"]')
+    key = CleanCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=False, help_text="the item's key in it")
+    value = JSONObjectField(help_text="the item: a JSON object (filterable by its fields)")
+    index = IndexField(required=False, allow_null=True, default=None)
+    ttl = StrictFloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0,
+        max_value=services.MAX_TTL_MINUTES,
+        help_text="minutes until the item expires, restarted by each put and refreshing read; null: never",
+    )
+    data_subject = CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the person the item is about (erasure and legal holds target it)",
+    )
+
+
+@extend_schema_serializer(component_name="StoreItem")
+class ItemOutputSerializer(serializers.Serializer):
+    namespace = serializers.ListField(child=serializers.CharField())
+    key = serializers.CharField()
+    value = JSONValueField(kind="object")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="null: no TTL")
+    ttl = serializers.FloatField(allow_null=True, source="ttl_minutes", help_text="minutes; null: no TTL")
+    indexed = serializers.ListField(
+        child=serializers.CharField(), source="index_paths", help_text="the paths indexed (empty: none)"
+    )
+    data_subject = serializers.CharField(allow_null=True)
+    created_by = serializers.CharField(source="created_by.name")
+    updated_by = serializers.CharField(source="updated_by.name")
+
+
+@extend_schema_serializer(component_name="StoreItemWritten")
+class PutOutputSerializer(ItemOutputSerializer):
+    created = serializers.BooleanField(help_text="true when no live item was there")
+    event_id = serializers.IntegerField(help_text="the decision event recording the put")
+
+
+class DottedNamespaceField(CleanCharField):
+    """A namespace in a query string: its labels joined by "." (``memories.user-42``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", MAX_DOTTED_LENGTH)
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:  # type: ignore[override]  # the labels
+        return str(super().to_internal_value(data)).split(".")
+
+
+class StoreItemParams(StrictSerializer):
+    unknown_key_message = "Unknown query parameter."
+    namespace = DottedNamespaceField(help_text='the namespace, its labels joined by "."')
+    key = CleanCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=False)
+
+
+class StoreGetParams(StoreItemParams):
+    refresh_ttl = serializers.ChoiceField(
+        choices=["true", "false"], required=False, default="true", help_text="restart the item's TTL"
+    )
+
+
+@extend_schema_serializer(component_name="StoreItemDeleted")
+class DeleteOutputSerializer(serializers.Serializer):
+    deleted = serializers.BooleanField(help_text="false: there was no such item")
+    event_id = serializers.IntegerField(allow_null=True, help_text="the decision event recording the delete")
+
+
+def _item_body(item: StoreItem) -> dict[str, Any]:
+    return dict(ItemOutputSerializer(item).data) | {"data_subject": item.data_subject or None}
+
+
+class ItemsView(ApiView):
+    """POST puts an item (creates or replaces it); GET reads one; DELETE deletes one."""
+
+    get_query_params = frozenset(StoreGetParams().fields)
+    delete_query_params = frozenset(StoreItemParams().fields)
+    error_statuses = {"post": (409, 503), "get": (404,)}
+
+    @extend_schema(
+        operation_id="store_put",
+        summary="Put a store item",
+        description="Create or replace the item at (namespace, key); its indexed text is embedded for "
+        "search. 201 when no live item was there, else 200. Recorded in the trail.",
+        request=StorePutInputSerializer,
+        responses={201: PutOutputSerializer, 200: PutOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "A preference",
+                value={"namespace": ["memories", "user-42"], "key": "food", "value": {"text": "likes ramen"}},
+                request_only=True,
+            )
+        ],
+        tags=["store"],
+    )
+    @idempotent
+    def post(self, request: AgentRequest) -> Response:
+        serializer = StorePutInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        result = services.item_put(
+            agent=request.user,
+            namespace=data["namespace"],
+            key=data["key"],
+            value=data["value"],
+            index=data["index"],
+            ttl_minutes=data["ttl"],
+            data_subject=data["data_subject"],
+        )
+        body = _item_body(result.item) | {"created": result.created, "event_id": result.event.pk}
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+    @extend_schema(
+        operation_id="store_get",
+        summary="Get a store item",
+        parameters=[StoreGetParams],
+        responses={200: ItemOutputSerializer},
+        tags=["store"],
+    )
+    def get(self, request: AgentRequest) -> Response:
+        p = self.query(StoreGetParams)
+        item = services.item_get(
+            namespace=p["namespace"], key=p["key"], refresh_ttl=p["refresh_ttl"] == "true"
+        )
+        if item is None:
+            raise NotFound("No such item in that namespace.", field="key")
+        return Response(_item_body(item))
+
+    @extend_schema(
+        operation_id="store_delete",
+        summary="Delete a store item",
+        parameters=[StoreItemParams],
+        responses={200: DeleteOutputSerializer},
+        tags=["store"],
+    )
+    def delete(self, request: AgentRequest) -> Response:
+        p = self.query(StoreItemParams)
+        event = services.item_delete(agent=request.user, namespace=p["namespace"], key=p["key"])
+        return Response({"deleted": event is not None, "event_id": event.pk if event else None})
+
+
+class StoreSearchInputSerializer(StrictSerializer):
+    namespace_prefix = _labels(required=False, default=list, help_text="items under it (empty: all)")
+    query = CleanCharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=MAX_QUERY_LENGTH,
+        help_text="rank by hybrid recall (vector + BM25) of the items' indexed text; null: newest first",
+    )
+    filter = JSONObjectField(
+        required=False,
+        default=dict,
+        max_bytes=16 * 1024,
+        help_text="LangGraph's filter: value fields equal to a value, or operators $eq $ne $gt $gte $lt $lte",
+    )
+    limit = StrictIntegerField(min_value=1, max_value=MAX_SEARCH_LIMIT, default=10)
+    offset = StrictIntegerField(min_value=0, max_value=MAX_OFFSET, default=0)
+    refresh_ttl = StrictBooleanField(default=True, help_text="restart the TTLs of the items returned")
+
+
+@extend_schema_serializer(component_name="StoreSearchItem")
+class StoreSearchItemSerializer(ItemOutputSerializer):
+    score = serializers.FloatField(allow_null=True, help_text="relevance in [0, 1]; null without a query")
+
+
+@extend_schema_serializer(component_name="StoreSearchResult")
+class StoreSearchOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = StoreSearchItemSerializer(many=True)
+
+
+class StoreSearchView(ApiView):
+    """Search items under a namespace prefix; a read, so it needs only the ``read`` scope."""
+
+    required_scope = "read"
+    error_statuses = (409, 503)
+
+    @extend_schema(
+        operation_id="store_search",
+        summary="Search store items",
+        description="Items under `namespace_prefix` matching `filter`, `offset` then `limit` of them: ranked "
+        "by semantic memory's hybrid recall with a `query` (then `offset + limit` at most 1000), else "
+        "newest change first.",
+        request=StoreSearchInputSerializer,
+        responses={200: StoreSearchOutputSerializer},
+        examples=[
+            OpenApiExample(
+                "By meaning",
+                value={"namespace_prefix": ["memories"], "query": "what food do they like?", "limit": 3},
+                request_only=True,
+            )
+        ],
+        tags=["store"],
+    )
+    @idempotent
+    def post(self, request: AgentRequest) -> Response:
+        serializer = StoreSearchInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        found = services.items_search(
+            namespace_prefix=data["namespace_prefix"],
+            query=data["query"],
+            conditions=data["filter"],
+            limit=data["limit"],
+            offset=data["offset"],
+            refresh_ttl=data["refresh_ttl"],
+        )
+        results = [
+            _item_body(f.item) | {"score": None if f.score is None else round(f.score, 6)} for f in found
+        ]
+        return Response({"count": len(results), "results": results})
+
+
+class StoreNamespacesParams(StrictSerializer):
+    unknown_key_message = "Unknown query parameter."
+    prefix = DottedNamespaceField(required=False, help_text='namespaces starting so ("*": any label)')
+    suffix = DottedNamespaceField(required=False, help_text='namespaces ending so ("*": any label)')
+    max_depth = StrictQueryInteger(
+        required=False, min_value=1, max_value=MAX_NAMESPACE_DEPTH, help_text="cut to this many labels"
+    )
+    limit = StrictQueryInteger(required=False, default=100, min_value=1, max_value=MAX_SEARCH_LIMIT)
+    offset = StrictQueryInteger(required=False, default=0, min_value=0, max_value=MAX_OFFSET)
+
+
+@extend_schema_serializer(component_name="StoreNamespaces")
+class StoreNamespacesOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = serializers.ListField(child=serializers.ListField(child=serializers.CharField()))
+
+
+class StoreNamespacesView(ApiView):
+    """LangGraph's ``list_namespaces``."""
+
+    get_query_params = frozenset(StoreNamespacesParams().fields)
+
+    @extend_schema(
+        operation_id="store_namespaces",
+        summary="List store namespaces",
+        parameters=[StoreNamespacesParams],
+        responses={200: StoreNamespacesOutputSerializer},
+        tags=["store"],
+    )
+    def get(self, request: AgentRequest) -> Response:
+        p = self.query(StoreNamespacesParams)
+        found = services.namespaces_list(
+            prefix=p.get("prefix"),
+            suffix=p.get("suffix"),
+            max_depth=p.get("max_depth"),
+            limit=p["limit"],
+            offset=p["offset"],
+        )
+        return Response({"count": len(found), "results": found})
