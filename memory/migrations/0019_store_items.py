@@ -49,7 +49,7 @@ def revoke(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0003_apikey_curate_scope"),
-        ("memory", "0017_consolidation_promotable_index"),
+        ("memory", "0018_checkpoint_save_function"),
     ]
 
     operations = [
