@@ -59,7 +59,9 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
         if item.role not in _ROLES:
             raise InvalidInput(f"Unknown role {item.role!r}.", field="role")
 
-    with transaction.atomic():
+    # no savepoint inside a caller's transaction (two round trips of every recorded decision): a
+    # failure here fails the caller's transaction as a whole, which is what all or nothing asks
+    with transaction.atomic(savepoint=False):
         head = ChainHead.objects.select_for_update().get(pk=1)
         recorded_at = timezone.now()
         seq, prev = head.last_seq, head.last_hash
