@@ -234,6 +234,58 @@ def _vector_text(vector: np.ndarray) -> str:
     return _vector_format(len(vector)) % tuple(vector.tolist())
 
 
+# The near-duplicate lookup, the one SQL of the rule: for each vector ``i`` (text, parsed once each in
+# a materialised CTE: inlined, the cast ran once per row compared, 700 ms against 2,600 rows instead
+# of 1 ms), the nearest embedded live memory of its agent and scope, kept when the cosine is at least
+# the threshold: CTE ``near(i, id, similarity)``. Each lookup walks the HNSW index (iteratively, past
+# rows of other agents and scopes) for the statement only (``_NEAR_OPTIONS``, then ``_NEAR_RESET``):
+# the planner's estimate preferred sorting every row of the agent by distance per vector, ~12-18 µs a
+# row (30-46 ms per write at 2,600 memories, seconds for a batch), against 7 ms by the index, at
+# load 10. Options, lookup and reset travel as one multi-statement query (Django's psycopg cursors
+# bind client-side): local to the caller's transaction, or to the implicit one of the query outside
+# any. Sent one statement at a time (with a savepoint around them) they took six round trips of a
+# single write's eleven.
+_NEAR_OPTIONS = (
+    "SELECT set_config('enable_sort', 'off', true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+)
+_NEAR_RESET = "SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT"
+
+
+def _near_sql(dims: int) -> str:
+    """``WITH q AS (...), near AS (...)`` for ``_near_params`` (a statement goes on after it)."""
+    return f"""
+        WITH q AS MATERIALIZED (
+            SELECT i, agent_id, scope, v::vector({dims}) AS v
+            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
+        ), near AS (
+            SELECT q.i, n.id, 1 - n.distance AS similarity
+            FROM q
+            CROSS JOIN LATERAL (
+                SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
+                FROM memory_semanticmemory m
+                WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
+                  AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
+                ORDER BY m.embedding::vector({dims}) <=> q.v
+                LIMIT 1
+            ) n
+            WHERE 1 - n.distance >= %s
+        )
+    """
+
+
+def _near_params(
+    owners: Sequence[tuple[int, str]], texts: Sequence[str], embedder: Embedder, policy: RetrievalPolicy
+) -> list[Any]:
+    return [
+        list(range(len(texts))),
+        [o[0] for o in owners],
+        [o[1] for o in owners],
+        list(texts),
+        embedder.name,
+        policy.near_duplicate_threshold,
+    ]
+
+
 def near_duplicates(
     *,
     owners: Sequence[tuple[int, str]],
@@ -252,48 +304,17 @@ def near_duplicates(
     if not vectors:
         return []
     dims = int(embedder.dimensions)
-    # The vectors arrive as text and are parsed once each in a materialised CTE: inlined, the cast
-    # ran once per row compared (700 ms against 2,600 rows instead of 1 ms).
-    # Each lookup walks the HNSW index (iteratively, past rows of other agents and scopes) for this
-    # statement only: the planner's estimate preferred sorting every row of the agent by distance
-    # per vector, ~12-18 µs a row (30-46 ms per write at 2,600 memories, seconds for a batch),
-    # against 7 ms by the index, at load 10. The options, the lookup and their reset travel as one
-    # multi-statement query (Django's psycopg cursors bind client-side): local to the caller's
-    # transaction, or to the implicit one of the query outside any. Sent one statement at a time
-    # (with a savepoint around them) they took six round trips of a single write's eleven.
-    sql = f"""
-        SELECT set_config('enable_sort', 'off', true), set_config('hnsw.iterative_scan', 'relaxed_order', true);
-        WITH q AS MATERIALIZED (
-            SELECT i, agent_id, scope, v::vector({dims}) AS v
-            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
-        )
-        SELECT q.i, n.id, 1 - n.distance
-        FROM q
-        CROSS JOIN LATERAL (
-            SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
-            FROM memory_semanticmemory m
-            WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
-              AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
-            ORDER BY m.embedding::vector({dims}) <=> q.v
-            LIMIT 1
-        ) n;
-        SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT
-    """
-    params: list[Any] = [
-        list(range(len(vectors))),
-        [o[0] for o in owners],
-        [o[1] for o in owners],
-        list(texts) if texts is not None else [_vector_text(v) for v in vectors],
-        embedder.name,
-    ]
+    sql = f"{_NEAR_OPTIONS}; {_near_sql(dims)} SELECT i, id, similarity FROM near; {_NEAR_RESET}"
+    params = _near_params(
+        owners, texts if texts is not None else [_vector_text(v) for v in vectors], embedder, policy
+    )
     out: list[tuple[Any, float] | None] = [None] * len(vectors)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         cursor.cursor.nextset()  # past the options' row
         rows = cursor.fetchall()
     for i, memory_id, similarity in rows:
-        if similarity is not None and similarity >= policy.near_duplicate_threshold:
-            out[i] = (memory_id, float(similarity))
+        out[i] = (memory_id, float(similarity))
     return out
 
 
@@ -492,6 +513,19 @@ def memories_create(
                 ):
                     vectors[i] = vector
         try:
+            written = vectors if write == "sync" else supplied
+            if len(items) == 1 and exact[0] is None and 0 in written and not connection.in_atomic_block:
+                fast = _create_unless_near(
+                    agent=agent,
+                    data=items[0],
+                    digest=digests[0],
+                    audience=audiences[0],
+                    vector=written[0],
+                    embedder=embedder,
+                    policy=policy,
+                )
+                if fast is not None:
+                    return [fast]
             with transaction.atomic():
                 return _write(
                     agent=agent,
@@ -536,40 +570,37 @@ def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[
 # document (``jsonb_to_recordset``), the vectors as pgvector text. ``bulk_create`` twice took two
 # round trips and, for a batch of 500, 0.2 s compiling 10,000 placeholders before psycopg spent
 # another 0.18 s splitting them (client-side binding), against 1.4 ms of Python per memory in all.
-_INSERT_SQL = f"""
-    WITH ins AS (
-        INSERT INTO {SemanticMemory._meta.db_table} (id, agent_id, scope, memory_type, session_id,
-            data_subject, tags, visible_to_agents, visible_to_roles, content, content_hash, metadata,
-            importance, confidence, embedding, embedding_model, embedding_dimensions, created_at,
-            fact_hint, source_event_id)
-        SELECT r.id, %s, r.scope, r.memory_type, r.session_id, r.data_subject, r.tags,
-            r.visible_to_agents, r.visible_to_roles, r.content, r.content_hash, r.metadata,
-            r.importance, r.confidence, r.embedding::vector, %s, r.embedding_dimensions,
-            %s::timestamptz + r.i * interval '1 microsecond', r.fact_hint, r.source_event_id
-        FROM jsonb_to_recordset(%s::jsonb) AS r(id uuid, i int, scope text, memory_type text,
-            session_id text, data_subject text, tags varchar(64)[], visible_to_agents bigint[],
-            visible_to_roles varchar(100)[], content text, content_hash text, metadata jsonb,
-            importance float8, confidence float8, embedding text, embedding_dimensions int,
-            fact_hint jsonb, source_event_id bigint)
-        ORDER BY r.i
-        RETURNING id
-    )
-    INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours)
-    SELECT id, %s, 0, %s FROM ins
+_INSERT_ROWS = f"""
+    INSERT INTO {SemanticMemory._meta.db_table} (id, agent_id, scope, memory_type, session_id,
+        data_subject, tags, visible_to_agents, visible_to_roles, content, content_hash, metadata,
+        importance, confidence, embedding, embedding_model, embedding_dimensions, created_at,
+        fact_hint, source_event_id)
+    SELECT r.id, %s, r.scope, r.memory_type, r.session_id, r.data_subject, r.tags,
+        r.visible_to_agents, r.visible_to_roles, r.content, r.content_hash, r.metadata,
+        r.importance, r.confidence, r.embedding::vector, %s, r.embedding_dimensions,
+        %s::timestamptz + r.i * interval '1 microsecond', r.fact_hint, r.source_event_id
+    FROM jsonb_to_recordset(%s::jsonb) AS r(id uuid, i int, scope text, memory_type text,
+        session_id text, data_subject text, tags varchar(64)[], visible_to_agents bigint[],
+        visible_to_roles varchar(100)[], content text, content_hash text, metadata jsonb,
+        importance float8, confidence float8, embedding text, embedding_dimensions int,
+        fact_hint jsonb, source_event_id bigint)
+    {{where}}
+    ORDER BY r.i
+    RETURNING id
 """
+_INSERT_ACCESS = (
+    f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
+    "SELECT id, %s, 0, %s FROM ins"
+)
+_INSERT_SQL = f"WITH ins AS ({_INSERT_ROWS.format(where='')}) {_INSERT_ACCESS}"
 
 
-def _insert(
-    created: dict[int, SemanticMemory],
-    *,
-    texts: dict[int, str],
-    agent: Agent,
-    now: datetime,
-    stability: float,
-) -> None:
-    """Insert the new memories ``created`` (by item index: ``created_at`` is ``now`` plus that many
-    µs) with their access clocks (``last_accessed_at`` ``now``, ``stability`` hours), in one
-    statement (``_INSERT_SQL``); the instances become saved rows with their ``access``."""
+def _insert_params(
+    created: dict[int, SemanticMemory], *, texts: dict[int, str], now: datetime, stability: float
+) -> list[Any]:
+    """The parameters of ``_INSERT_ROWS`` then ``_INSERT_ACCESS`` for the new memories ``created``
+    (by item index: ``created_at`` is ``now`` plus that many µs; access clocks at ``now`` with
+    ``stability`` hours)."""
     rows = [
         {
             "id": str(m.pk),
@@ -594,8 +625,11 @@ def _insert(
         for i, m in created.items()
     ]
     first = next(iter(created.values()))
-    with connection.cursor() as cursor:
-        cursor.execute(_INSERT_SQL, [agent.pk, first.embedding_model, now, json.dumps(rows), now, stability])
+    return [first.agent_id, first.embedding_model, now, json.dumps(rows), now, stability]
+
+
+def _mark_saved(created: dict[int, SemanticMemory], *, agent: Agent, now: datetime, stability: float) -> None:
+    """The instances of ``created`` become the rows ``_INSERT_SQL`` stored, with their ``access``."""
     for memory in created.values():
         memory._state.adding = False
         memory._state.db = connection.alias
@@ -603,6 +637,90 @@ def _insert(
         memory.access = MemoryAccess(memory=memory, last_accessed_at=now, stability_hours=stability)
         memory.access._state.adding = False
         memory.access._state.db = connection.alias
+
+
+def _new_memory(
+    *,
+    agent: Agent,
+    data: MemoryData,
+    index: int,
+    digest: str,
+    audience: tuple[list[int], list[str]],
+    vector: np.ndarray | None,
+    embedder: Embedder,
+    now: datetime,
+) -> SemanticMemory:
+    """The unsaved row of item ``index`` of a write."""
+    return SemanticMemory(
+        agent=agent,
+        scope=data.scope,
+        memory_type=data.memory_type,
+        session_id=data.session_id,
+        data_subject=data.data_subject,
+        tags=list(dict.fromkeys(data.tags)),
+        visible_to_agents=audience[0],
+        visible_to_roles=audience[1],
+        content=data.content,
+        content_hash=digest,
+        metadata=data.metadata,
+        importance=data.importance,
+        confidence=data.confidence,
+        embedding=vector,
+        embedding_model=embedder.name,
+        embedding_dimensions=embedder.dimensions if vector is not None else 0,
+        fact_hint=data.fact_hint,
+        source_event_id=data.source_event_id,
+        # a microsecond apart: the batch keeps its order wherever memories are read oldest first
+        # (the async worker's queue applies the near-duplicate rule in that order)
+        created_at=now + timedelta(microseconds=index),
+    )
+
+
+def _create_unless_near(
+    *,
+    agent: Agent,
+    data: MemoryData,
+    digest: str,
+    audience: tuple[list[int], list[str]],
+    vector: np.ndarray,
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+) -> WriteResult | None:
+    """A single write that is no exact duplicate, in one statement outside any transaction (its
+    implicit one makes it all or nothing): the near-duplicate lookup (``_near_sql``) and, when it
+    finds nothing, the row and its access clock. Returns the created memory, or None when the
+    lookup found a near duplicate (nothing written: the caller's transaction reinforces it). A
+    write that took a transaction (BEGIN, lookup, insert, COMMIT) waited for four round trips
+    instead of one, each a few ms at load 8 (LangGraph's ``put``, pipelined, waits for one)."""
+    now = timezone.now()
+    stability = consolidation_policy().initial_stability_hours
+    memory = _new_memory(
+        agent=agent,
+        data=data,
+        index=0,
+        digest=digest,
+        audience=audience,
+        vector=vector,
+        embedder=embedder,
+        now=now,
+    )
+    text = _vector_text(vector)
+    created = {0: memory}
+    sql = (
+        f"{_NEAR_OPTIONS}; {_near_sql(int(embedder.dimensions))}, "
+        f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)')}), acc AS ({_INSERT_ACCESS}) "
+        f"SELECT count(*) FROM near; {_NEAR_RESET}"
+    )
+    params = _near_params([(agent.pk, data.scope)], [text], embedder, policy)
+    params += _insert_params(created, texts={0: text}, now=now, stability=stability)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        cursor.cursor.nextset()  # past the options' row
+        (near,) = cursor.fetchone()
+    if near:
+        return None
+    _mark_saved(created, agent=agent, now=now, stability=stability)
+    return WriteResult(memory, "created")
 
 
 def _write(
@@ -635,33 +753,20 @@ def _write(
     for i, data in enumerate(items):
         if plan[i] is not None:
             continue
-        vector = vectors.get(i)
-        memory = SemanticMemory(
+        created[i] = _new_memory(
             agent=agent,
-            scope=data.scope,
-            memory_type=data.memory_type,
-            session_id=data.session_id,
-            data_subject=data.data_subject,
-            tags=list(dict.fromkeys(data.tags)),
-            visible_to_agents=audiences[i][0],
-            visible_to_roles=audiences[i][1],
-            content=data.content,
-            content_hash=digests[i],
-            metadata=data.metadata,
-            importance=data.importance,
-            confidence=data.confidence,
-            embedding=vector,
-            embedding_model=embedder.name,
-            embedding_dimensions=embedder.dimensions if vector is not None else 0,
-            fact_hint=data.fact_hint,
-            source_event_id=data.source_event_id,
-            # a microsecond apart: the batch keeps its order wherever memories are read oldest first
-            # (the async worker's queue applies the near-duplicate rule in that order)
-            created_at=now + timedelta(microseconds=i),
+            data=data,
+            index=i,
+            digest=digests[i],
+            audience=audiences[i],
+            vector=vectors.get(i),
+            embedder=embedder,
+            now=now,
         )
-        created[i] = memory
     if created:
-        _insert(created, texts=texts, agent=agent, now=now, stability=stability)
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_SQL, _insert_params(created, texts=texts, now=now, stability=stability))
+        _mark_saved(created, agent=agent, now=now, stability=stability)
         if any(m.embedding is None for m in created.values()):
             queue_on_commit("memory.semantic.tasks.embed_pending", once_per_transaction=True)
 
