@@ -104,10 +104,11 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
                 ],
             )
             ids = [row[0] for row in cursor.fetchall()]
+        alias = connection.alias  # the proxy's thread-local lookup once, not per event
         for event, pk in zip(rows, ids, strict=True):
             event.pk = pk
             event._state.adding = False
-            event._state.db = connection.alias
+            event._state.db = alias
     return rows
 
 

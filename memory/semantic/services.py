@@ -630,13 +630,14 @@ def _insert_params(
 
 def _mark_saved(created: dict[int, SemanticMemory], *, agent: Agent, now: datetime, stability: float) -> None:
     """The instances of ``created`` become the rows ``_INSERT_SQL`` stored, with their ``access``."""
+    alias = connection.alias
     for memory in created.values():
         memory._state.adding = False
-        memory._state.db = connection.alias
+        memory._state.db = alias
         memory.agent = agent
         memory.access = MemoryAccess(memory=memory, last_accessed_at=now, stability_hours=stability)
         memory.access._state.adding = False
-        memory.access._state.db = connection.alias
+        memory.access._state.db = alias
 
 
 def _new_memory(
