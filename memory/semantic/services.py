@@ -11,6 +11,7 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -38,6 +39,8 @@ from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
 
 logger = logging.getLogger(__name__)
+# single writes' embeddings, run while their exact-duplicate lookup waits (one per core)
+_EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-embedding")
 _SPACES = re.compile(r"\s+")
 
 
@@ -503,11 +506,20 @@ def memories_create(
                 exc.field = f"{prefix}{exc.field}"
             raise
     vectors: dict[int, np.ndarray] = dict(supplied)
+    # A single write's text is embedded on another core while the exact-duplicate lookup waits for
+    # the database (the model and psycopg release the GIL): the lookup's round trip no longer adds
+    # to the write. Only an exact duplicate wastes that embedding (its result, or its failure, is
+    # never read); a batch is embedded after the lookup, without the duplicates.
+    early: Future[np.ndarray] | None = None
+    if write == "sync" and len(items) == 1 and 0 not in vectors:
+        early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
             missing = [i for i in range(len(items)) if i not in vectors and exact[i] is None]
-            if missing:  # one model call for the batch, outside the transaction
+            if missing and early is not None:
+                vectors[0] = early.result()[0]  # raises what the embedder raised
+            elif missing:  # one model call for the batch, outside the transaction
                 for i, vector in zip(
                     missing, embedder.embed([items[i].content for i in missing]), strict=True
                 ):
