@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -10,6 +11,7 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -37,6 +39,8 @@ from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
 
 logger = logging.getLogger(__name__)
+# single writes' embeddings, run while their exact-duplicate lookup waits (one per core)
+_EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-embedding")
 _SPACES = re.compile(r"\s+")
 
 
@@ -221,8 +225,69 @@ def _validate_all(items: Sequence[MemoryData], prefixes: Sequence[str]) -> None:
             )
 
 
+@functools.cache
+def _vector_format(dimensions: int) -> str:
+    return "[" + ",".join(["%.9g"] * dimensions) + "]"
+
+
 def _vector_text(vector: np.ndarray) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    """pgvector's text form of ``vector``. Nine significant digits give back every float32 exactly
+    (pgvector stores float4), in one C formatting call: a third of the time of ``repr`` per element
+    (120 against 390 µs for 384 dimensions), which was 0.2 s of a batch of 500."""
+    return _vector_format(len(vector)) % tuple(vector.tolist())
+
+
+# The near-duplicate lookup, the one SQL of the rule: for each vector ``i`` (text, parsed once each in
+# a materialised CTE: inlined, the cast ran once per row compared, 700 ms against 2,600 rows instead
+# of 1 ms), the nearest embedded live memory of its agent and scope, kept when the cosine is at least
+# the threshold: CTE ``near(i, id, similarity)``. Each lookup walks the HNSW index (iteratively, past
+# rows of other agents and scopes) for the statement only (``_NEAR_OPTIONS``, then ``_NEAR_RESET``):
+# the planner's estimate preferred sorting every row of the agent by distance per vector, ~12-18 µs a
+# row (30-46 ms per write at 2,600 memories, seconds for a batch), against 7 ms by the index, at
+# load 10. Options, lookup and reset travel as one multi-statement query (Django's psycopg cursors
+# bind client-side): local to the caller's transaction, or to the implicit one of the query outside
+# any. Sent one statement at a time (with a savepoint around them) they took six round trips of a
+# single write's eleven.
+_NEAR_OPTIONS = (
+    "SELECT set_config('enable_sort', 'off', true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+)
+_NEAR_RESET = "SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT"
+
+
+def _near_sql(dims: int) -> str:
+    """``WITH q AS (...), near AS (...)`` for ``_near_params`` (a statement goes on after it)."""
+    return f"""
+        WITH q AS MATERIALIZED (
+            SELECT i, agent_id, scope, v::vector({dims}) AS v
+            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
+        ), near AS (
+            SELECT q.i, n.id, 1 - n.distance AS similarity
+            FROM q
+            CROSS JOIN LATERAL (
+                SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
+                FROM memory_semanticmemory m
+                WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
+                  AND m.memory_type <> 'store'
+                  AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
+                ORDER BY m.embedding::vector({dims}) <=> q.v
+                LIMIT 1
+            ) n
+            WHERE 1 - n.distance >= %s
+        )
+    """
+
+
+def _near_params(
+    owners: Sequence[tuple[int, str]], texts: Sequence[str], embedder: Embedder, policy: RetrievalPolicy
+) -> list[Any]:
+    return [
+        list(range(len(texts))),
+        [o[0] for o in owners],
+        [o[1] for o in owners],
+        list(texts),
+        embedder.name,
+        policy.near_duplicate_threshold,
+    ]
 
 
 def near_duplicates(
@@ -231,58 +296,29 @@ def near_duplicates(
     vectors: Sequence[np.ndarray],
     embedder: Embedder,
     policy: RetrievalPolicy,
+    texts: Sequence[str] | None = None,
 ) -> list[tuple[Any, float] | None]:
     """For each ``(agent id, scope)`` of ``owners`` and its vector, the embedded live memory of that
     agent in that scope nearest to the vector when their cosine is at least
     ``policy.near_duplicate_threshold``: ``(memory id, cosine)``, else None. One statement for all
-    (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index).
-    The stored half of the one near-duplicate rule (``_dedup_plan`` adds the batch's own items);
-    pending memories (not embedded) are never candidates."""
+    (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index), sent
+    with its planner options in one round trip. ``texts``: the vectors' ``_vector_text`` when the
+    caller has them already. The stored half of the one near-duplicate rule (``_dedup_plan`` adds
+    the batch's own items); pending memories (not embedded) are never candidates."""
     if not vectors:
         return []
     dims = int(embedder.dimensions)
-    # The vectors arrive as text and are parsed once each in a materialised CTE: inlined, the cast
-    # ran once per row compared (700 ms against 2,600 rows instead of 1 ms).
-    sql = f"""
-        WITH q AS MATERIALIZED (
-            SELECT i, agent_id, scope, v::vector({dims}) AS v
-            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
-        )
-        SELECT q.i, n.id, 1 - n.distance
-        FROM q
-        CROSS JOIN LATERAL (
-            SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
-            FROM memory_semanticmemory m
-            WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
-              AND m.memory_type <> 'store'
-              AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
-            ORDER BY m.embedding::vector({dims}) <=> q.v
-            LIMIT 1
-        ) n
-    """
-    params: list[Any] = [
-        list(range(len(vectors))),
-        [o[0] for o in owners],
-        [o[1] for o in owners],
-        [_vector_text(v) for v in vectors],
-        embedder.name,
-    ]
+    sql = f"{_NEAR_OPTIONS}; {_near_sql(dims)} SELECT i, id, similarity FROM near; {_NEAR_RESET}"
+    params = _near_params(
+        owners, texts if texts is not None else [_vector_text(v) for v in vectors], embedder, policy
+    )
     out: list[tuple[Any, float] | None] = [None] * len(vectors)
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Each lookup walks the HNSW index (iteratively, past rows of other agents and scopes) for
-        # this statement only: the planner's estimate preferred sorting every row of the agent by
-        # distance per vector, ~12-18 µs a row (30-46 ms per write at 2,600 memories, seconds for a
-        # batch), against 7 ms by the index, at load 10.
-        cursor.execute(
-            "SELECT set_config('enable_sort', 'off', true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-        )
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        cursor.cursor.nextset()  # past the options' row
         rows = cursor.fetchall()
-        cursor.execute("SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT")
-        for i, memory_id, similarity in rows:
-            if similarity is not None and similarity >= policy.near_duplicate_threshold:
-                out[i] = (memory_id, float(similarity))
+    for i, memory_id, similarity in rows:
+        out[i] = (memory_id, float(similarity))
     return out
 
 
@@ -320,12 +356,14 @@ def _dedup_plan(
     embedder: Embedder,
     policy: RetrievalPolicy,
     skip: Sequence[bool] = (),
+    texts: Sequence[str | None] = (),
 ) -> list[_Match | None]:
     """The near-duplicate rule over a batch, as if its items were written one after another: item
     ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored memories of its
     agent and scope (``near_duplicates``) and of the batch's earlier items of the same owner that
     are themselves new, when that cosine is at least ``policy.near_duplicate_threshold``. One
-    statement for the stored side; the batch's side is a dot product of unit vectors (NumPy)."""
+    statement for the stored side; the batch's side is a dot product of unit vectors (NumPy).
+    ``texts``: the vectors' ``_vector_text`` by position, when the caller has them."""
     n = len(vectors)
     todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
     stored = near_duplicates(
@@ -333,6 +371,7 @@ def _dedup_plan(
         vectors=[vectors[j] for j in todo],  # type: ignore[misc]
         embedder=embedder,
         policy=policy,
+        texts=[texts[j] or _vector_text(vectors[j]) for j in todo] if texts else None,  # type: ignore[arg-type]
     )
     plan: list[_Match | None] = [None] * n
     for j, found in zip(todo, stored, strict=True):
@@ -341,19 +380,24 @@ def _dedup_plan(
     if len(todo) > 1:
         matrix = np.stack([vectors[j] for j in todo])  # type: ignore[misc]
         cosines = matrix @ matrix.T
-        new: list[int] = []  # positions in todo of the items that stay new so far
+        # per item, the earlier items of its owner still new, compared as one row of the matrix (a
+        # loop over every earlier pair took 60 ms for a batch of 500 of one owner)
+        group_of = {o: k for k, o in enumerate(dict.fromkeys(owners[j] for j in todo))}
+        groups = np.array([group_of[owners[j]] for j in todo])
+        is_new = np.zeros(len(todo), dtype=bool)
         for pos, j in enumerate(todo):
             best = None
-            for earlier in new:
-                i = todo[earlier]
-                if owners[i] == owners[j] and cosines[pos, earlier] >= policy.near_duplicate_threshold:
-                    if best is None or cosines[pos, earlier] > cosines[pos, best]:
-                        best = earlier
+            earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
+            if earlier.size:
+                sims = cosines[pos, earlier]
+                k = int(np.argmax(sims))  # the first of equals, as written one after another
+                if sims[k] >= policy.near_duplicate_threshold:
+                    best = int(earlier[k])
             current = plan[j]
             if best is not None and (current is None or cosines[pos, best] > current.similarity):
                 plan[j] = _Match("near", float(cosines[pos, best]), item=todo[best])
             if plan[j] is None:
-                new.append(pos)
+                is_new[pos] = True
     return plan
 
 
@@ -463,16 +507,38 @@ def memories_create(
                 exc.field = f"{prefix}{exc.field}"
             raise
     vectors: dict[int, np.ndarray] = dict(supplied)
+    # A single write's text is embedded on another core while the exact-duplicate lookup waits for
+    # the database (the model and psycopg release the GIL): the lookup's round trip no longer adds
+    # to the write. Only an exact duplicate wastes that embedding (its result, or its failure, is
+    # never read); a batch is embedded after the lookup, without the duplicates.
+    early: Future[np.ndarray] | None = None
+    if write == "sync" and len(items) == 1 and 0 not in vectors:
+        early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
             missing = [i for i in range(len(items)) if i not in vectors and exact[i] is None]
-            if missing:  # one model call for the batch, outside the transaction
+            if missing and early is not None:
+                vectors[0] = early.result()[0]  # raises what the embedder raised
+            elif missing:  # one model call for the batch, outside the transaction
                 for i, vector in zip(
                     missing, embedder.embed([items[i].content for i in missing]), strict=True
                 ):
                     vectors[i] = vector
         try:
+            written = vectors if write == "sync" else supplied
+            if len(items) == 1 and exact[0] is None and 0 in written and not connection.in_atomic_block:
+                fast = _create_unless_near(
+                    agent=agent,
+                    data=items[0],
+                    digest=digests[0],
+                    audience=audiences[0],
+                    vector=written[0],
+                    embedder=embedder,
+                    policy=policy,
+                )
+                if fast is not None:
+                    return [fast]
             with transaction.atomic():
                 return _write(
                     agent=agent,
@@ -493,10 +559,16 @@ def memories_create(
 def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[str]) -> list[_Match | None]:
     """Step 1 of ``memories_create``: each item's exact duplicate, stored (one query) or an earlier
     item of the batch."""
+    # scope named too, so the lookup is the live-content unique index's (agent, scope, hash): without
+    # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
+    # the filter for one write; a scan that grows with the agent's memories)
     stored = {
         (scope, digest): pk
         for pk, scope, digest in SemanticMemory.objects.filter(
-            agent=agent, forgotten_at__isnull=True, content_hash__in=set(digests)
+            agent=agent,
+            forgotten_at__isnull=True,
+            scope__in={d.scope for d in items},
+            content_hash__in=set(digests),
         ).values_list("pk", "scope", "content_hash")
     }
     first: dict[tuple[str, str], int] = {}
@@ -513,6 +585,164 @@ def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[
     return out
 
 
+# The memories of a write and their access clocks in one statement: the rows travel as one JSON
+# document (``jsonb_to_recordset``), the vectors as pgvector text. ``bulk_create`` twice took two
+# round trips and, for a batch of 500, 0.2 s compiling 10,000 placeholders before psycopg spent
+# another 0.18 s splitting them (client-side binding), against 1.4 ms of Python per memory in all.
+_INSERT_ROWS = f"""
+    INSERT INTO {SemanticMemory._meta.db_table} (id, agent_id, scope, memory_type, session_id,
+        data_subject, tags, visible_to_agents, visible_to_roles, content, content_hash, metadata,
+        importance, confidence, embedding, embedding_model, embedding_dimensions, created_at,
+        fact_hint, source_event_id)
+    SELECT r.id, %s, r.scope, r.memory_type, r.session_id, r.data_subject, r.tags,
+        r.visible_to_agents, r.visible_to_roles, r.content, r.content_hash, r.metadata,
+        r.importance, r.confidence, r.embedding::vector, %s, r.embedding_dimensions,
+        %s::timestamptz + r.i * interval '1 microsecond', r.fact_hint, r.source_event_id
+    FROM jsonb_to_recordset(%s::jsonb) AS r(id uuid, i int, scope text, memory_type text,
+        session_id text, data_subject text, tags varchar(64)[], visible_to_agents bigint[],
+        visible_to_roles varchar(100)[], content text, content_hash text, metadata jsonb,
+        importance float8, confidence float8, embedding text, embedding_dimensions int,
+        fact_hint jsonb, source_event_id bigint)
+    {{where}}
+    ORDER BY r.i
+    RETURNING id
+"""
+_INSERT_ACCESS = (
+    f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
+    "SELECT id, %s, 0, %s FROM ins"
+)
+_INSERT_SQL = f"WITH ins AS ({_INSERT_ROWS.format(where='')}) {_INSERT_ACCESS}"
+
+
+def _insert_params(
+    created: dict[int, SemanticMemory], *, texts: dict[int, str], now: datetime, stability: float
+) -> list[Any]:
+    """The parameters of ``_INSERT_ROWS`` then ``_INSERT_ACCESS`` for the new memories ``created``
+    (by item index: ``created_at`` is ``now`` plus that many µs; access clocks at ``now`` with
+    ``stability`` hours)."""
+    rows = [
+        {
+            "id": str(m.pk),
+            "i": i,
+            "scope": m.scope,
+            "memory_type": m.memory_type,
+            "session_id": m.session_id,
+            "data_subject": m.data_subject,
+            "tags": m.tags,
+            "visible_to_agents": m.visible_to_agents,
+            "visible_to_roles": m.visible_to_roles,
+            "content": m.content,
+            "content_hash": m.content_hash,
+            "metadata": m.metadata,
+            "importance": m.importance,
+            "confidence": m.confidence,
+            "embedding": texts.get(i) if m.embedding is not None else None,
+            "embedding_dimensions": m.embedding_dimensions,
+            "fact_hint": m.fact_hint,
+            "source_event_id": m.source_event_id,
+        }
+        for i, m in created.items()
+    ]
+    first = next(iter(created.values()))
+    return [first.agent_id, first.embedding_model, now, json.dumps(rows), now, stability]
+
+
+def _mark_saved(created: dict[int, SemanticMemory], *, agent: Agent, now: datetime, stability: float) -> None:
+    """The instances of ``created`` become the rows ``_INSERT_SQL`` stored, with their ``access``."""
+    alias = connection.alias
+    for memory in created.values():
+        memory._state.adding = False
+        memory._state.db = alias
+        memory.agent = agent
+        memory.access = MemoryAccess(memory=memory, last_accessed_at=now, stability_hours=stability)
+        memory.access._state.adding = False
+        memory.access._state.db = alias
+
+
+def _new_memory(
+    *,
+    agent: Agent,
+    data: MemoryData,
+    index: int,
+    digest: str,
+    audience: tuple[list[int], list[str]],
+    vector: np.ndarray | None,
+    embedder: Embedder,
+    now: datetime,
+) -> SemanticMemory:
+    """The unsaved row of item ``index`` of a write."""
+    return SemanticMemory(
+        agent=agent,
+        scope=data.scope,
+        memory_type=data.memory_type,
+        session_id=data.session_id,
+        data_subject=data.data_subject,
+        tags=list(dict.fromkeys(data.tags)),
+        visible_to_agents=audience[0],
+        visible_to_roles=audience[1],
+        content=data.content,
+        content_hash=digest,
+        metadata=data.metadata,
+        importance=data.importance,
+        confidence=data.confidence,
+        embedding=vector,
+        embedding_model=embedder.name,
+        embedding_dimensions=embedder.dimensions if vector is not None else 0,
+        fact_hint=data.fact_hint,
+        source_event_id=data.source_event_id,
+        # a microsecond apart: the batch keeps its order wherever memories are read oldest first
+        # (the async worker's queue applies the near-duplicate rule in that order)
+        created_at=now + timedelta(microseconds=index),
+    )
+
+
+def _create_unless_near(
+    *,
+    agent: Agent,
+    data: MemoryData,
+    digest: str,
+    audience: tuple[list[int], list[str]],
+    vector: np.ndarray,
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+) -> WriteResult | None:
+    """A single write that is no exact duplicate, in one statement outside any transaction (its
+    implicit one makes it all or nothing): the near-duplicate lookup (``_near_sql``) and, when it
+    finds nothing, the row and its access clock. Returns the created memory, or None when the
+    lookup found a near duplicate (nothing written: the caller's transaction reinforces it). A
+    write that took a transaction (BEGIN, lookup, insert, COMMIT) waited for four round trips
+    instead of one, each a few ms at load 8 (LangGraph's ``put``, pipelined, waits for one)."""
+    now = timezone.now()
+    stability = consolidation_policy().initial_stability_hours
+    memory = _new_memory(
+        agent=agent,
+        data=data,
+        index=0,
+        digest=digest,
+        audience=audience,
+        vector=vector,
+        embedder=embedder,
+        now=now,
+    )
+    text = _vector_text(vector)
+    created = {0: memory}
+    sql = (
+        f"{_NEAR_OPTIONS}; {_near_sql(int(embedder.dimensions))}, "
+        f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)')}), acc AS ({_INSERT_ACCESS}) "
+        f"SELECT count(*) FROM near; {_NEAR_RESET}"
+    )
+    params = _near_params([(agent.pk, data.scope)], [text], embedder, policy)
+    params += _insert_params(created, texts={0: text}, now=now, stability=stability)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        cursor.cursor.nextset()  # past the options' row
+        (near,) = cursor.fetchone()
+    if near:
+        return None
+    _mark_saved(created, agent=agent, now=now, stability=stability)
+    return WriteResult(memory, "created")
+
+
 def _write(
     *,
     agent: Agent,
@@ -527,12 +757,14 @@ def _write(
     """Steps 2 and 3 of ``memories_create`` inside its transaction."""
     n = len(items)
     owners = [(agent.pk, d.scope) for d in items]
+    texts = {i: _vector_text(v) for i, v in vectors.items()}  # formatted once: lookup and insert
     near = _dedup_plan(
         owners=owners,
         vectors=[vectors.get(i) for i in range(n)],
         embedder=embedder,
         policy=policy,
         skip=[m is not None for m in exact],
+        texts=[texts.get(i) for i in range(n)],
     )
     plan = [exact[i] or near[i] for i in range(n)]
     now = timezone.now()
@@ -541,42 +773,20 @@ def _write(
     for i, data in enumerate(items):
         if plan[i] is not None:
             continue
-        vector = vectors.get(i)
-        memory = SemanticMemory(
+        created[i] = _new_memory(
             agent=agent,
-            scope=data.scope,
-            memory_type=data.memory_type,
-            session_id=data.session_id,
-            data_subject=data.data_subject,
-            tags=list(dict.fromkeys(data.tags)),
-            visible_to_agents=audiences[i][0],
-            visible_to_roles=audiences[i][1],
-            content=data.content,
-            content_hash=digests[i],
-            metadata=data.metadata,
-            importance=data.importance,
-            confidence=data.confidence,
-            embedding=vector,
-            embedding_model=embedder.name,
-            embedding_dimensions=embedder.dimensions if vector is not None else 0,
-            fact_hint=data.fact_hint,
-            source_event_id=data.source_event_id,
-            # a microsecond apart: the batch keeps its order wherever memories are read oldest first
-            # (the async worker's queue applies the near-duplicate rule in that order)
-            created_at=now + timedelta(microseconds=i),
+            data=data,
+            index=i,
+            digest=digests[i],
+            audience=audiences[i],
+            vector=vectors.get(i),
+            embedder=embedder,
+            now=now,
         )
-        created[i] = memory
     if created:
-        SemanticMemory.objects.bulk_create(list(created.values()))
-        accesses = MemoryAccess.objects.bulk_create(
-            [
-                MemoryAccess(memory=m, last_accessed_at=now, stability_hours=stability)
-                for m in created.values()
-            ]
-        )
-        for memory, access in zip(created.values(), accesses, strict=True):
-            memory.access = access
-            memory.agent = agent
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_SQL, _insert_params(created, texts=texts, now=now, stability=stability))
+        _mark_saved(created, agent=agent, now=now, stability=stability)
         if any(m.embedding is None for m in created.values()):
             queue_on_commit("memory.semantic.tasks.embed_pending", once_per_transaction=True)
 

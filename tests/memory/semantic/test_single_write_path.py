@@ -1,0 +1,76 @@
+"""A single memory written outside any transaction (as a request without Idempotency-Key writes it):
+its near-duplicate lookup and insert are one statement, and the duplicate rules still hold.
+
+The other tests write inside the test's transaction, where that statement is not used; these run in
+a committed tenant of their own (``scratch_tenant``), in autocommit as a server runs."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django_tenants.utils import tenant_context
+
+from agents.services import agent_create
+from memory.semantic.models import LexicalPosting, MemoryAccess, SemanticMemory
+from memory.semantic.services import MemoryData, memory_create, memory_search
+from tests.factories import requires_model
+
+pytestmark = requires_model
+
+
+def test_a_new_memory_is_stored_whole_in_two_statements(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
+    with tenant_context(scratch_tenant):
+        agent = agent_create(name="solo")
+        policy = scratch_tenant.retrieval_policy
+        memory_create(agent=agent, data=MemoryData(content="warm-up"), policy=policy)  # the tenant's SET
+        assert not connection.in_atomic_block
+        with CaptureQueriesContext(connection) as queries:
+            result = memory_create(
+                agent=agent,
+                data=MemoryData(content="The ferry to Cacilhas leaves every 20 minutes.", tags=["travel"]),
+                policy=policy,
+            )
+        # the exact-duplicate lookup, then the near-duplicate lookup and the insert as one statement
+        assert len(queries.captured_queries) == 2, [q["sql"][:80] for q in queries.captured_queries]
+        assert result.outcome == "created"
+        stored = SemanticMemory.objects.get(pk=result.memory.pk)
+        assert stored.tags == ["travel"] and stored.embedding_dimensions == result.memory.embedding_dimensions
+        assert stored.created_at == result.memory.created_at
+        access = MemoryAccess.objects.get(memory_id=stored.pk)
+        assert access.access_count == 0 and access.last_accessed_at == result.memory.access.last_accessed_at
+        assert LexicalPosting.objects.filter(memory_id=stored.pk, lexeme="ferri").exists()
+        hits = memory_search(agent=agent, query="when does the ferry leave", policy=policy, touch=False)
+        assert hits[0].memory.pk == stored.pk
+
+
+def test_a_near_duplicate_outside_a_transaction_reinforces_and_adds_no_row(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
+    with tenant_context(scratch_tenant):
+        agent = agent_create(name="solo")
+        policy = scratch_tenant.retrieval_policy
+        first = memory_create(
+            agent=agent,
+            data=MemoryData(content="The deployment pipeline runs every night at 2am UTC.", confidence=0.5),
+            policy=policy,
+        )
+        near = memory_create(
+            agent=agent,
+            data=MemoryData(content="The deployment pipeline runs each night at 2am UTC.", confidence=0.8),
+            policy=policy,
+        )
+        assert near.outcome == "near" and near.memory.pk == first.memory.pk
+        assert near.similarity is not None and near.similarity >= policy.near_duplicate_threshold
+        assert SemanticMemory.objects.count() == 1 and MemoryAccess.objects.count() == 1
+        assert SemanticMemory.objects.get().confidence == 0.8
+        assert MemoryAccess.objects.get().access_count == 1
+        exact = memory_create(
+            agent=agent,
+            data=MemoryData(content="the deployment pipeline runs EVERY night at 2am UTC."),
+            policy=policy,
+        )
+        assert exact.outcome == "exact" and exact.memory.pk == first.memory.pk
+        other_scope = memory_create(
+            agent=agent,
+            data=MemoryData(content="The deployment pipeline runs each night at 2am UTC.", scope="shared"),
+            policy=policy,
+        )
+        assert other_scope.outcome == "created" and SemanticMemory.objects.count() == 2
