@@ -690,8 +690,8 @@ def _embed_schedule() -> None:
     started (``SET NX PX`` of ``embed_scheduled_key`` for that long). Every write committed while the
     flag is set committed before the queued drain starts, so that drain reads it: one drain and one
     batched embedder call for the writes of a burst, where a message per write kept the worker
-    running a task per write, most of them finding the rows already taken (at 80 writes/s, ~5 ms
-    each under load). Best effort like every publish: a lost message is caught by beat's
+    running a task per write, most of them finding the rows already taken (and a Redis round trip
+    of the web process per write). Best effort like every publish: a lost message is caught by beat's
     ``pending_sweep``; with Redis unreachable the drain is queued at once. A process that set the
     flag itself skips Redis until it expires: the drain it queued has not started before then."""
     delay = float(settings.ENGRAM_ASYNC_EMBED_DELAY_SECONDS)
@@ -792,6 +792,15 @@ def pending_embed(
 SUMMARY_EMBED_CHARS = 1200
 
 
+def _summary_embed_text(content: str) -> str:
+    """What a summary is embedded from: its body (the header line after which it starts, naming the
+    session and the event range, is the same words in every summary: ~20 of the 256 word pieces
+    embedded, that would only pull every summary's vector towards the others), cut at
+    ``SUMMARY_EMBED_CHARS``."""
+    head, _, body = content.partition("\n")
+    return (body or head)[:SUMMARY_EMBED_CHARS]
+
+
 @dataclass(frozen=True)
 class SummaryText:
     """A summary to store as a semantic memory of type ``summary`` (``memory_id`` None: a new one)."""
@@ -812,11 +821,12 @@ def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = N
     embedder = embedder or get_embedder()
     existing = SemanticMemory.objects.in_bulk([i.memory_id for i in items if i.memory_id is not None])
     todo = [i for i in items if i.memory_id is None or existing[i.memory_id].forgotten_at is None]
-    texts = [i.content[:SUMMARY_EMBED_CHARS] for i in todo]
+    texts = [_summary_embed_text(i.content) for i in todo]
     vectors = dict(zip(map(id, todo), embedder.embed(texts), strict=True)) if todo else {}
     system = system_agent_get()
     stability = consolidation_policy().initial_stability_hours
     out: list[SemanticMemory] = []
+    fresh: list[SemanticMemory] = []
     now = timezone.now()
     with transaction.atomic():
         for item in items:
@@ -840,7 +850,7 @@ def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = N
                     ]
                 )
             else:
-                memory = SemanticMemory.objects.create(
+                memory = SemanticMemory(
                     agent=system,
                     scope=MemoryScope.SHARED,
                     memory_type=MemoryType.SUMMARY,
@@ -854,8 +864,13 @@ def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = N
                     embedding_dimensions=embedder.dimensions,
                     created_at=now,
                 )
-                MemoryAccess.objects.create(memory=memory, last_accessed_at=now, stability_hours=stability)
+                fresh.append(memory)
             out.append(memory)
+        if fresh:  # one insert for the new ones and one for their clocks
+            SemanticMemory.objects.bulk_create(fresh)
+            MemoryAccess.objects.bulk_create(
+                [MemoryAccess(memory=m, last_accessed_at=now, stability_hours=stability) for m in fresh]
+            )
     return out
 
 
