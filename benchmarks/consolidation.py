@@ -8,13 +8,14 @@ what the level-1 summaries of LoCoMo keep.
   dimension without an HNSW index, so the fill takes minutes instead of hours; ``--hnsw-sample``
   (default 20,000) repeats the forgetting pass over that many 384-d memories under the HNSW index to
   give the per-row cost of archiving a fully indexed memory (an archived row is rewritten: its
-  index entries are added again). Prints each job's time and rows/s.
+  index entries are added again), with random vectors; ``--memories 0`` runs that sample only.
+  Prints each job's time and rows/s.
 - ``summarize``: appends E events (``--events``, default 100,000) in sessions of 100, then times
   the summary pass (leaves, parents, summary memories embedded with the configured embedder).
 - ``async``: W writes (``--writes``, default 1,000) through ``memory_create`` synchronously, then the
   same number (other texts, on an empty store again) with ``write="async"`` while a real Celery
-  worker (another process, ``--pool solo``) drains them as deployed; ``--rounds`` (default 2)
-  pairs side by side. Prints the embedder's own cost per text by call size (the ceiling), writes/s
+  worker (``--concurrency`` processes, default 2 as ``./engram up`` runs it) drains them as
+  deployed; ``--rounds`` (default 2) pairs side by side. Prints the embedder's own cost per text by call size (the ceiling), writes/s
   of both paths, the ratio (accepted, and end to end: first request -> last memory embedded,
   searchable), the delay until searchable (p50/p95/max), and (``--no-batches`` skips it) the same W
   written in batches of 500 (``memories_create``, the batch POST), embedded by the service and
@@ -65,9 +66,17 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
     from agents.models import Agent
     from agents.services import agent_create
     from core.tenancy import maintenance
+    from memory.semantic.models import INDEXED_DIMENSIONS
 
     agent = Agent.objects.filter(name="bulk").first() or agent_create(name="bulk")
     now = timezone.now()
+    # under an HNSW index, random unit-free vectors (one per row: the subquery names i); the same
+    # vector for every row would make every distance 0, a degenerate graph to build
+    vector = (
+        "(SELECT array_agg(random() + 0 * i) FROM generate_series(1, %s))::vector"
+        if dims in INDEXED_DIMENSIONS
+        else "array_fill(0.05, ARRAY[%s])::vector"
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT setseed(0.42)")
         for start in range(0, count, 100_000):
@@ -79,7 +88,7 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
                 "SELECT gen_random_uuid(), %s, 'private', 'fact', '{}', '{}', '{}', "
                 "'memory ' || i || ' about topic ' || (i %% 997), md5('m' || i || %s), '{}', 0.5, "
                 "CASE WHEN i %% %s = 0 THEN 0.95 ELSE 0.8 END, "
-                "array_fill(0.05, ARRAY[%s])::vector, 'bench', %s, %s, "
+                f"{vector}, 'bench', %s, %s, "
                 "CASE WHEN i %% %s = 0 THEN jsonb_build_object('subject', 'entity ' || (i %% 5000), "
                 "'predicate', 'related_to', 'object', jsonb_build_object('entity', 'thing ' || i)) END, '' "
                 "FROM generate_series(%s, %s) i",
@@ -122,36 +131,39 @@ def bench_pass(args: argparse.Namespace) -> None:
     from memory.consolidation.services import forgetting_pass, promotion_pass, summaries_pass
     from memory.semantic.models import SemanticMemory
 
-    t = tenant("bench_consolidation")
-    with tenant_context(t):
-        have = SemanticMemory.objects.count()
-        # TRUNCATE is the tables' owner's (a tenant's role may not)
-        with maintenance(), connection.cursor() as cursor:
-            cursor.execute(
-                "TRUNCATE memory_promotion, memory_consolidationrun, memory_summarynode, memory_fact, "
-                "memory_factprovenance, memory_contradiction, memory_graphoutbox, memory_entity CASCADE"
-            )
-            if have != args.memories:
-                cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
-                cursor.execute("DELETE FROM memory_semanticmemory")
-        if have != args.memories:
-            started = time.perf_counter()
-            fill_memories(args.memories, 8)
-            print(f"fill: {time.perf_counter() - started:.0f} s")
-        else:
-            SemanticMemory.objects.filter(archived_at__isnull=False).update(archived_at=None)  # archive again
+    if args.memories:  # 0: the HNSW sample only
+        t = tenant("bench_consolidation")
+        with tenant_context(t):
+            have = SemanticMemory.objects.count()
+            # TRUNCATE is the tables' owner's (a tenant's role may not)
             with maintenance(), connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE memory_semanticmemory")
-        total = 0.0
-        for name, job in (
-            ("promotion", promotion_pass),
-            ("forgetting", forgetting_pass),
-            ("summaries", summaries_pass),
-        ):
-            took, counts = timed_run(job)
-            total += took
-            print(f"{name}: {took:.1f} s  {counts}  ({args.memories / took:,.0f} memories/s)")
-        print(f"consolidation pass over {args.memories:,} memories: {total:.1f} s ({total / 60:.1f} min)")
+                cursor.execute(
+                    "TRUNCATE memory_promotion, memory_consolidationrun, memory_summarynode, memory_fact, "
+                    "memory_factprovenance, memory_contradiction, memory_graphoutbox, memory_entity CASCADE"
+                )
+                if have != args.memories:
+                    cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
+                    cursor.execute("DELETE FROM memory_semanticmemory")
+            if have != args.memories:
+                started = time.perf_counter()
+                fill_memories(args.memories, 8)
+                print(f"fill: {time.perf_counter() - started:.0f} s")
+            else:
+                SemanticMemory.objects.filter(archived_at__isnull=False).update(
+                    archived_at=None
+                )  # archive again
+                with maintenance(), connection.cursor() as cursor:
+                    cursor.execute("VACUUM ANALYZE memory_semanticmemory")
+            total = 0.0
+            for name, job in (
+                ("promotion", promotion_pass),
+                ("forgetting", forgetting_pass),
+                ("summaries", summaries_pass),
+            ):
+                took, counts = timed_run(job)
+                total += took
+                print(f"{name}: {took:.1f} s  {counts}  ({args.memories / took:,.0f} memories/s)")
+            print(f"consolidation pass over {args.memories:,} memories: {total:.1f} s ({total / 60:.1f} min)")
     if args.hnsw_sample:
         t = tenant("bench_consolidation_hnsw")
         with tenant_context(t):
@@ -227,14 +239,16 @@ def bench_summarize(args: argparse.Namespace) -> None:
 
 
 @contextlib.contextmanager
-def celery_worker() -> Iterator[subprocess.Popen[bytes]]:
-    """A real Celery worker (``--pool solo``: one process, one embedder) on the bench database and
-    Redis, its queue purged first; stopped on exit."""
+def celery_worker(concurrency: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker on the bench database and Redis, as ``./engram up`` starts one (prefork,
+    ``concurrency`` processes, each with its embedder; 1: ``--pool solo``), its queue purged first;
+    stopped on exit."""
     from config.celery import app
 
     app.control.purge()
+    pool = ["--pool", "solo"] if concurrency == 1 else ["--concurrency", str(concurrency)]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool", "solo", "--loglevel", "WARNING"],
+        [sys.executable, "-m", "celery", "-A", "config", "worker", *pool, "--loglevel", "WARNING"],
         cwd=ROOT,
         env={**os.environ, "DJANGO_DEBUG": "false"},
     )
@@ -247,6 +261,12 @@ def celery_worker() -> Iterator[subprocess.Popen[bytes]]:
     finally:
         worker.terminate()
         worker.wait(30)
+
+
+def embedder_threads() -> str:
+    from django.conf import settings
+
+    return str(settings.ENGRAM["EMBEDDING_THREADS"] or "one per core")
 
 
 def bench_async(args: argparse.Namespace) -> None:
@@ -280,7 +300,8 @@ def bench_async(args: argparse.Namespace) -> None:
         return SemanticMemory.objects.filter(embedding_dimensions=0, forgotten_at__isnull=True).count()
 
     n = args.writes
-    with tenant_context(t), celery_worker():
+    print(f"worker processes: {args.concurrency}; ONNX threads per process: {embedder_threads()}")
+    with tenant_context(t), celery_worker(args.concurrency):
         reset()
         agent = Agent.objects.filter(name="writer").first() or agent_create(name="writer")
         embedder.embed(["warm-up"])
@@ -488,6 +509,7 @@ def main() -> None:
     a = sub.add_parser("async")
     a.add_argument("--writes", type=int, default=1_000)
     a.add_argument("--rounds", type=int, default=2)
+    a.add_argument("--concurrency", type=int, default=2)
     a.add_argument("--batches", action=argparse.BooleanOptionalAction, default=True)
     lo = sub.add_parser("locomo")
     lo.add_argument("--path", default=str(ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev5.json"))
