@@ -70,10 +70,10 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
 
     agent = Agent.objects.filter(name="bulk").first() or agent_create(name="bulk")
     now = timezone.now()
-    # under an HNSW index, random unit-free vectors (one per row: the subquery names i); the same
-    # vector for every row would make every distance 0, a degenerate graph to build
+    # under an HNSW index, random vectors (one per row: the subquery's WHERE names i, so it runs per
+    # row); the same vector for every row would make every distance 0, a degenerate graph to build
     vector = (
-        "(SELECT array_agg(random() + 0 * i) FROM generate_series(1, %s))::vector"
+        "(SELECT array_agg(random()) FROM generate_series(1, %s) WHERE i IS NOT NULL)::vector"
         if dims in INDEXED_DIMENSIONS
         else "array_fill(0.05, ARRAY[%s])::vector"
     )
