@@ -729,12 +729,16 @@ def pending_embed(
     function), in order, so two near duplicates in one batch merge too: a near duplicate reinforces
     the memory it matches and is merged into it (``merged_into``, hidden; its id still answers with
     the memory it became). Set-based: one statement finds the stored near duplicates, one writes
-    the vectors, one marks the merged rows. Rows are claimed with ``SKIP LOCKED`` (several workers
-    share the queue). Raises ``EmbedderUnavailable`` when the embedder is down (the rows stay
-    pending)."""
+    the vectors, one marks the merged rows. Drains of a tenant take turns (a transaction's
+    advisory lock, taken before the rows are claimed): two at once (a worker of two processes)
+    each looked for near duplicates among the vectors committed before the other's, so a pair
+    claimed apart stayed two memories or merged the earlier into the later. Rows locked by
+    another writer are skipped (``SKIP LOCKED``). Raises ``EmbedderUnavailable`` when the
+    embedder is down (the rows stay pending)."""
     embedder = embedder or get_embedder()
     dims = int(embedder.dimensions)
     with transaction.atomic():
+        advisory_xact_lock("semantic-embed-drain")
         rows = list(
             SemanticMemory.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(embedding_dimensions=0, forgotten_at__isnull=True)
