@@ -8,15 +8,18 @@ what the level-1 summaries of LoCoMo keep.
   dimension without an HNSW index, so the fill takes minutes instead of hours; ``--hnsw-sample``
   (default 20,000) repeats the forgetting pass over that many 384-d memories under the HNSW index to
   give the per-row cost of archiving a fully indexed memory (an archived row is rewritten: its
-  index entries are added again). Prints each job's time and rows/s.
+  index entries are added again), with random vectors; ``--memories 0`` runs that sample only.
+  Prints each job's time and rows/s.
 - ``summarize``: appends E events (``--events``, default 100,000) in sessions of 100, then times
   the summary pass (leaves, parents, summary memories embedded with the configured embedder).
-- ``async``: W writes (``--writes``, default 2,000) through ``memory_create`` synchronously, then the
-  same number (other texts) with ``write="async"`` while a worker thread drains them with
-  ``pending_embed`` (256 per embedder call) as a deployed worker would; prints writes/s of both, the
-  ratio (accepted, and end to end: accepted -> embedded -> searchable), the delay until searchable
-  (p50/p95/max), and the same W written in batches of 500 (``memories_create``, the batch POST),
-  embedded by the service and with client-supplied vectors.
+- ``async``: W writes (``--writes``, default 1,000) through ``memory_create`` synchronously, then the
+  same number (other texts, on an empty store again) with ``write="async"`` while a real Celery
+  worker (``--concurrency`` processes, default 2 as ``./engram up`` runs it) drains them as
+  deployed; ``--rounds`` (default 2) pairs side by side. Prints the embedder's own cost per text by call size (the ceiling), writes/s
+  of both paths, the ratio (accepted, and end to end: first request -> last memory embedded,
+  searchable), the delay until searchable (p50/p95/max), and (``--no-batches`` skips it) the same W
+  written in batches of 500 (``memories_create``, the batch POST), embedded by the service and
+  with client-supplied vectors.
 - ``locomo``: every turn of ``../shared/data/locomo/locomo-dev5.json`` as an event (a session per
   LoCoMo session), the summary trees built, then, for each gold evidence turn of the category 1-4
   questions, how many of its named entities and numbers/dates (by the summarizer's own detectors)
@@ -35,10 +38,13 @@ Needs PostgreSQL (with pgvector) and Redis: ``DATABASE_URL`` / ``REDIS_URL`` fro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -60,9 +66,17 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
     from agents.models import Agent
     from agents.services import agent_create
     from core.tenancy import maintenance
+    from memory.semantic.models import INDEXED_DIMENSIONS
 
     agent = Agent.objects.filter(name="bulk").first() or agent_create(name="bulk")
     now = timezone.now()
+    # under an HNSW index, random vectors (one per row: the subquery's WHERE names i, so it runs per
+    # row); the same vector for every row would make every distance 0, a degenerate graph to build
+    vector = (
+        "(SELECT array_agg(random()) FROM generate_series(1, %s) WHERE i IS NOT NULL)::vector"
+        if dims in INDEXED_DIMENSIONS
+        else "array_fill(0.05, ARRAY[%s])::vector"
+    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT setseed(0.42)")
         for start in range(0, count, 100_000):
@@ -74,7 +88,7 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
                 "SELECT gen_random_uuid(), %s, 'private', 'fact', '{}', '{}', '{}', "
                 "'memory ' || i || ' about topic ' || (i %% 997), md5('m' || i || %s), '{}', 0.5, "
                 "CASE WHEN i %% %s = 0 THEN 0.95 ELSE 0.8 END, "
-                "array_fill(0.05, ARRAY[%s])::vector, 'bench', %s, %s, "
+                f"{vector}, 'bench', %s, %s, "
                 "CASE WHEN i %% %s = 0 THEN jsonb_build_object('subject', 'entity ' || (i %% 5000), "
                 "'predicate', 'related_to', 'object', jsonb_build_object('entity', 'thing ' || i)) END, '' "
                 "FROM generate_series(%s, %s) i",
@@ -117,36 +131,39 @@ def bench_pass(args: argparse.Namespace) -> None:
     from memory.consolidation.services import forgetting_pass, promotion_pass, summaries_pass
     from memory.semantic.models import SemanticMemory
 
-    t = tenant("bench_consolidation")
-    with tenant_context(t):
-        have = SemanticMemory.objects.count()
-        # TRUNCATE is the tables' owner's (a tenant's role may not)
-        with maintenance(), connection.cursor() as cursor:
-            cursor.execute(
-                "TRUNCATE memory_promotion, memory_consolidationrun, memory_summarynode, memory_fact, "
-                "memory_factprovenance, memory_contradiction, memory_graphoutbox, memory_entity CASCADE"
-            )
-            if have != args.memories:
-                cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
-                cursor.execute("DELETE FROM memory_semanticmemory")
-        if have != args.memories:
-            started = time.perf_counter()
-            fill_memories(args.memories, 8)
-            print(f"fill: {time.perf_counter() - started:.0f} s")
-        else:
-            SemanticMemory.objects.filter(archived_at__isnull=False).update(archived_at=None)  # archive again
+    if args.memories:  # 0: the HNSW sample only
+        t = tenant("bench_consolidation")
+        with tenant_context(t):
+            have = SemanticMemory.objects.count()
+            # TRUNCATE is the tables' owner's (a tenant's role may not)
             with maintenance(), connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE memory_semanticmemory")
-        total = 0.0
-        for name, job in (
-            ("promotion", promotion_pass),
-            ("forgetting", forgetting_pass),
-            ("summaries", summaries_pass),
-        ):
-            took, counts = timed_run(job)
-            total += took
-            print(f"{name}: {took:.1f} s  {counts}  ({args.memories / took:,.0f} memories/s)")
-        print(f"consolidation pass over {args.memories:,} memories: {total:.1f} s ({total / 60:.1f} min)")
+                cursor.execute(
+                    "TRUNCATE memory_promotion, memory_consolidationrun, memory_summarynode, memory_fact, "
+                    "memory_factprovenance, memory_contradiction, memory_graphoutbox, memory_entity CASCADE"
+                )
+                if have != args.memories:
+                    cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
+                    cursor.execute("DELETE FROM memory_semanticmemory")
+            if have != args.memories:
+                started = time.perf_counter()
+                fill_memories(args.memories, 8)
+                print(f"fill: {time.perf_counter() - started:.0f} s")
+            else:
+                SemanticMemory.objects.filter(archived_at__isnull=False).update(
+                    archived_at=None
+                )  # archive again
+                with maintenance(), connection.cursor() as cursor:
+                    cursor.execute("VACUUM ANALYZE memory_semanticmemory")
+            total = 0.0
+            for name, job in (
+                ("promotion", promotion_pass),
+                ("forgetting", forgetting_pass),
+                ("summaries", summaries_pass),
+            ):
+                took, counts = timed_run(job)
+                total += took
+                print(f"{name}: {took:.1f} s  {counts}  ({args.memories / took:,.0f} memories/s)")
+            print(f"consolidation pass over {args.memories:,} memories: {total:.1f} s ({total / 60:.1f} min)")
     if args.hnsw_sample:
         t = tenant("bench_consolidation_hnsw")
         with tenant_context(t):
@@ -221,6 +238,37 @@ def bench_summarize(args: argparse.Namespace) -> None:
         print(f"summary pass: {took:.1f} s {counts}: {counts.get('events', 0) / took:,.0f} events/s")
 
 
+@contextlib.contextmanager
+def celery_worker(concurrency: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker on the bench database and Redis, as ``./engram up`` starts one (prefork,
+    ``concurrency`` processes, each with its embedder; 1: ``--pool solo``), its queue purged first;
+    stopped on exit."""
+    from config.celery import app
+
+    app.control.purge()
+    pool = ["--pool", "solo"] if concurrency == 1 else ["--concurrency", str(concurrency)]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", *pool, "--loglevel", "WARNING"],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_DEBUG": "false"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not app.control.ping(timeout=0.5):
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the Celery worker did not start")
+        yield worker
+    finally:
+        worker.terminate()
+        worker.wait(30)
+
+
+def embedder_threads() -> str:
+    from django.conf import settings
+
+    return str(settings.ENGRAM["EMBEDDING_THREADS"] or "one per core")
+
+
 def bench_async(args: argparse.Namespace) -> None:
     import threading
 
@@ -232,7 +280,8 @@ def bench_async(args: argparse.Namespace) -> None:
     from agents.services import agent_create
     from core.tenancy import maintenance
     from memory.embeddings import get_embedder
-    from memory.semantic.services import MemoryData, memories_create, memory_create, pending_embed
+    from memory.semantic.models import SemanticMemory
+    from memory.semantic.services import MemoryData, memories_create, memory_create
 
     t = tenant("bench_async")
     policy = t.retrieval_policy
@@ -247,68 +296,97 @@ def bench_async(args: argparse.Namespace) -> None:
             cursor.execute("TRUNCATE memory_memoryaccess CASCADE")
             cursor.execute("DELETE FROM memory_semanticmemory")
 
-    with tenant_context(t):
+    def pending() -> int:
+        return SemanticMemory.objects.filter(embedding_dimensions=0, forgotten_at__isnull=True).count()
+
+    n = args.writes
+    print(f"worker processes: {args.concurrency}; ONNX threads per process: {embedder_threads()}")
+    with tenant_context(t), celery_worker(args.concurrency):
         reset()
         agent = Agent.objects.filter(name="writer").first() or agent_create(name="writer")
         embedder.embed(["warm-up"])
-        n = args.writes
-        started = time.perf_counter()
-        embedder.embed([text(i, "probe") for i in range(min(n, 500))])
-        per_text = (time.perf_counter() - started) / min(n, 500) * 1000
-        print(f"embedder alone, one call of {min(n, 500)} texts: {per_text:.2f} ms per text")
-
-        started = time.perf_counter()
-        for i in range(n):
-            memory_create(agent=agent, data=MemoryData(content=text(i, "sync")), policy=policy)
-        sync = time.perf_counter() - started
-        print(f"sync (accepted = embedded = searchable): {n / sync:,.0f} writes/s ({sync:.1f} s)")
-
-        # async, pipelined as deployed: the worker drains while the client writes (a thread here, with
-        # its own connection; ONNX and the database release the GIL)
-        accepted_at: list[float] = []
-        drained: list[tuple[float, int]] = []
-        done = threading.Event()
-
-        def worker() -> None:
-            with tenant_context(t):
-                total = 0
-                while True:
-                    report = pending_embed(policy=policy, limit=256)
-                    total += report.embedded + report.merged
-                    if report.embedded + report.merged:
-                        drained.append((time.perf_counter(), total))
-                    elif done.is_set() and total >= n:
-                        break
-                    else:
-                        time.sleep(0.005)
-            connection.close()
-
-        thread = threading.Thread(target=worker)
-        started = time.perf_counter()
-        thread.start()
-        for i in range(n):
-            memory_create(
-                agent=agent, data=MemoryData(content=text(i, "async")), policy=policy, write="async"
+        for size in (1, 32, 64, 128, 256):  # the ceiling: the embedder's own cost per text by call size
+            texts = [text(i, f"probe-{size}") for i in range(256)]
+            started = time.perf_counter()
+            for start in range(0, 256, size):
+                embedder.embed(texts[start : start + size])
+            per_text = (time.perf_counter() - started) / 256 * 1000
+            print(
+                f"embedder alone, calls of {size}: {per_text:.2f} ms per text  (load {os.getloadavg()[0]:.1f})"
             )
-            accepted_at.append(time.perf_counter())
-        accepted = time.perf_counter() - started
-        done.set()
-        thread.join()
-        end_to_end = drained[-1][0] - started
-        delays, k = [], 0
-        for i, at in enumerate(accepted_at):  # oldest first: memory i is embedded once the count passes i
-            while drained[k][1] <= i:
-                k += 1
-            delays.append(drained[k][0] - at)
-        p50, p95 = np.percentile(delays, [50, 95])
-        print(f"async accepted: {n / accepted:,.0f} writes/s ({accepted:.1f} s)")
-        print(
-            f"async end to end (accepted -> embedded -> searchable, worker pipelined): {n / end_to_end:,.0f} "
-            f"writes/s ({end_to_end:.1f} s); delay until searchable p50 {p50 * 1000:.0f} ms, "
-            f"p95 {p95 * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms"
-        )
-        print(f"ratio async/sync: accepted {sync / accepted:.1f}x, end to end {sync / end_to_end:.1f}x")
+        # the worker loads its embedder on its first task
+        memory_create(agent=agent, data=MemoryData(content="warm-up"), policy=policy, write="async")
+        while pending():
+            time.sleep(0.1)
 
+        for round_ in range(args.rounds):  # sync and async side by side, each on an empty store
+            reset()
+            started = time.perf_counter()
+            for i in range(n):
+                memory_create(agent=agent, data=MemoryData(content=text(i, f"r{round_}")), policy=policy)
+            sync = time.perf_counter() - started
+            live = SemanticMemory.objects.filter(forgotten_at__isnull=True).count()
+            print(
+                f"[{round_}] sync (accepted = embedded = searchable): {n / sync:,.1f} writes/s ({sync:.1f} s); "
+                f"{live} live memories  (load {os.getloadavg()[0]:.1f})"
+            )
+
+            # async, the same texts on an empty store again (so the same memories must stay live): the
+            # client writes while the real worker (another process) drains; a thread of this process
+            # counts what is still pending every 20 ms
+            reset()
+            accepted_at: list[float] = []
+            drained: list[tuple[float, int]] = []  # (when, how many of the writes were embedded or merged)
+            done = threading.Event()
+
+            def watch(
+                accepted_at: list[float], drained: list[tuple[float, int]], done: threading.Event
+            ) -> None:
+                with tenant_context(t):
+                    while True:
+                        written = len(accepted_at)  # committed before the count below starts
+                        left = pending()
+                        drained.append((time.perf_counter(), written - left))
+                        if done.is_set() and written == n and left == 0:
+                            break
+                        time.sleep(0.02)
+                connection.close()
+
+            watcher = threading.Thread(target=watch, args=(accepted_at, drained, done))
+            started = time.perf_counter()
+            watcher.start()
+            for i in range(n):
+                memory_create(
+                    agent=agent,
+                    data=MemoryData(content=text(i, f"r{round_}")),
+                    policy=policy,
+                    write="async",
+                )
+                accepted_at.append(time.perf_counter())
+            accepted = time.perf_counter() - started
+            done.set()
+            watcher.join()
+            end_to_end = drained[-1][0] - started
+            delays, k = [], 0
+            for i, at in enumerate(accepted_at):  # oldest first: memory i is embedded once the count passes i
+                while drained[k][1] <= i:
+                    k += 1
+                delays.append(drained[k][0] - at)
+            p50, p95 = np.percentile(delays, [50, 95])
+            live = SemanticMemory.objects.filter(forgotten_at__isnull=True).count()
+            print(f"[{round_}] async accepted: {n / accepted:,.1f} writes/s ({accepted:.1f} s)")
+            print(
+                f"[{round_}] async end to end (first request -> last embedded, searchable): "
+                f"{n / end_to_end:,.1f} writes/s ({end_to_end:.1f} s); delay until searchable "
+                f"p50 {p50 * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms; "
+                f"{live} live memories  (load {os.getloadavg()[0]:.1f})"
+            )
+            print(
+                f"[{round_}] ratio async/sync: accepted {sync / accepted:.1f}x, end to end {sync / end_to_end:.1f}x"
+            )
+
+        if not args.batches:
+            return
         # the same writes in batches of 500 (POST /api/v1/memories with an array: one embedder call each)
         for label, vectors in (("embedded by the service", False), ("client-supplied vectors", True)):
             texts = [text(i, f"batch-{vectors}") for i in range(n)]
@@ -429,7 +507,10 @@ def main() -> None:
     s = sub.add_parser("summarize")
     s.add_argument("--events", type=int, default=100_000)
     a = sub.add_parser("async")
-    a.add_argument("--writes", type=int, default=2_000)
+    a.add_argument("--writes", type=int, default=1_000)
+    a.add_argument("--rounds", type=int, default=2)
+    a.add_argument("--concurrency", type=int, default=2)
+    a.add_argument("--batches", action=argparse.BooleanOptionalAction, default=True)
     lo = sub.add_parser("locomo")
     lo.add_argument("--path", default=str(ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev5.json"))
     args = parser.parse_args()

@@ -663,10 +663,12 @@ def summaries_pass(*, now: datetime | None = None, batch: int | None = None) -> 
                 memories = summaries_put(
                     items=[SummaryText(n.session_id, n.content, n.memory_id) for n in written]
                 )
+                linked = []
                 for node, memory in zip(written, memories, strict=True):
                     if node.memory_id != memory.pk:
                         node.memory = memory
-                        node.save(update_fields=["memory"])
+                        linked.append(node)
+                SummaryNode.objects.bulk_update(linked, ["memory"])
                 if written:
                     decision_record(
                         agent=system_agent_get(),
@@ -793,7 +795,7 @@ def summary_tree_rebuild(*, session_id: str) -> list[SummaryNode]:
         memories = summaries_put(items=[SummaryText(n.session_id, n.content, n.memory_id) for n in written])
         for node, memory in zip(written, memories, strict=True):
             node.memory = memory
-            node.save(update_fields=["memory"])
+        SummaryNode.objects.bulk_update(written, ["memory"])
         decision_record(
             agent=system_agent_get(),
             session_id=TRAIL_SESSION,

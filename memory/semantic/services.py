@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import re
+import time
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -20,14 +21,17 @@ import numpy as np
 import redis
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
 from core.errors import DomainError, InvalidInput, NotFound, PermissionDenied
 from core.locks import advisory_xact_lock
-from core.tasks import queue_later, queue_on_commit
-from core.tenancy import current_tenant
+from core.redis import get_redis, tenant_key
+from core.tasks import queue_later
+from core.tenancy import current_schema, current_tenant
 from memory.embeddings import Embedder, check_vector, embed_query, get_embedder
 from memory.episodic.models import Event
 from memory.episodic.services import agent_session, decision_record, person_session
@@ -483,7 +487,9 @@ def memories_create(
     The texts that need it are embedded in one embedder call, before the transaction. With
     ``write="async"`` (write-back) only step 1 runs at once: the new memories are stored *pending*
     (no vector) and ``accepted``, and the worker (``memory.semantic.tasks.embed_pending``, queued on
-    commit and swept by beat) embeds them in batches and runs step 2 (``pending_embed``).
+    commit and swept by beat) embeds them in batches and runs step 2 (``pending_embed``). A single
+    async write without a vector is tried first as one insert that the unique constraint of step 1
+    stops (``_pending_accept``); when it does, the steps above reinforce the duplicate.
 
     With ``batch`` (the caller sent an array) a domain error names its item: ``memories[<i>].<field>``.
     Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or agent,
@@ -507,6 +513,12 @@ def memories_create(
                 exc.field = f"{prefix}{exc.field}"
             raise
     vectors: dict[int, np.ndarray] = dict(supplied)
+    if write == "async" and len(items) == 1 and not supplied:
+        memory = _pending_accept(
+            agent=agent, data=items[0], digest=digests[0], audience=audiences[0], embedder=embedder
+        )
+        if memory is not None:
+            return [WriteResult(memory, "accepted")]
     # A single write's text is embedded on another core while the exact-duplicate lookup waits for
     # the database (the model and psycopg release the GIL): the lookup's round trip no longer adds
     # to the write. Only an exact duplicate wastes that embedding (its result, or its failure, is
@@ -743,6 +755,52 @@ def _create_unless_near(
     return WriteResult(memory, "created")
 
 
+def _pending_accept(
+    *, agent: Agent, data: MemoryData, digest: str, audience: tuple[list[int], list[str]], embedder: Embedder
+) -> SemanticMemory | None:
+    """Store one async write as a pending memory with its access clock, in one statement (outside a
+    transaction that is also its commit: one round trip where step 1's query, the two inserts and
+    the commit took five, ~8 ms each at load 12), unless it is an exact duplicate: the insert does
+    nothing when a live memory of the agent has the same scope and ``content_hash`` (the unique
+    constraint ``semantic_live_content_uniq``, which is step 1's rule), and None is returned for
+    the pipeline to reinforce that memory. Queues the worker's drain on commit."""
+    now = timezone.now()
+    memory = _new_memory(
+        agent=agent,
+        data=data,
+        index=0,
+        digest=digest,
+        audience=audience,
+        vector=None,
+        embedder=embedder,
+        now=now,
+    )
+    # The ORM's own INSERT (its columns, defaults and conversions), wrapped in a statement that also
+    # writes the access row of what it inserted
+    query = InsertQuery(SemanticMemory, on_conflict=OnConflict.IGNORE)
+    query.insert_values([f for f in SemanticMemory._meta.concrete_fields if not f.generated], [memory])
+    compiler = query.get_compiler(connection=connection)
+    compiler.returning_fields = [SemanticMemory._meta.pk]
+    [(insert_sql, insert_params)] = compiler.as_sql()
+    stability = consolidation_policy().initial_stability_hours
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH new AS ({insert_sql}) "
+            f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
+            "SELECT id, %s, 0, %s FROM new RETURNING memory_id",
+            [*insert_params, now, stability],
+        )
+        if cursor.fetchone() is None:
+            return None
+    memory._state.adding, memory._state.db = False, connection.alias
+    memory.access = MemoryAccess(
+        memory=memory, last_accessed_at=now, access_count=0, stability_hours=stability
+    )
+    memory.agent = agent
+    transaction.on_commit(_embed_schedule, robust=True)
+    return memory
+
+
 def _write(
     *,
     agent: Agent,
@@ -788,7 +846,7 @@ def _write(
             cursor.execute(_INSERT_SQL, _insert_params(created, texts=texts, now=now, stability=stability))
         _mark_saved(created, agent=agent, now=now, stability=stability)
         if any(m.embedding is None for m in created.values()):
-            queue_on_commit("memory.semantic.tasks.embed_pending", once_per_transaction=True)
+            transaction.on_commit(_embed_schedule, robust=True)
 
     def target(match: _Match) -> Any:
         """The memory a duplicate reinforces: a stored one, or the one an earlier item created (or,
@@ -813,6 +871,41 @@ def _write(
     return results
 
 
+def embed_scheduled_key() -> str:
+    """The current tenant's Redis flag ``{<schema>}:semantic:embed:scheduled``: set while a drain of
+    its pending memories is queued and has not started yet."""
+    return tenant_key("semantic", "embed", "scheduled")
+
+
+def _embed_schedule() -> None:
+    """After an async write commits: queue the worker's drain (``memory.semantic.tasks.embed_pending``)
+    to start ``ENGRAM_ASYNC_EMBED_DELAY_SECONDS`` later, unless one is already queued and has not
+    started (``SET NX PX`` of ``embed_scheduled_key`` for that long). Every write committed while the
+    flag is set committed before the queued drain starts, so that drain reads it: one drain and one
+    batched embedder call for the writes of a burst, where a message per write kept the worker
+    running a task per write, most of them finding the rows already taken (and a Redis round trip
+    of the web process per write). Best effort like every publish: a lost message is caught by beat's
+    ``pending_sweep``; with Redis unreachable the drain is queued at once. A process that set the
+    flag itself skips Redis until it expires: the drain it queued has not started before then."""
+    delay = float(settings.ENGRAM_ASYNC_EMBED_DELAY_SECONDS)
+    schema = current_schema()
+    started = time.monotonic()
+    if started < _embed_scheduled_until.get(schema, 0.0):
+        return
+    try:
+        first = bool(get_redis().set(embed_scheduled_key(), "1", nx=True, px=max(1, int(delay * 1000))))
+    except redis.RedisError as exc:
+        logger.warning("async embedding queued without coalescing: Redis is unavailable (%s)", exc)
+        first = True
+    if first:
+        _embed_scheduled_until[schema] = started + delay  # measured before the flag was set
+        queue_later("memory.semantic.tasks.embed_pending", seconds=delay)
+
+
+# schema -> monotonic time until which the drain this process queued has not started
+_embed_scheduled_until: dict[str, float] = {}
+
+
 @dataclass(frozen=True)
 class PendingReport:
     """What one ``pending_embed`` batch did: memories embedded, merged into a near duplicate."""
@@ -829,12 +922,16 @@ def pending_embed(
     function), in order, so two near duplicates in one batch merge too: a near duplicate reinforces
     the memory it matches and is merged into it (``merged_into``, hidden; its id still answers with
     the memory it became). Set-based: one statement finds the stored near duplicates, one writes
-    the vectors, one marks the merged rows. Rows are claimed with ``SKIP LOCKED`` (several workers
-    share the queue). Raises ``EmbedderUnavailable`` when the embedder is down (the rows stay
-    pending)."""
+    the vectors, one marks the merged rows. Drains of a tenant take turns (a transaction's
+    advisory lock, taken before the rows are claimed): two at once (a worker of two processes)
+    each looked for near duplicates among the vectors committed before the other's, so a pair
+    claimed apart stayed two memories or merged the earlier into the later. Rows locked by
+    another writer are skipped (``SKIP LOCKED``). Raises ``EmbedderUnavailable`` when the
+    embedder is down (the rows stay pending)."""
     embedder = embedder or get_embedder()
     dims = int(embedder.dimensions)
     with transaction.atomic():
+        advisory_xact_lock("semantic-embed-drain")
         rows = list(
             SemanticMemory.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(embedding_dimensions=0, forgotten_at__isnull=True)
@@ -892,6 +989,15 @@ def pending_embed(
 SUMMARY_EMBED_CHARS = 1200
 
 
+def _summary_embed_text(content: str) -> str:
+    """What a summary is embedded from: its body (the header line after which it starts, naming the
+    session and the event range, is the same words in every summary: ~20 of the 256 word pieces
+    embedded, that would only pull every summary's vector towards the others), cut at
+    ``SUMMARY_EMBED_CHARS``."""
+    head, _, body = content.partition("\n")
+    return (body or head)[:SUMMARY_EMBED_CHARS]
+
+
 @dataclass(frozen=True)
 class SummaryText:
     """A summary to store as a semantic memory of type ``summary`` (``memory_id`` None: a new one)."""
@@ -912,11 +1018,12 @@ def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = N
     embedder = embedder or get_embedder()
     existing = SemanticMemory.objects.in_bulk([i.memory_id for i in items if i.memory_id is not None])
     todo = [i for i in items if i.memory_id is None or existing[i.memory_id].forgotten_at is None]
-    texts = [i.content[:SUMMARY_EMBED_CHARS] for i in todo]
+    texts = [_summary_embed_text(i.content) for i in todo]
     vectors = dict(zip(map(id, todo), embedder.embed(texts), strict=True)) if todo else {}
     system = system_agent_get()
     stability = consolidation_policy().initial_stability_hours
     out: list[SemanticMemory] = []
+    fresh: list[SemanticMemory] = []
     now = timezone.now()
     with transaction.atomic():
         for item in items:
@@ -940,7 +1047,7 @@ def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = N
                     ]
                 )
             else:
-                memory = SemanticMemory.objects.create(
+                memory = SemanticMemory(
                     agent=system,
                     scope=MemoryScope.SHARED,
                     memory_type=MemoryType.SUMMARY,
@@ -954,8 +1061,13 @@ def summaries_put(*, items: Sequence[SummaryText], embedder: Embedder | None = N
                     embedding_dimensions=embedder.dimensions,
                     created_at=now,
                 )
-                MemoryAccess.objects.create(memory=memory, last_accessed_at=now, stability_hours=stability)
+                fresh.append(memory)
             out.append(memory)
+        if fresh:  # one insert for the new ones and one for their clocks
+            SemanticMemory.objects.bulk_create(fresh)
+            MemoryAccess.objects.bulk_create(
+                [MemoryAccess(memory=m, last_accessed_at=now, stability_hours=stability) for m in fresh]
+            )
     return out
 
 

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from core.tasks import TenantTask, for_each_tenant
+from core.tasks import TenantTask, for_each_tenant, queue_later
 from core.tenancy import current_tenant
 
 from .selectors import pending_exists
 from .services import accesses_flush, pending_embed
 from .touches import touches_waiting
 
-# One task embeds at most this many batches, then leaves the rest to the next (bounded work per
-# message; the beat sweep and later writes queue more).
+# One task embeds at most this many batches, then queues the next task for the rest (bounded work
+# per message, so a worker killed mid-drain redoes at most one batch's worth of messages).
 MAX_BATCHES = 40
 
 
 @shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
 def embed_pending(batch: int = 256) -> dict[str, int]:
     """Embed the tenant's pending memories, ``batch`` at a time (one embedder call each), until none
-    is left or ``MAX_BATCHES`` batches are done. Queued after each async write's commit (once per
-    transaction) and swept by beat every ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS``. Idempotent: rows are
-    claimed under lock and an embedded row is no longer pending. Returns the counts."""
+    is left or ``MAX_BATCHES`` batches are done (then it queues itself again for the rest). Queued
+    by the first async write of a burst to start ``ENGRAM_ASYNC_EMBED_DELAY_SECONDS`` after it
+    (``services._embed_schedule``) and swept by beat every ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS``.
+    Idempotent: rows are claimed under lock and an embedded row is no longer pending. Returns the
+    counts."""
     policy = current_tenant().retrieval_policy
     embedded = merged = 0
     for _ in range(MAX_BATCHES):
@@ -30,6 +32,8 @@ def embed_pending(batch: int = 256) -> dict[str, int]:
         merged += report.merged
         if report.embedded + report.merged < batch:
             break
+    else:
+        queue_later("memory.semantic.tasks.embed_pending", batch, seconds=0)
     return {"embedded": embedded, "merged": merged}
 
 

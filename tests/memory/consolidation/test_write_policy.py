@@ -4,13 +4,25 @@ writes); conversation-window turns trimmed by the window's bound go to the episo
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from django.db import connection
 from django_tenants.utils import tenant_context
 
+from agents.services import agent_create
+from core.redis import get_redis
+from memory.embeddings import Embedder, get_embedder
 from memory.episodic.models import Event
 from memory.semantic.models import SemanticMemory
+from memory.semantic.services import (
+    MemoryData,
+    PendingReport,
+    embed_scheduled_key,
+    memory_create,
+    pending_embed,
+)
 from tenants.models import Tenant
 from tests.factories import Caller, make_caller, remember, requires_model, search
 
@@ -92,3 +104,58 @@ def test_the_tenant_may_turn_the_window_log_off(alice: Caller) -> None:
         )
     with tenant_context(alice.tenant):
         assert not Event.objects.filter(session_id="s-win2").exists()
+
+
+class _HeldEmbedder:
+    """The real embedder, holding the drain that calls it inside its transaction (after it claimed its
+    rows, before it looks for their near duplicates) until ``release`` is set or 5 s have passed."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dimensions = inner, inner.name, inner.dimensions
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.entered.set()
+        self.release.wait(5)
+        return self.inner.embed(texts)
+
+
+@requires_model
+def test_two_drains_at_once_merge_the_later_near_duplicate_into_the_earlier(scratch_tenant: Tenant) -> None:
+    """A worker with two processes runs two drains at once: when each claims one memory of a
+    near-duplicate pair, the later write must still be merged into the earlier one, as the
+    synchronous path (and one drain) would do, not the earlier into the later."""
+    with tenant_context(scratch_tenant):
+        # no drain is queued by these writes (the flag says one is): the test runs the two itself
+        get_redis().set(embed_scheduled_key(), "1", px=60_000)
+        agent = agent_create(name="pair")
+        policy = scratch_tenant.retrieval_policy
+        earlier, later = (
+            memory_create(agent=agent, data=MemoryData(content=text), policy=policy, write="async").memory.pk
+            for text in ("The staging cluster is called Borealis.", "The staging cluster is called Borealis")
+        )
+    held = _HeldEmbedder(get_embedder())
+    reports: dict[str, PendingReport] = {}
+
+    def drain(name: str, embedder: Embedder) -> None:
+        try:
+            with tenant_context(scratch_tenant):
+                reports[name] = pending_embed(policy=policy, limit=1, embedder=embedder)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=drain, args=("first", held))
+    first.start()
+    assert held.entered.wait(60), "the first drain never embedded"
+    second = threading.Thread(target=drain, args=("second", get_embedder()))
+    second.start()
+    second.join(60)  # while the first drain still holds its claim (unless the second waits for it)
+    held.release.set()
+    first.join(60)
+    second.join(60)
+    assert set(reports) == {"first", "second"}
+    with tenant_context(scratch_tenant):
+        kept = SemanticMemory.objects.get(pk=earlier)
+        merged = SemanticMemory.objects.get(pk=later)
+        assert kept.forgotten_at is None and not kept.pending
+        assert merged.merged_into_id == kept.pk and merged.forgotten_at is not None
