@@ -166,7 +166,7 @@ def logged_in(door: Door, username: str) -> Client:
 @pytest.fixture
 def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     """Tenant alpha with a row in each model its admin registers: agents and keys (the callers),
-    a semantic memory, a checkpoint, events, predicate, entities, facts and an open contradiction,
+    a semantic memory, a store item, a checkpoint, events, predicate, entities, facts and an open contradiction,
     tools, a published skill with a reported run and an agent's proposed draft, a chain check, an
     anchor, an export, a retention rule and run, a legal hold, an erasure request, an admin log entry
     and a consolidation pass (its runs, a promotion, summary nodes); users and the review groups
@@ -175,6 +175,9 @@ def tenant_seeded(alice: Caller, bob: Caller) -> Tenant:
     assert created.status_code == 201, created.content
     saved = alice.post("/api/v1/sessions/s-seed/checkpoints", checkpoint_body(1))
     assert saved.status_code == 201, saved.content
+    item = {"namespace": ["users", "alice"], "key": "prefs", "value": {"drink": "tea"}}
+    stored = alice.post("/api/v1/store/items", item)
+    assert stored.status_code == 201, stored.content
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
     ran = alice.post("/api/v1/skills/reset-password/runs", {"version": 1, "success": True})
