@@ -21,8 +21,6 @@ import numpy as np
 import redis
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models.constants import OnConflict
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from agents.models import Agent
@@ -617,13 +615,14 @@ _INSERT_ROWS = f"""
         fact_hint jsonb, source_event_id bigint)
     {{where}}
     ORDER BY r.i
+    {{conflict}}
     RETURNING id
 """
 _INSERT_ACCESS = (
     f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
     "SELECT id, %s, 0, %s FROM ins"
 )
-_INSERT_SQL = f"WITH ins AS ({_INSERT_ROWS.format(where='')}) {_INSERT_ACCESS}"
+_INSERT_SQL = f"WITH ins AS ({_INSERT_ROWS.format(where='', conflict='')}) {_INSERT_ACCESS}"
 
 
 def _insert_params(
@@ -740,7 +739,7 @@ def _create_unless_near(
     created = {0: memory}
     sql = (
         f"{_NEAR_OPTIONS}; {_near_sql(int(embedder.dimensions))}, "
-        f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)')}), acc AS ({_INSERT_ACCESS}) "
+        f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({_INSERT_ACCESS}) "
         f"SELECT count(*) FROM near; {_NEAR_RESET}"
     )
     params = _near_params([(agent.pk, data.scope)], [text], embedder, policy)
@@ -775,28 +774,18 @@ def _pending_accept(
         embedder=embedder,
         now=now,
     )
-    # The ORM's own INSERT (its columns, defaults and conversions), wrapped in a statement that also
-    # writes the access row of what it inserted
-    query = InsertQuery(SemanticMemory, on_conflict=OnConflict.IGNORE)
-    query.insert_values([f for f in SemanticMemory._meta.concrete_fields if not f.generated], [memory])
-    compiler = query.get_compiler(connection=connection)
-    compiler.returning_fields = [SemanticMemory._meta.pk]
-    [(insert_sql, insert_params)] = compiler.as_sql()
     stability = consolidation_policy().initial_stability_hours
+    created = {0: memory}
+    # the live-content unique constraint stops an exact duplicate's row, and so its access row
+    unless_duplicate = _INSERT_ROWS.format(where="", conflict="ON CONFLICT DO NOTHING")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH new AS ({insert_sql}) "
-            f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
-            "SELECT id, %s, 0, %s FROM new RETURNING memory_id",
-            [*insert_params, now, stability],
+            f"WITH ins AS ({unless_duplicate}) {_INSERT_ACCESS} RETURNING memory_id",
+            _insert_params(created, texts={}, now=now, stability=stability),
         )
         if cursor.fetchone() is None:
             return None
-    memory._state.adding, memory._state.db = False, connection.alias
-    memory.access = MemoryAccess(
-        memory=memory, last_accessed_at=now, access_count=0, stability_hours=stability
-    )
-    memory.agent = agent
+    _mark_saved(created, agent=agent, now=now, stability=stability)
     transaction.on_commit(_embed_schedule, robust=True)
     return memory
 
