@@ -39,6 +39,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ._adapter import ClientsHolder
 from .client import AsyncEngramClient, Call, EngramClient, _segment
 from .langgraph_store import EngramStore
 
@@ -198,7 +199,7 @@ class _Requests:
         )
 
 
-class EngramCheckpointSaver(BaseCheckpointSaver[str]):
+class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer that keeps its checkpoints in Engram, as one agent (its API key).
 
     ``base_url`` and ``api_key`` as for ``EngramClient`` (or pass ready ``client`` /
@@ -222,46 +223,8 @@ class EngramCheckpointSaver(BaseCheckpointSaver[str]):
         timeout: float = 30.0,
     ) -> None:
         super().__init__(serde=serde)
-        if client is None and async_client is None and not (base_url and api_key):
-            raise ValueError("EngramCheckpointSaver needs base_url and api_key, or a client.")
-        self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
-        self._client, self._async_client = client, async_client
+        self._clients_init("EngramCheckpointSaver", base_url, api_key, client, async_client, timeout)
         self.data_subject = data_subject
-
-    @property
-    def client(self) -> EngramClient:
-        if self._client is None:
-            self._client = EngramClient(self._base_url, self._api_key, timeout=self._timeout)
-        return self._client
-
-    @property
-    def async_client(self) -> AsyncEngramClient:
-        if self._async_client is None:
-            self._async_client = AsyncEngramClient(self._base_url, self._api_key, timeout=self._timeout)
-        return self._async_client
-
-    def close(self) -> None:
-        """Close the sync client (if this saver made it)."""
-        if self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        """Close both clients."""
-        self.close()
-        if self._async_client is not None:
-            await self._async_client.aclose()
-
-    def __enter__(self) -> EngramCheckpointSaver:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> EngramCheckpointSaver:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # --- sync ------------------------------------------------------------------------------
 

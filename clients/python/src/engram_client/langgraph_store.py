@@ -41,6 +41,7 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
+from ._adapter import ClientsHolder
 from .client import AsyncEngramClient, Call, EngramClient
 from .errors import NotFound
 
@@ -143,7 +144,7 @@ class _Requests:
         return [tuple(ns) for ns in body["results"]]
 
 
-class EngramStore(BaseStore):
+class EngramStore(ClientsHolder, BaseStore):
     """LangGraph's ``BaseStore`` kept in Engram, as one agent (its API key), shared with the
     tenant's other agents.
 
@@ -170,49 +171,11 @@ class EngramStore(BaseStore):
         async_client: AsyncEngramClient | None = None,
         timeout: float = 30.0,
     ) -> None:
-        if client is None and async_client is None and not (base_url and api_key):
-            raise ValueError("EngramStore needs base_url and api_key, or a client.")
-        self._base_url, self._api_key, self._timeout = base_url, api_key, timeout
-        self._client, self._async_client = client, async_client
+        self._clients_init("EngramStore", base_url, api_key, client, async_client, timeout)
         self.index_config = index
         self.ttl_config = ttl
         fields = list(index.get("fields") or ["$"]) if index else None
         self._requests = _Requests(fields, data_subject)
-
-    @property
-    def client(self) -> EngramClient:
-        if self._client is None:
-            self._client = EngramClient(self._base_url, self._api_key, timeout=self._timeout)
-        return self._client
-
-    @property
-    def async_client(self) -> AsyncEngramClient:
-        if self._async_client is None:
-            self._async_client = AsyncEngramClient(self._base_url, self._api_key, timeout=self._timeout)
-        return self._async_client
-
-    def close(self) -> None:
-        """Close the sync client (if this store made it)."""
-        if self._client is not None:
-            self._client.close()
-
-    async def aclose(self) -> None:
-        """Close both clients."""
-        self.close()
-        if self._async_client is not None:
-            await self._async_client.aclose()
-
-    def __enter__(self) -> EngramStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> EngramStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order (see the module docstring); one result per operation: an ``Item`` or
