@@ -14,7 +14,7 @@ retention pass over a million memories.
 
 The others' rows are written with SQL (``generate_series``) to keep the fill to minutes, so two
 things differ from rows written by agents: the others' events carry stand-in hashes (the erasure
-does not verify the chain: ``verify_chain`` has its own benchmark in ``compliance.py``), and the
+does not verify the chain: ``verify_chain`` has its own benchmark in ``audit_trail.py``), and the
 memories carry ``--dims`` (default 16) dimensional vectors, a dimension without an HNSW index (a
 million 384-d inserts into HNSW take far longer than the run). Tenants are dropped and made again
 on each run. It prints the figures with the load average and exits 1 if a target is missed::
@@ -41,7 +41,7 @@ SUBJECT = "subject-bench-42"
 
 
 def signing_key_env() -> None:
-    """A signing key for the receipts (``var/bench/secrets``, as ``compliance.py`` makes it)."""
+    """A signing key for the receipts (``var/bench/secrets``, as ``audit_trail.py`` makes it)."""
     if os.environ.get("ENGRAM_SIGNING_KEY") or os.environ.get("ENGRAM_SIGNING_KEY_FILE"):
         return
     from _common import ROOT
