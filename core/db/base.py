@@ -37,6 +37,9 @@ from django_tenants.utils import get_limit_set_calls, get_public_schema_name, qu
 from core.tenancy import RoleOverride, maintenance_role, quote_ident, roles_enabled, tenant_role
 
 RESET_SQL = "RESET ROLE; RESET search_path"
+# psycopg's prepare_threshold for connections fetch_prepared uses: prepare what it asks for
+# (prepare=True), never anything else automatically (Django leaves it None, which refuses even that)
+PREPARE_ONLY_WHEN_ASKED = 2**31
 
 
 def reset_pooled_connection(conn: psycopg.Connection[Any]) -> None:
@@ -144,6 +147,13 @@ def fetch_prepared(
     using the new search_path"), so it always reads the current tenant's tables; privileges are
     checked at each execution, under the role the cursor would have (``_handle_search_path``).
 
+    Django opens connections with psycopg's ``prepare_threshold`` ``None`` (no prepared statement
+    at all, for transaction-mode poolers such as PgBouncer before 1.21, which Engram does not sit
+    behind); the first call sets it to ``PREPARE_ONLY_WHEN_ASKED`` on the connection, so only these
+    statements are prepared: Django's own cursors bind on the client and never prepare. psycopg
+    forgets (and deallocates) a connection's prepared statements after a rollback; they are
+    prepared again on their next use.
+
     Like a Django cursor: the connection is opened (or borrowed from the pool) if needed, refused in
     a broken atomic block, its errors raised as Django's ``DatabaseError`` family, and the statement
     recorded in ``connection.queries`` when queries are logged (tests' ``CaptureQueriesContext``).
@@ -161,6 +171,8 @@ def fetch_prepared(
         with wrapper.wrap_database_errors:
             wrapper._handle_search_path()  # the unit's role and search path, when not set already
             raw: psycopg.Connection[Any] = wrapper.connection  # type: ignore[assignment]
+            if raw.prepare_threshold is None:
+                raw.prepare_threshold = PREPARE_ONLY_WHEN_ASKED
             with psycopg.Cursor(raw) as cursor:
                 cursor.execute(sql, params, prepare=True)
                 return cursor.fetchone()
