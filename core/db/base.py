@@ -170,7 +170,7 @@ def fetch_prepared(
     try:
         with wrapper.wrap_database_errors:
             wrapper._handle_search_path()  # the unit's role and search path, when not set already
-            raw: psycopg.Connection[Any] = wrapper.connection  # type: ignore[assignment]
+            raw: psycopg.Connection[Any] = wrapper.connection
             if raw.prepare_threshold is None:
                 raw.prepare_threshold = PREPARE_ONLY_WHEN_ASKED
             with psycopg.Cursor(raw) as cursor:

@@ -174,7 +174,9 @@ def test_the_public_schema_runs_as_the_maintenance_role_and_blocks_nest(tenant_a
     assert current_role() == (maintenance_role(), "public")
 
 
-def test_a_prepared_statement_runs_as_the_units_role_in_its_schema(tenant_a: Tenant, tenant_b: Tenant) -> None:
+def test_a_prepared_statement_runs_as_the_units_role_in_its_schema(
+    tenant_a: Tenant, tenant_b: Tenant
+) -> None:
     """``fetch_prepared`` (the checkpoints' hot statements) switches role and search path like a
     cursor, and its one prepared statement, reused on the same connection across tenants, reads
     the current tenant's table (PostgreSQL re-parses it when the search path changed), under a
@@ -195,7 +197,9 @@ def test_a_prepared_statement_runs_as_the_units_role_in_its_schema(tenant_a: Ten
     ]
     assert len({row[2] for row in seen}) == 1  # one connection: the statement really was reused
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%memory_checkpoint)%"])
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%memory_checkpoint)%"]
+        )
         assert cursor.fetchone()[0] == 1
     privilege = "SELECT has_schema_privilege(%s, 'USAGE')"
     with tenant_context(tenant_a):
