@@ -31,6 +31,10 @@ average. Needs PostgreSQL (pgvector) and Redis from the environment::
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
     .venv/bin/python benchmarks/peers.py --sizes 10000,100000
+
+``--checkpoints-only`` measures the checkpoints alone (``--rounds 8``); with ``--base <checkout>``
+(e.g. ``/work/main``) that checkout's Engram runs in a worker process in the same interleaved
+rounds, for a before / after in one run (its code, this checkout's harness and virtualenv).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from urllib.parse import quote
 
 import corpus
 import numpy as np
-from _common import bench_key, django_setup, percentiles
+from _common import ROOT, bench_key, django_setup, percentiles
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
@@ -350,28 +354,98 @@ def _checkpoint_round(system: Any, rng: random.Random, latencies: dict[tuple[str
         latencies.setdefault((name, "restore latest, PostgreSQL"), []).append(_time(call))
 
 
-def checkpoints_only(rounds: int, seed: int) -> int:
-    """Engram's checkpoints against PostgresSaver alone, rounds interleaved (who goes first
-    alternates); prints p50 / p99 and the ratios with the load average."""
-    systems: list[Any] = [Engram(0, [], None, seed), LangGraph(0, [], None)]
+class BaseWorker:
+    """Engram's checkpoints with another checkout's code (``--base``), in a worker process that
+    runs a round when told: the same rounds, interleaved with this checkout's and LangGraph's."""
+
+    def __init__(self, base: str, seed: int, name: str = "Engram base") -> None:
+        import subprocess
+
+        self.name = name
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--checkpoint-worker", os.path.abspath(base), str(seed), name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+
+    def round(self, latencies: dict[tuple[str, str], list[float]]) -> None:
+        import json
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        for measure, values in json.loads(self.proc.stdout.readline()).items():
+            latencies.setdefault((self.name, measure), []).extend(values)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(60)
+
+
+def checkpoint_worker(seed: int, name: str) -> None:
+    """``--checkpoint-worker <root> <seed> <name>``: rounds of ``Engram`` with the code of ``<root>``
+    (first on ``sys.path``), one per ``go`` line read, each answered with its latencies as JSON."""
+    import json
+
+    from memory.checkpoints import services
+
+    print(f"  {name}: {services.__file__}", file=sys.stderr, flush=True)
+    engram = Engram(0, [], None, seed)
+    rng = random.Random(seed + 1)
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        latencies: dict[tuple[str, str], list[float]] = {}
+        _checkpoint_round(engram, rng, latencies)
+        print(json.dumps({measure: v for (_, measure), v in latencies.items()}), flush=True)
+
+
+def _run_round(system: Any, rng: random.Random, latencies: dict[tuple[str, str], list[float]]) -> None:
+    if isinstance(system, BaseWorker):
+        system.round(latencies)
+    else:
+        _checkpoint_round(system, rng, latencies)
+
+
+def checkpoints_only(rounds: int, seed: int, base: str | None = None) -> int:
+    """Engram's checkpoints against PostgresSaver alone, rounds interleaved (the order rotates
+    each round); with ``base``, another checkout's Engram too, and then both Engrams run in
+    worker processes of their own (``BaseWorker``), so neither shares a process with LangGraph.
+    Prints p50 / p99, the ratios and the load average."""
+    systems: list[Any] = (
+        [BaseWorker(str(ROOT), seed, "Engram"), LangGraph(0, [], None), BaseWorker(base, seed + 7)]
+        if base
+        else [Engram(0, [], None, seed), LangGraph(0, [], None)]
+    )
     rng = random.Random(seed)
     latencies: dict[tuple[str, str], list[float]] = {}
-    for system in systems:  # warm both (connections, prepared plans, scripts loaded)
-        _checkpoint_round(system, rng, {})
+    for system in systems:  # warm every one (connections, prepared plans, scripts loaded)
+        _run_round(system, rng, {})
     loads = []
     for r in range(rounds):
-        for system in systems if r % 2 == 0 else systems[::-1]:
-            _checkpoint_round(system, rng, latencies)
+        shift = r % len(systems)
+        for system in systems[shift:] + systems[:shift]:
+            _run_round(system, rng, latencies)
         loads.append(os.getloadavg()[0])
         print(f"  round {r + 1}/{rounds} done; load {loads[-1]:.1f}", flush=True)
-    print(f"\n{'measure':<40}{'Engram':>16}{'LangGraph':>16}   Engram/LangGraph p50, p99")
+    names = [s.name for s in systems]
+    header = "".join(f"{n:>16}" for n in names)
+    extra = ", Engram/base p50, p99" if base else ""
+    print(f"\n{'measure':<40}{header}   Engram/LangGraph p50, p99{extra}")
     for measure in ("checkpoint save", "restore latest, hot copy", "restore latest, PostgreSQL"):
-        ours, theirs = (percentiles(latencies[(s.name, measure)]) for s in systems)
-        print(
-            f"{measure + ' p50/p99 ms':<40}{ours['p50']:>7.3f} / {ours['p99']:<6.3f}"
-            f"{theirs['p50']:>7.3f} / {theirs['p99']:<6.3f}"
-            f"   {ours['p50'] / theirs['p50']:.2f}x, {ours['p99'] / theirs['p99']:.2f}x"
-        )
+        by = {n: percentiles(latencies[(n, measure)]) for n in names}
+        cells = "".join(f"{by[n]['p50']:>7.3f} / {by[n]['p99']:<6.3f}" for n in names)
+        ours, theirs = by["Engram"], by["LangGraph"]
+        ratios = f"{ours['p50'] / theirs['p50']:.2f}x, {ours['p99'] / theirs['p99']:.2f}x"
+        if base:
+            old = by["Engram base"]
+            ratios += f"; {ours['p50'] / old['p50']:.2f}x, {ours['p99'] / old['p99']:.2f}x"
+        print(f"{measure + ' p50/p99 ms':<40}{cells}   {ratios}")
+    for system in systems:
+        if isinstance(system, BaseWorker):
+            system.close()
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average during rounds {min(loads):.1f}-{max(loads):.1f}; (1, 5, 15 min) at the end: {load}")
     return 0
@@ -392,10 +466,22 @@ def main() -> int:
         action="store_true",
         help="measure checkpoint save and restore alone (no corpus, search or writes; mem0 has none)",
     )
+    parser.add_argument(
+        "--base",
+        help="with --checkpoints-only: another checkout (e.g. /work/main) whose Engram runs in the same rounds",
+    )
+    if sys.argv[1:2] == ["--checkpoint-worker"]:
+        root = sys.argv[2]
+        sys.path.insert(0, root)
+        if str(ROOT) not in sys.path:
+            sys.path.append(str(ROOT))  # so django_setup does not put this checkout before it
+        django_setup()
+        checkpoint_worker(int(sys.argv[3]), sys.argv[4])
+        return 0
     args = parser.parse_args()
     django_setup()
     if args.checkpoints_only:
-        return checkpoints_only(args.rounds, args.seed)
+        return checkpoints_only(args.rounds, args.seed, args.base)
     from search_latency import corpus_vectors
 
     skip = {s.strip().lower() for s in args.skip.split(",") if s.strip()}

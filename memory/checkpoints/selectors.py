@@ -7,15 +7,16 @@ session, see ``memory.checkpoints.services``); each is one query on the unique i
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet, Subquery
+from psycopg.types.numeric import Int8
 
 from agents.models import Agent
+from core.db.base import fetch_prepared
 
-from .models import Checkpoint, CheckpointWrite
+from .models import Checkpoint, CheckpointWrite, document_json
 
 
 def _stream(*, agent: Agent, session_id: str) -> QuerySet[Checkpoint]:
@@ -47,45 +48,47 @@ def checkpoint_by_key(*, agent: Agent, session_id: str, idempotency_key: str) ->
     return _stream(agent=agent, session_id=session_id).filter(idempotency_key=idempotency_key).first()
 
 
+# state, plan and metadata as jsonb text, spliced into the document as they are; the agent is the
+# caller (no join). The index probe of checkpoint_ns_step_idx.
+_LATEST_SQL = (
+    "SELECT id, step_index, idempotency_key, schema_version, created_at, parent_key, "
+    "metadata::text, state::text, plan::text, serialized_type, serialized "
+    "FROM memory_checkpoint WHERE session_id = %s AND agent_id = %s AND checkpoint_ns = %s "
+    "ORDER BY step_index DESC LIMIT 1"
+)
+
+
 def checkpoint_latest_document(
     *, agent: Agent, session_id: str, checkpoint_ns: str = ""
 ) -> tuple[int, bytes] | None:
     """``(step, document JSON bytes)`` of ``agent``'s checkpoint with the highest step index in the
-    session and namespace (``Checkpoint.document_json``), or ``None``.
+    session and namespace (``models.document_json``), or ``None``.
 
-    One probe of ``checkpoint_ns_step_idx`` and no ORM: state and plan come back as ``jsonb`` text
-    and go into the document as they are (neither parsed nor serialised again), and the agent is
-    the caller (no join), where the ORM query it replaces joined the agent, parsed state and plan
-    into Python and the document serialised them again.
+    One probe of ``checkpoint_ns_step_idx`` as a prepared statement (``core.db.base.fetch_prepared``:
+    planned once per connection; planning it on every call cost more than running it), and no
+    ORM or model instance: state, plan and metadata come back as ``jsonb`` text and go into the
+    document as they are (neither parsed nor serialised again), and the agent is the caller.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, step_index, idempotency_key, schema_version, created_at, parent_key, "
-            "metadata::text, state::text, plan::text, serialized_type, serialized, data_subject "
-            "FROM memory_checkpoint WHERE session_id = %s AND agent_id = %s AND checkpoint_ns = %s "
-            "ORDER BY step_index DESC LIMIT 1",
-            [session_id, agent.pk, checkpoint_ns],
-        )
-        row = cursor.fetchone()
+    row = fetch_prepared(_LATEST_SQL, [session_id, Int8(agent.pk), checkpoint_ns])
     if row is None:
         return None
-    pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data, subject = row
-    checkpoint = Checkpoint(
-        id=pk,
+    pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data = row
+    return step, document_json(
+        pk=pk,
         session_id=session_id,
         step_index=step,
         idempotency_key=key,
         schema_version=version,
-        agent=agent,
+        agent_name=agent.name,
         created_at=created_at,
         checkpoint_ns=checkpoint_ns,
         parent_key=parent_key,
-        metadata=json.loads(metadata),
+        metadata_json=metadata,
+        state_json=state,
+        plan_json=plan,
         serialized_type=kind,
         serialized=data,
-        data_subject=subject,
     )
-    return step, checkpoint.document_json(state_json=state, plan_json=plan)
 
 
 def checkpoint_tuples(

@@ -38,10 +38,12 @@ from typing import Any, Literal
 import redis
 from django.db import connection, transaction
 from django.utils import timezone
+from psycopg.types.numeric import Int4, Int8
 from redis.commands.core import Script
 from redis.crc import key_slot
 
 from agents.models import Agent
+from core.db.base import fetch_prepared
 from core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, PermissionDenied
 from core.locks import advisory_xact_lock, lock_name
 from core.metrics import record_lookup
@@ -406,13 +408,13 @@ def checkpoint_save(
     params = {
         "lock": lock_name("ckpt", session_id, agent.pk),
         "session": session_id,
-        "agent": agent.pk,
+        "agent": Int8(agent.pk),  # stable parameter types: one prepared statement
         "key": idempotency_key,
-        "step": step_index,
-        "max_step": MAX_STEP_INDEX,
+        "step": None if step_index is None else Int8(step_index),
+        "max_step": Int8(MAX_STEP_INDEX),
         "state": body.state_json,
         "plan": body.plan_json,
-        "schema_version": schema_version,
+        "schema_version": Int4(schema_version),
         "created_at": created_at,
         "prefix": prefix,
         "data_subject": data_subject,
@@ -501,11 +503,11 @@ _SAVE_SQL = (
 
 
 def _insert_next(params: dict[str, Any]) -> tuple[int, int, str] | None:
-    """Call ``memory_checkpoint_save``: ``(id, step, fingerprint)`` of the checkpoint inserted, or
-    ``None`` (nothing inserted). Outside a transaction the call commits on its own."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SAVE_SQL, params)
-        pk, step, fingerprint = cursor.fetchone()
+    """Call ``memory_checkpoint_save`` as a prepared statement (``fetch_prepared``: the call is
+    parsed once per connection, and the ~2 KiB of state travels as a parameter, not quoted into
+    the statement's text): ``(id, step, fingerprint)`` of the checkpoint inserted, or ``None``
+    (nothing inserted). Outside a transaction the call commits on its own."""
+    pk, step, fingerprint = fetch_prepared(_SAVE_SQL, params) or (None, None, None)
     return None if pk is None else (pk, step, fingerprint)
 
 

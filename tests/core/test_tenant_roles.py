@@ -19,7 +19,7 @@ from django.db import DatabaseError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import schema_context, tenant_context
 
-from core.db.base import reset_pooled_connection
+from core.db.base import fetch_prepared, reset_pooled_connection
 from core.tenancy import login_role, maintenance, maintenance_role, tenant_role
 from memory.procedural.models import Skill
 from tenants.models import Tenant
@@ -172,6 +172,39 @@ def test_the_public_schema_runs_as_the_maintenance_role_and_blocks_nest(tenant_a
             assert current_role()[0] == maintenance_role()
         assert current_role()[0] == tenant_role("alpha")
     assert current_role() == (maintenance_role(), "public")
+
+
+def test_a_prepared_statement_runs_as_the_units_role_in_its_schema(
+    tenant_a: Tenant, tenant_b: Tenant
+) -> None:
+    """``fetch_prepared`` (the checkpoints' hot statements) switches role and search path like a
+    cursor, and its one prepared statement, reused on the same connection across tenants, reads
+    the current tenant's table (PostgreSQL re-parses it when the search path changed), under a
+    role that may not read another tenant's."""
+    probe = (
+        "SELECT current_user::text, current_setting('search_path'), pg_backend_pid(), "
+        "(SELECT count(*) FROM memory_checkpoint)"
+    )
+    seen = []
+    for tenant in (tenant_a, tenant_b, tenant_a):
+        with tenant_context(tenant):
+            seen.append(fetch_prepared(probe, []))
+    assert fetch_prepared(probe.replace("memory_checkpoint", "tenants_tenant"), [])[0] == maintenance_role()
+    assert [row[:2] for row in seen] == [
+        (tenant_role("alpha"), "alpha, public"),
+        (tenant_role("beta"), "beta, public"),
+        (tenant_role("alpha"), "alpha, public"),
+    ]
+    assert len({row[2] for row in seen}) == 1  # one connection: the statement really was reused
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%memory_checkpoint)%"]
+        )
+        assert cursor.fetchone()[0] == 1
+    privilege = "SELECT has_schema_privilege(%s, 'USAGE')"
+    with tenant_context(tenant_a):
+        assert fetch_prepared(privilege, ["alpha"]) == (True,)
+        assert fetch_prepared(privilege, ["beta"]) == (False,)
 
 
 def test_a_schema_without_a_role_fails_instead_of_running_as_the_last_one(tenant_a: Tenant) -> None:
