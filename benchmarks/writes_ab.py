@@ -13,6 +13,9 @@ medians are compared. Kinds:
 - ``events-http``: 20 requests of 100 events from two keep-alive clients to each worker's own
   uvicorn (2 workers), as ``event_append.py`` sends them.
 
+``--batch N`` (events kinds only) sends batches of N events instead of 100 (the API takes up to
+1,000).
+
 Needs what the other benchmarks need (``DATABASE_URL``, ``REDIS_URL``)::
 
     .venv/bin/python benchmarks/writes_ab.py facts --base ../engram-main --rounds 12
@@ -29,7 +32,7 @@ from typing import Any
 NEW = str(Path(__file__).resolve().parent.parent)
 
 
-def worker(kind: str, root: str, base: bool) -> None:
+def worker(kind: str, root: str, base: bool, size: int = 100) -> None:
     sys.path.insert(0, f"{root}/benchmarks")
     os.chdir(root)
     from _common import bench_key, django_setup
@@ -75,7 +78,8 @@ def worker(kind: str, root: str, base: bool) -> None:
 
         rng = random.Random(3)
         start = datetime.now(UTC)
-        state["batches"] = [make_batch(rng, 100, f"ab-s{i // 10}", start) for i in range(2000)]
+        count = 2000 if size == 100 else 200_000 // size  # at least 10 rounds of 20 requests
+        state["batches"] = [make_batch(rng, size, f"ab-s{i // 10}", start) for i in range(count)]
     server: Any = None
     if kind == "events-http":
         from _common import web_server
@@ -135,7 +139,7 @@ def worker(kind: str, root: str, base: bool) -> None:
                             for e in b
                         ],
                     )
-                    n += 100
+                    n += size
         if kind == "events-http":
             import httpx
 
@@ -158,18 +162,18 @@ def worker(kind: str, root: str, base: bool) -> None:
                 t.start()
             for t in threads:
                 t.join()
-            n = 2000
+            n = 20 * size
         print(json.dumps({"rate": n / (time.perf_counter() - t0), "load": os.getloadavg()[0]}), flush=True)
     if server is not None:
         server_cm.__exit__(None, None, None)
 
 
-def driver(kind: str, base: str, rounds: int, warm: int) -> None:
+def driver(kind: str, base: str, rounds: int, warm: int, size: int = 100) -> None:
     env = {**os.environ}
     procs: dict[str, Any] = {}
     for name, root in (("base", str(Path(base).resolve())), ("new", NEW)):
         procs[name] = subprocess.Popen(
-            [sys.executable, __file__, "--worker", kind, root, name],
+            [sys.executable, __file__, "--worker", kind, root, name, str(size)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -198,7 +202,8 @@ def driver(kind: str, base: str, rounds: int, warm: int) -> None:
     import statistics
 
     print(
-        f"{kind}: {rounds} interleaved rounds (after {warm} warm-up), load {min(loads):.1f}-{max(loads):.1f}"
+        f"{kind}{f' (batches of {size})' if kind.startswith('events') else ''}: {rounds} interleaved rounds "
+        f"(after {warm} warm-up), load {min(loads):.1f}-{max(loads):.1f}"
     )
     for name in ("base", "new"):
         v = sorted(rates[name])
@@ -208,7 +213,7 @@ def driver(kind: str, base: str, rounds: int, warm: int) -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--worker"]:
-        worker(sys.argv[2], sys.argv[3], sys.argv[4] == "base")
+        worker(sys.argv[2], sys.argv[3], sys.argv[4] == "base", int(sys.argv[5]))
         return
     import argparse
 
@@ -219,8 +224,9 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=100, help="events per batch (events kinds; default 100)")
     args = parser.parse_args()
-    driver(args.kind, args.base, args.rounds, args.warmup)
+    driver(args.kind, args.base, args.rounds, args.warmup, args.batch)
 
 
 if __name__ == "__main__":

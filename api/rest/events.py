@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from datetime import datetime, tzinfo
+from typing import Any, cast
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -16,13 +19,16 @@ from api.fields import (
     JSONObjectField,
     NullIfBlankCharField,
     StrictSerializer,
+    tenant_json_max_depth,
 )
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
 from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
+from core.canonical_json import json_check
+from core.errors import InvalidInput
 from memory.episodic import selectors, services
-from memory.episodic.models import EventKind, EventRole
+from memory.episodic.models import Event, EventKind, EventRole
 
 MAX_EVENT_CONTENT_CHARS = 200_000
 
@@ -69,6 +75,142 @@ class EventOutputSerializer(serializers.Serializer):
 
     def get_redacted(self, event: Any) -> bool:
         return event.redacted_at is not None
+
+
+_INPUT_FIELDS = frozenset(EventInputSerializer().fields)
+_KINDS = frozenset(EventKind.values)
+_ROLES = frozenset(EventRole.values)
+_PAYLOAD_MAX_BYTES = cast(JSONObjectField, EventInputSerializer().fields["payload"]).max_bytes
+
+
+def _plain_id(value: Any, max_length: int = 200) -> str | None:
+    """A ``CleanCharField(max_length)``'s value for ``value`` when it accepts it as it is (a string,
+    not blank once trimmed, at most ``max_length`` characters trimmed, no NUL); None otherwise."""
+    if value.__class__ is not str:
+        return None
+    trimmed: str = value.strip()
+    if not trimmed or len(trimmed) > max_length or "\x00" in trimmed:
+        return None
+    return trimmed
+
+
+def _plain_time(value: Any, zone: tzinfo) -> datetime | None:
+    """``AwareDateTimeField``'s value for an ISO 8601 string with an offset and no surrounding
+    whitespace (what ``datetime.fromisoformat`` reads, and so ``parse_datetime`` first), in
+    ``zone``; None for anything else."""
+    if value.__class__ is not str or len(value) != len(value.strip()):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+        if parsed.utcoffset() is None:
+            return None
+        return parsed.astimezone(zone)
+    except (ValueError, OverflowError):
+        return None
+
+
+def events_fast(items: list[Any]) -> list[services.EventData] | None:
+    """The events of a request body (a list of parsed JSON items) when every item is plainly valid,
+    with the values ``EventInputSerializer`` gives them; None when any item is not (then the
+    serializer runs, and names each error). A one-pass check of the same rules without a DRF field
+    per value: the serializer's per-event cost was about a third of an append request (profiled).
+
+    Accepted only when the serializer accepts, with equal values (``tests/api/test_events_fast.py``
+    compares the two on generated input): keys among the serializer's; ``session_id``,
+    ``execution_id`` (or null) and ``data_subject`` as ``CleanCharField`` takes them (trimmed, not
+    blank, at most 200 characters, no NUL); ``kind`` and ``role`` (default ``assistant``) among the
+    choices; ``content`` (default ``""``) a string of at most 200,000 characters without NUL;
+    ``payload`` (default ``{}``) an object passing ``json_check`` at the tenant's depth and at most
+    256 KiB as ``json.dumps`` writes it; content or payload not empty; ``occurred_at`` an ISO 8601
+    string with an offset, in the current time zone. Lone surrogates never reach a view (the
+    parser refuses them)."""
+    zone = timezone.get_current_timezone()
+    depth: int | None = None
+    out: list[services.EventData] = []
+    for item in items:
+        if item.__class__ is not dict or not _INPUT_FIELDS.issuperset(item):
+            return None
+        session_id = _plain_id(item.get("session_id"))
+        kind = item.get("kind")
+        role = item.get("role", EventRole.ASSISTANT)
+        occurred_at = _plain_time(item.get("occurred_at"), zone)
+        if kind.__class__ is not str or role.__class__ not in (str, EventRole):
+            return None
+        if session_id is None or occurred_at is None or kind not in _KINDS or role not in _ROLES:
+            return None
+        execution_id = item.get("execution_id")
+        if execution_id is not None:
+            execution_id = _plain_id(execution_id)
+            if execution_id is None:
+                return None
+        data_subject = ""
+        if "data_subject" in item:
+            data_subject = _plain_id(item["data_subject"])  # type: ignore[assignment]
+            if data_subject is None:
+                return None
+        content = item.get("content", "")
+        if content.__class__ is not str or len(content) > MAX_EVENT_CONTENT_CHARS or "\x00" in content:
+            return None
+        payload = item.get("payload", None)
+        if payload is None:
+            if "payload" in item:
+                return None
+            payload = {}
+        elif payload.__class__ is not dict:
+            return None
+        elif payload:
+            if depth is None:
+                depth = tenant_json_max_depth()
+            try:
+                json_check(payload, root="payload", max_depth=depth, numbers=True)
+            except InvalidInput:
+                return None
+            if len(json.dumps(payload, ensure_ascii=False).encode()) > _PAYLOAD_MAX_BYTES:
+                return None
+        if not payload and not content.strip():
+            return None
+        out.append(
+            services.EventData(
+                session_id=session_id,
+                execution_id=execution_id,
+                role=role,
+                kind=kind,
+                content=content,
+                payload=payload,
+                occurred_at=occurred_at,
+                data_subject=data_subject,
+            )
+        )
+    return out
+
+
+def _utc_text(moment: datetime, zone: tzinfo) -> str:
+    """A datetime as DRF's ``DateTimeField`` writes it (ISO 8601 in ``zone``, ``Z`` for UTC)."""
+    text = moment.astimezone(zone).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def event_json(event: Event, zone: tzinfo) -> dict[str, Any]:
+    """``EventOutputSerializer(event).data`` built directly (a dict per event instead of a DRF field
+    per value: the other third of an append request; ``tests/api/test_events_fast.py`` compares
+    the two). ``zone``: the current time zone (``timezone.get_current_timezone()``)."""
+    return {
+        "id": event.pk,
+        "seq": event.seq,
+        "session_id": event.session_id,
+        "execution_id": event.execution_id,
+        "agent": event.agent.name,
+        "role": str(event.role),
+        "kind": str(event.kind),
+        "content": event.content,
+        "payload": event.payload,
+        "occurred_at": _utc_text(event.occurred_at, zone),
+        "recorded_at": _utc_text(event.recorded_at, zone),
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+        "data_subject": event.data_subject or None,
+        "redacted": event.redacted_at is not None,
+    }
 
 
 class EventListParams(StrictSerializer, PageParams):
@@ -136,13 +278,17 @@ class EventsView(ApiView):
         limit = settings.ENGRAM["MAX_EVENT_BATCH"]
         if not items or len(items) > limit:
             raise serializers.ValidationError({"events": [f"Send between 1 and {limit} events."]})
-        serializer = EventInputSerializer(data=items, many=True)
-        if not serializer.is_valid():
-            raise serializers.ValidationError(batch_errors(serializer.errors, name="events", single=single))
-        events = services.events_append(
-            agent=request.user, events=[services.EventData(**attrs) for attrs in serializer.validated_data]
-        )
-        out = EventOutputSerializer(events, many=True).data
+        parsed = events_fast(items)
+        if parsed is None:
+            serializer = EventInputSerializer(data=items, many=True)
+            if not serializer.is_valid():
+                raise serializers.ValidationError(
+                    batch_errors(serializer.errors, name="events", single=single)
+                )
+            parsed = [services.EventData(**attrs) for attrs in serializer.validated_data]
+        events = services.events_append(agent=request.user, events=parsed)
+        zone = timezone.get_current_timezone()
+        out = [event_json(event, zone) for event in events]
         body = out[0] if single else {"count": len(out), "results": out}
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -170,4 +316,5 @@ class EventsView(ApiView):
         )
         paginator = EventsPage()
         page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(EventOutputSerializer(page, many=True).data)
+        zone = timezone.get_current_timezone()
+        return paginator.get_paginated_response([event_json(event, zone) for event in page])

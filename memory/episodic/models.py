@@ -46,8 +46,13 @@ class EventRole(models.TextChoices):
 CHAIN_VERSION = 2
 
 
-def _iso(moment: datetime) -> str:
+def iso_utc(moment: datetime) -> str:
+    """An aware datetime as the chain hashes it: ISO 8601 in UTC with microseconds
+    (``2026-01-31T12:00:00.000000+00:00``)."""
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+_iso = iso_utc
 
 
 def chain_hash_v1(*, seq: int, prev_hash: str, fields: dict[str, Any]) -> str:

@@ -16,7 +16,17 @@ from agents.models import Agent
 from core.canonical_json import canonical_json
 from core.errors import InvalidInput
 
-from .models import CHAIN_VERSION, ChainHead, Event, EventKind, EventRole, body_digest, chain_hash
+from .models import (
+    CHAIN_VERSION,
+    ChainHead,
+    Event,
+    EventKind,
+    EventRole,
+    body_digest,
+    chain_hash,
+    hashed_header,
+    iso_utc,
+)
 
 
 @dataclass(frozen=True)
@@ -45,12 +55,23 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
 
     The chain head row is locked for the transaction, so concurrent appenders queue and every event
     gets the next ``seq`` and the hash of its predecessor (chain format 2: see ``models``). Returns
-    the saved events in order. Raises ``InvalidInput`` for a naive ``occurred_at``, an unknown kind
-    or role, a payload that is not canonical JSON (``core.canonical_json``) or an empty batch.
+    the saved events in order (``agent`` already loaded on each; the generated columns ``search``
+    and ``payload_index`` are read from the database on first access). Raises ``InvalidInput`` for
+    a naive ``occurred_at``, an unknown kind or role, a payload that is not canonical JSON
+    (``core.canonical_json``) or an empty batch.
+
+    What needs no chain position (payload text, salt, body digest, the times in the hashed form)
+    is computed before the head is locked: concurrent appenders wait only for each other's hashing
+    and insert, not for that work.
     """
     if not events:
         raise InvalidInput("At least one event is required.", field="events")
-    payloads = [canonical_json(item.payload, root="payload") for item in events]
+    payloads = [
+        "{}"
+        if item.payload.__class__ is dict and not item.payload
+        else canonical_json(item.payload, root="payload")
+        for item in events
+    ]
     for index, item in enumerate(events):
         if timezone.is_naive(item.occurred_at):
             raise InvalidInput(f"events[{index}].occurred_at must include a timezone.", field="occurred_at")
@@ -58,59 +79,119 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
             raise InvalidInput(f"Unknown kind {item.kind!r}.", field="kind")
         if item.role not in _ROLES:
             raise InvalidInput(f"Unknown role {item.role!r}.", field="role")
+    # 128 random bits per event, as ``secrets.token_hex(16)`` gives them, from one read of the OS's
+    # generator
+    salt_hex = secrets.token_hex(16 * len(events))
+    salts = [salt_hex[i : i + 32] for i in range(0, len(salt_hex), 32)]
+    digests = [
+        body_digest(salt=salt, content=item.content, payload_json=payload_json)
+        for item, salt, payload_json in zip(events, salts, payloads, strict=True)
+    ]
+    occurred = [iso_utc(item.occurred_at) for item in events]
 
     # no savepoint inside a caller's transaction (two round trips of every recorded decision): a
     # failure here fails the caller's transaction as a whole, which is what all or nothing asks
-    with transaction.atomic(savepoint=False):
-        head = ChainHead.objects.select_for_update().get(pk=1)
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(_HEAD_SQL)
+        head = cursor.fetchone()
+        if head is None:
+            raise ChainHead.DoesNotExist("The tenant's chain head row is missing.")
         recorded_at = timezone.now()
-        seq, prev = head.last_seq, head.last_hash
-        rows: list[Event] = []
-        for item, payload_json in zip(events, payloads, strict=True):
+        recorded = iso_utc(recorded_at)
+        seq, prev = int(head[0]), str(head[1])
+        rows: list[dict[str, Any]] = []
+        for item, salt, digest, payload_json, occurred_iso in zip(
+            events, salts, digests, payloads, occurred, strict=True
+        ):
             seq += 1
-            salt = secrets.token_hex(16)
-            event = Event(
-                seq=seq,
+            header = hashed_header(
                 session_id=item.session_id,
                 execution_id=item.execution_id,
-                agent=agent,
+                agent_id=agent.pk,
                 actor=item.actor,
-                data_subject=item.data_subject,
                 role=item.role,
                 kind=item.kind,
-                content=item.content,
-                payload_json=payload_json,
-                occurred_at=item.occurred_at,
-                recorded_at=recorded_at,
-                body_salt=salt,
-                body_digest=body_digest(salt=salt, content=item.content, payload_json=payload_json),
-                prev_hash=prev,
+                occurred_at=occurred_iso,
+                recorded_at=recorded,
             )
-            event.hash = chain_hash(
-                seq=seq, prev_hash=prev, header=event.hashed_header(), digest=event.body_digest
-            )
-            prev = event.hash
-            rows.append(event)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _APPEND_SQL,
-                [
-                    agent.pk,
-                    recorded_at,
-                    CHAIN_VERSION,
-                    json.dumps([_row(e) for e in rows]),
-                    seq,
-                    prev,
-                ],
-            )
-            ids = [row[0] for row in cursor.fetchall()]
+            row: dict[str, Any] = {
+                "seq": seq,
+                "session_id": item.session_id,
+                "execution_id": item.execution_id,
+                "role": item.role,
+                "kind": item.kind,
+                "actor": item.actor,
+                "data_subject": item.data_subject,
+                "content": item.content,
+                "payload_json": payload_json,
+                "occurred_at": occurred_iso,
+                "body_salt": salt,
+                "body_digest": digest,
+                "prev_hash": prev,
+            }
+            prev = row["hash"] = chain_hash(seq=seq, prev_hash=prev, header=header, digest=digest)
+            rows.append(row)
+        cursor.execute(_APPEND_SQL, [agent.pk, recorded_at, CHAIN_VERSION, json.dumps(rows), seq, prev])
+        ids = [row[0] for row in cursor.fetchall()]
         alias = connection.alias  # the proxy's thread-local lookup once, not per event
-        for event, pk in zip(rows, ids, strict=True):
-            event.pk = pk
-            event._state.adding = False
-            event._state.db = alias
-    return rows
 
+    saved = []
+    for item, row, pk in zip(events, rows, ids, strict=True):
+        event = Event.from_db(
+            alias,
+            _LOADED,
+            [
+                pk,
+                row["seq"],
+                row["session_id"],
+                row["execution_id"],
+                agent.pk,
+                row["role"],
+                row["kind"],
+                row["actor"],
+                row["data_subject"],
+                row["content"],
+                row["payload_json"],
+                item.occurred_at,
+                recorded_at,
+                CHAIN_VERSION,
+                row["body_salt"],
+                row["body_digest"],
+                row["prev_hash"],
+                row["hash"],
+                None,
+            ],
+        )
+        _AGENT_FIELD.set_cached_value(event, agent)
+        saved.append(event)
+    return saved
+
+
+# The columns ``events_append`` gives ``Event.from_db``, in this order; the generated ones are left
+# deferred (read on first access). A model instance made by ``from_db`` costs half of ``Event(**kw)``.
+_LOADED = (
+    "id",
+    "seq",
+    "session_id",
+    "execution_id",
+    "agent_id",
+    "role",
+    "kind",
+    "actor",
+    "data_subject",
+    "content",
+    "payload_json",
+    "occurred_at",
+    "recorded_at",
+    "hash_version",
+    "body_salt",
+    "body_digest",
+    "prev_hash",
+    "hash",
+    "redacted_at",
+)
+_AGENT_FIELD = Event._meta.get_field("agent")
+_HEAD_SQL = f"SELECT last_seq, last_hash FROM {ChainHead._meta.db_table} WHERE id = 1 FOR UPDATE"
 
 # The batch's rows and the new chain head in one statement: the rows travel as one JSON document
 # (``jsonb_to_recordset``). ``bulk_create`` and the head's ``save`` were two round trips, and the ORM
@@ -133,27 +214,6 @@ _APPEND_SQL = f"""
     )
     SELECT id FROM ins ORDER BY seq
 """
-
-
-def _row(event: Event) -> dict[str, Any]:
-    """The columns ``_APPEND_SQL`` takes from each event (``occurred_at`` in ISO 8601, microseconds
-    and offset kept)."""
-    return {
-        "seq": event.seq,
-        "session_id": event.session_id,
-        "execution_id": event.execution_id,
-        "role": event.role,
-        "kind": event.kind,
-        "actor": event.actor,
-        "data_subject": event.data_subject,
-        "content": event.content,
-        "payload_json": event.payload_json,
-        "occurred_at": event.occurred_at.isoformat(),
-        "body_salt": event.body_salt,
-        "body_digest": event.body_digest,
-        "prev_hash": event.prev_hash,
-        "hash": event.hash,
-    }
 
 
 def person_session(username: str) -> str:

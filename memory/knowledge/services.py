@@ -6,6 +6,7 @@ that projects it into Neo4j once the transaction commits (best effort: see ``cor
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -459,7 +460,7 @@ def _entities_ensure(mentions: list[tuple[str, str, str]]) -> dict[str, Entity]:
     per new alias: the first mention of a new key creates it (its spelling and type), every later
     spelling of an entity is an alias while it has fewer than ``MAX_ALIASES``. Returns entities by key."""
     keys = list(dict.fromkeys(key for key, _, _ in mentions))
-    by_key = {e.key: e for e in Entity.objects.filter(key__in=keys)}
+    by_key = _entities_by_key(keys)
     created: set[str] = set()
     new: dict[str, Entity] = {}
     for key, spelling, entity_type in mentions:
@@ -467,13 +468,24 @@ def _entities_ensure(mentions: list[tuple[str, str, str]]) -> dict[str, Entity]:
             new[key] = Entity(key=key, name=spelling, entity_type=entity_type)
     if new:
         # ON CONFLICT DO NOTHING waits for a concurrent creator and then leaves its row (as
-        # get_or_create does); the rows are read back for their ids
-        Entity.objects.bulk_create(new.values(), ignore_conflicts=True)
-        fetched = {e.key: e for e in Entity.objects.filter(key__in=list(new))}
-        created = {
-            k for k, e in fetched.items() if e.name == new[k].name and e.entity_type == new[k].entity_type
-        }
-        by_key.update(fetched)
+        # get_or_create does); the rows this statement made come back with their ids, a concurrent
+        # creator's are read after it. One JSON document instead of ``bulk_create``'s placeholders
+        # (four a row, compiled by the ORM: 0.3 s of a batch of 500 new facts, profiled)
+        now = timezone.now()
+        rows = [{"key": e.key, "name": e.name, "entity_type": e.entity_type} for e in new.values()]
+        with connection.cursor() as cursor:
+            cursor.execute(_ENTITY_INSERT_SQL, [now, json.dumps(rows)])
+            made = dict(cursor.fetchall())
+        alias = connection.alias
+        for key, pk in made.items():
+            entity = new[key]
+            by_key[key] = Entity.from_db(
+                alias, _ENTITY_LOADED, [pk, entity.name, key, entity.entity_type, [], now]
+            )
+        created = set(made)
+        others = [key for key in new if key not in made]
+        if others:
+            by_key.update(_entities_by_key(others))
     first_seen: set[str] = set()
     for key, spelling, _ in mentions:
         entity = by_key[key]
@@ -485,6 +497,31 @@ def _entities_ensure(mentions: list[tuple[str, str, str]]) -> dict[str, Entity]:
             _alias_append(entity.pk, spelling)
             entity.aliases = [*entity.aliases, spelling]
     return by_key
+
+
+_ENTITY_LOADED = ("id", "name", "key", "entity_type", "aliases", "created_at")  # Entity's columns, in order
+_ENTITY_SELECT_SQL = f"SELECT {', '.join(_ENTITY_LOADED)} FROM {Entity._meta.db_table} WHERE key = ANY(%s)"
+
+
+def _entities_by_key(keys: list[str]) -> dict[str, Entity]:
+    """The stored entities among ``keys``, by key: one array parameter (``key__in`` bound one
+    placeholder per key, which the ORM compiled and psycopg quoted one by one)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ENTITY_SELECT_SQL, [keys])
+        rows = cursor.fetchall()
+    alias = connection.alias
+    return {row[2]: Entity.from_db(alias, _ENTITY_LOADED, row) for row in rows}
+
+
+_ENTITY_INSERT_SQL = f"""
+    INSERT INTO {Entity._meta.db_table} (name, key, entity_type, aliases, created_at)
+    SELECT r.name, r.key, r.entity_type, '{{}}', %s
+    FROM ROWS FROM (jsonb_to_recordset(%s::jsonb) AS (key text, name text, entity_type text))
+        WITH ORDINALITY AS r(key, name, entity_type, n)
+    ORDER BY r.n
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, id
+"""
 
 
 def _predicates_ensure(names: list[str]) -> dict[str, Predicate]:
