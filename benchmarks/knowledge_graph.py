@@ -444,20 +444,19 @@ def project_all(tenant: Any) -> dict[str, Any]:
 
 # --- step 3: reading --------------------------------------------------------------------------------------
 def recall(backend: Any, name: str, depth: int) -> tuple[Any, int, int]:
-    """What ``GET /api/v1/entities/{name}/facts?depth=N`` reads (JSON aside); the neighbourhood even
-    at depth 1, so both backends are measured there too."""
+    """What ``GET /api/v1/entities/{name}/facts?depth=N`` reads (JSON aside): at depth 2-3
+    ``selectors.entity_recall`` itself; at depth 1 its steps and the neighbourhood too, so both
+    backends are measured there as well."""
     from memory.knowledge import selectors
-    from memory.knowledge.models import Entity
 
+    if depth > 1:
+        got = selectors.entity_recall(name=name, reader=backend, depth=depth)
+        assert got.graph is not None
+        return got.graph, len(got.facts), len(got.graph.facts)
     entity = selectors.entity_by_name(name)
     assert entity is not None, name
     direct = list(selectors.fact_list(entity=entity))
-    hood = backend.neighbourhood(entity.pk, depth)
-    edge_facts: list[Any] = []
-    if depth > 1:
-        dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
-        edge_facts = list(selectors.fact_list().filter(pk__in=hood.facts))
-    return hood, len(direct), len(edge_facts)
+    return backend.neighbourhood(entity.pk, depth), len(direct), 0
 
 
 def _load() -> str:

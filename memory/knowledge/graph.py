@@ -69,7 +69,8 @@ class GraphPath:
 
 
 class GraphBackend(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def neighbourhood(
         self, root: int, depth: int, limit: int = DEFAULT_LIMIT, after: int | None = None
