@@ -18,9 +18,10 @@ Not a test: it prints figures. Steps:
    time it, then time ``graph_rebuild`` for the tenant (what ``manage.py graph_rebuild --tenant
    bench_kg`` runs); check node and relationship counts against PostgreSQL.
 3. **Recall** for ``--samples`` (300) random entities at depth 1 and 2, with ``PostgresGraph``
-   (SQL on ``memory_fact``) and ``Neo4jGraph`` (Cypher): the neighbourhood query alone, and the whole read of ``GET
-   /api/v1/entities/{name}/facts?depth=N`` without the JSON (entity lookup, direct facts through
-   ``selectors.fact_list``, the neighbourhood, its names and edge facts). Also depth 3 for the
+   (SQL on ``memory_fact``) and ``Neo4jGraph`` (Cypher): the neighbourhood query alone (one page,
+   the default ``limit``), and the whole read of ``GET /api/v1/entities/{name}/facts?depth=N``
+   without the JSON (at depth 2 ``selectors.entity_recall`` itself: entity lookup, direct facts,
+   the page, its entities and edge facts; ``graph_ab.py`` also times the JSON, old code against new). Also depth 3 for the
    first ``--depth3-samples`` (50) of them, the 10 hubs (highest degree), shortest paths for
    ``--pairs`` (100) random pairs, and ``--no-path-pairs`` (3) searches for an entity without live
    facts. Both backends must agree: same distances and fact sets for every sampled neighbourhood,

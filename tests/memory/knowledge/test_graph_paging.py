@@ -153,7 +153,9 @@ def test_neo4j_heads_follow_retractions_and_erasures(alice: Caller, neo4j) -> No
         def same() -> None:
             for root in ("H", "a2", "R"):
                 for depth, limit in ((2, 5), (2, 100), (3, 500)):
-                    assert pages(PostgresGraph(), ids[root], depth, limit) == pages(nj, ids[root], depth, limit)
+                    assert pages(PostgresGraph(), ids[root], depth, limit) == pages(
+                        nj, ids[root], depth, limit
+                    )
 
         same()
         hub_facts = sorted(Fact.objects.filter(subject_id=ids["H"]).values_list("pk", flat=True))
