@@ -28,10 +28,14 @@ from django.db import connection
 
 from core.tenancy import current_schema
 
+from .models import GRAPH_FANOUT
+
 MAX_DEPTH = 3
 MAX_PATH_DEPTH = 6
 #: the most facts a page's walk follows from one entity per hop (the lowest fact ids)
-FANOUT = 50
+FANOUT = GRAPH_FANOUT
+#: the facts of an entity a Neo4j node's head holds: ``FANOUT`` + 1, to tell a capped entity
+HEAD = GRAPH_FANOUT + 1
 #: entities of a neighbourhood page besides the root: default and bound of ``limit``
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 500
@@ -314,11 +318,9 @@ class Neo4jGraph:
 
     def _expand(self, nodes: list[int], k: int) -> dict[int, list[tuple[int, int]]]:
         # Each node's first facts are its ``head`` (kept by the projection, ``projection.HEAD``
-        # entries): one property read per node instead of sorting all of a hub's relationships,
+        # entries, ``HEAD``): one property read per node instead of sorting all of a hub's relationships,
         # which cost 30-100 ms per hub of 2,000 under load (benchmarks/knowledge_graph.py). A node
         # projected before heads existed (no ``head_facts``) is walked as before.
-        from .projection import HEAD
-
         if not nodes:
             return {}
         if k > HEAD:

@@ -88,6 +88,10 @@ class FactStatus(models.TextChoices):
 
 LIVE_STATUSES = (FactStatus.ACTIVE, FactStatus.DISPUTED)
 
+#: the most facts a neighbourhood page's walk follows from one entity per hop (the lowest fact ids):
+#: a rule of the graph reads (``graph``) that the Neo4j projection's heads hold (``projection``)
+GRAPH_FANOUT = 50
+
 
 class Fact(models.Model):
     """(subject, predicate, object) where the object is an entity or a typed literal.

@@ -8,7 +8,7 @@ All writes are MERGE/DELETE by (tenant, id), so replaying the outbox is harmless
 
 ``head_facts`` / ``head_others`` are the node's first ``HEAD`` relationships in fact id order (their
 ``fact_id`` and the other end's ``id``), what a neighbourhood page's walk follows from an entity
-(``graph.FANOUT`` + 1, to tell a capped entity): kept in step by the same transaction that changes
+(``graph.FANOUT`` + 1, to tell a capped entity; ``models.GRAPH_FANOUT``): kept in step by the same transaction that changes
 the node's relationships, so a page reads them in one property lookup instead of sorting a hub's
 thousands of relationships (``benchmarks/knowledge_graph.py``).
 """
@@ -27,8 +27,7 @@ from django.utils import timezone
 from core.locks import advisory_xact_lock, advisory_xact_locks, advisory_xact_try_lock
 from core.tenancy import current_schema
 
-from .graph import FANOUT
-from .models import LIVE_STATUSES, Fact, GraphOutbox
+from .models import GRAPH_FANOUT, LIVE_STATUSES, Fact, GraphOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +50,8 @@ MATCH (:Entity {tenant: $tenant})-[r:FACT {tenant: $tenant, fact_id: fact_id}]->
 DELETE r
 """
 
-#: relationships a node's head holds (see the module docstring)
-HEAD = FANOUT + 1
+#: relationships a node's head holds (see the module docstring): the walk's fan-out and one more
+HEAD = GRAPH_FANOUT + 1
 
 # Taken first in a write, on every node it will touch (in id order, so two writes never deadlock):
 # a head is recomputed from the relationships the transaction sees, so no other write may change
