@@ -18,9 +18,10 @@ Not a test: it prints figures. Steps:
    time it, then time ``graph_rebuild`` for the tenant (what ``manage.py graph_rebuild --tenant
    bench_kg`` runs); check node and relationship counts against PostgreSQL.
 3. **Recall** for ``--samples`` (300) random entities at depth 1 and 2, with ``PostgresGraph``
-   (SQL on ``memory_fact``) and ``Neo4jGraph`` (Cypher): the neighbourhood query alone, and the whole read of ``GET
-   /api/v1/entities/{name}/facts?depth=N`` without the JSON (entity lookup, direct facts through
-   ``selectors.fact_list``, the neighbourhood, its names and edge facts). Also depth 3 for the
+   (SQL on ``memory_fact``) and ``Neo4jGraph`` (Cypher): the neighbourhood query alone (one page,
+   the default ``limit``), and the whole read of ``GET /api/v1/entities/{name}/facts?depth=N``
+   without the JSON (at depth 2 ``selectors.entity_recall`` itself: entity lookup, direct facts,
+   the page, its entities and edge facts; ``graph_ab.py`` also times the JSON, old code against new). Also depth 3 for the
    first ``--depth3-samples`` (50) of them, the 10 hubs (highest degree), shortest paths for
    ``--pairs`` (100) random pairs, and ``--no-path-pairs`` (3) searches for an entity without live
    facts. Both backends must agree: same distances and fact sets for every sampled neighbourhood,
@@ -444,20 +445,19 @@ def project_all(tenant: Any) -> dict[str, Any]:
 
 # --- step 3: reading --------------------------------------------------------------------------------------
 def recall(backend: Any, name: str, depth: int) -> tuple[Any, int, int]:
-    """What ``GET /api/v1/entities/{name}/facts?depth=N`` reads (JSON aside); the neighbourhood even
-    at depth 1, so both backends are measured there too."""
+    """What ``GET /api/v1/entities/{name}/facts?depth=N`` reads (JSON aside): at depth 2-3
+    ``selectors.entity_recall`` itself; at depth 1 its steps and the neighbourhood too, so both
+    backends are measured there as well."""
     from memory.knowledge import selectors
-    from memory.knowledge.models import Entity
 
+    if depth > 1:
+        got = selectors.entity_recall(name=name, reader=backend, depth=depth)
+        assert got.graph is not None
+        return got.graph, len(got.facts), len(got.graph.facts)
     entity = selectors.entity_by_name(name)
     assert entity is not None, name
     direct = list(selectors.fact_list(entity=entity))
-    hood = backend.neighbourhood(entity.pk, depth)
-    edge_facts: list[Any] = []
-    if depth > 1:
-        dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
-        edge_facts = list(selectors.fact_list().filter(pk__in=hood.facts))
-    return hood, len(direct), len(edge_facts)
+    return backend.neighbourhood(entity.pk, depth), len(direct), 0
 
 
 def _load() -> str:

@@ -88,6 +88,10 @@ class FactStatus(models.TextChoices):
 
 LIVE_STATUSES = (FactStatus.ACTIVE, FactStatus.DISPUTED)
 
+#: the most facts a neighbourhood page's walk follows from one entity per hop (the lowest fact ids):
+#: a rule of the graph reads (``graph``) that the Neo4j projection's heads hold (``projection``)
+GRAPH_FANOUT = 50
+
 
 class Fact(models.Model):
     """(subject, predicate, object) where the object is an entity or a typed literal.
@@ -129,6 +133,21 @@ class Fact(models.Model):
             models.Index(fields=["agent"], name="fact_agent_idx"),
             models.Index(fields=["session_id"], name="fact_session_idx"),
             models.Index(fields=["data_subject"], condition=~Q(data_subject=""), name="fact_subject_idx"),
+            # the graph's edges from and to an entity in fact id order, the other end included: a
+            # neighbourhood page reads each entity's first facts from the index alone, without
+            # visiting (or sorting) the rows of a hub's thousands (memory/knowledge/graph.py)
+            models.Index(
+                fields=["subject", "id"],
+                include=["object_entity"],
+                condition=Q(status__in=["active", "disputed"], object_entity__isnull=False),
+                name="fact_graph_out_idx",
+            ),
+            models.Index(
+                fields=["object_entity", "id"],
+                include=["subject"],
+                condition=Q(status__in=["active", "disputed"], object_entity__isnull=False),
+                name="fact_graph_in_idx",
+            ),
         ]
         constraints = [
             # one live row per (subject, predicate, object): a repeat reinforces it instead

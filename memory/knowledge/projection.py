@@ -1,10 +1,16 @@
 """The Neo4j projection of the knowledge graph, kept in step through the transactional outbox.
 
-Nodes ``(:Entity {tenant, id, name})`` and relationships ``[:FACT {tenant, fact_id, predicate,
-status, confidence}]`` exist for live entity-to-entity facts only: a fact that is superseded or
-retracted loses its relationship, and an entity left with no relationship loses its node, so nothing
-is left behind. Every statement names the tenant and passes values as parameters. All writes are
-MERGE/DELETE by (tenant, id), so replaying the outbox is harmless.
+Nodes ``(:Entity {tenant, id, name, head_facts, head_others})`` and relationships ``[:FACT {tenant,
+fact_id, predicate, status, confidence}]`` exist for live entity-to-entity facts only: a fact that is
+superseded or retracted loses its relationship, and an entity left with no relationship loses its
+node, so nothing is left behind. Every statement names the tenant and passes values as parameters.
+All writes are MERGE/DELETE by (tenant, id), so replaying the outbox is harmless.
+
+``head_facts`` / ``head_others`` are the node's first ``HEAD`` relationships in fact id order (their
+``fact_id`` and the other end's ``id``), what a neighbourhood page's walk follows from an entity
+(``graph.FANOUT`` + 1, to tell a capped entity; ``models.GRAPH_FANOUT``): kept in step by the same transaction that changes
+the node's relationships, so a page reads them in one property lookup instead of sorting a hub's
+thousands of relationships (``benchmarks/knowledge_graph.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from django.utils import timezone
 from core.locks import advisory_xact_lock, advisory_xact_locks, advisory_xact_try_lock
 from core.tenancy import current_schema
 
-from .models import LIVE_STATUSES, Fact, GraphOutbox
+from .models import GRAPH_FANOUT, LIVE_STATUSES, Fact, GraphOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +49,55 @@ UNWIND $fact_ids AS fact_id
 MATCH (:Entity {tenant: $tenant})-[r:FACT {tenant: $tenant, fact_id: fact_id}]->(:Entity {tenant: $tenant})
 DELETE r
 """
+
+#: relationships a node's head holds (see the module docstring): the walk's fan-out and one more
+HEAD = GRAPH_FANOUT + 1
+
+# Taken first in a write, on every node it will touch (in id order, so two writes never deadlock):
+# a head is recomputed from the relationships the transaction sees, so no other write may change
+# them between that read and this commit (Neo4j 5 adds relationships to a dense node without
+# locking it).
+LOCK_NODES = """
+UNWIND $entity_ids AS id
+MATCH (n:Entity {tenant: $tenant, id: id})
+SET n.head_lock = true
+"""
+
+# ``nodes``: per touched node, the lowest fact id the write added to it (or null) and the fact ids
+# it removed. A head changes only if it is not full, an added fact sorts before its last entry, or a
+# removed fact is in it; then it is read again from the node's relationships.
+HEADS = """
+UNWIND $nodes AS row
+MATCH (n:Entity {tenant: $tenant, id: row.id})
+REMOVE n.head_lock
+WITH n, row
+WHERE n.head_facts IS NULL OR size(n.head_facts) < $k
+   OR (row.added_min IS NOT NULL AND row.added_min < n.head_facts[-1])
+   OR any(f IN row.removed WHERE f IN n.head_facts)
+CALL (n) {
+    MATCH (n)-[r:FACT]-(b:Entity)
+    WHERE r.tenant = $tenant AND b.tenant = $tenant
+    WITH r, b ORDER BY r.fact_id LIMIT $k
+    RETURN collect(r.fact_id) AS facts, collect(b.id) AS others
+}
+SET n.head_facts = facts, n.head_others = others
+"""
+
+
+def _head_rows(
+    touched: Iterable[int], added: Iterable[tuple[int, int, int]], removed: Iterable[tuple[int, int, int]]
+) -> list[dict[str, Any]]:
+    """The ``nodes`` parameter of ``HEADS``: ``added`` / ``removed`` are (fact id, subject id, object id)."""
+    rows: dict[int, dict[str, Any]] = {n: {"id": n, "added_min": None, "removed": []} for n in touched}
+    for fact, *ends in added:
+        for n in ends:
+            low = rows[n]["added_min"]
+            rows[n]["added_min"] = fact if low is None else min(low, fact)
+    for fact, *ends in removed:
+        for n in ends:
+            rows[n]["removed"].append(fact)
+    return [rows[n] for n in sorted(rows)]
+
 
 DROP_ORPHANS = """
 MATCH (n:Entity {tenant: $tenant}) WHERE n.id IN $entity_ids AND NOT (n)-[:FACT]-()
@@ -105,13 +160,21 @@ def project(driver: Any, tenant: str, facts: Iterable[Fact]) -> None:
     touched = sorted(
         {f.subject_id for f in facts} | {f.object_entity_id for f in facts if f.object_entity_id}
     )
+    ends = {f.pk: (f.subject_id, int(f.object_entity_id)) for f in facts if f.object_entity_id is not None}
+    heads = _head_rows(
+        touched,
+        [(r["fact_id"], r["subject_id"], r["object_id"]) for r in live],
+        [(pk, *ends[pk]) for pk in gone],
+    )
 
     @neo4j.unit_of_work(timeout=write_timeout())
     def work(tx: Any) -> None:
+        tx.run(LOCK_NODES, tenant=tenant, entity_ids=touched).consume()
         if gone:
             tx.run(REMOVE, tenant=tenant, fact_ids=gone).consume()
         if live:
             tx.run(UPSERT, tenant=tenant, rows=live).consume()
+        tx.run(HEADS, tenant=tenant, nodes=heads, k=HEAD).consume()
         if gone:
             tx.run(DROP_ORPHANS, tenant=tenant, entity_ids=touched).consume()
 
@@ -246,13 +309,18 @@ def unproject(*, fact_ids: list[int], entity_ids: list[int], touched_ids: list[i
         return
     tenant = current_schema()
 
+    # the touched nodes' heads are read again (``removed`` names every fact the erasure drops)
+    heads = [{"id": n, "added_min": None, "removed": list(fact_ids)} for n in sorted(set(touched_ids))]
+
     @neo4j.unit_of_work(timeout=write_timeout())
     def work(tx: Any) -> None:
+        tx.run(LOCK_NODES, tenant=tenant, entity_ids=sorted(set(touched_ids))).consume()
         if fact_ids:
             tx.run(REMOVE, tenant=tenant, fact_ids=fact_ids).consume()
         if entity_ids:
             tx.run(DROP_ENTITIES, tenant=tenant, entity_ids=entity_ids).consume()
         if touched_ids:
+            tx.run(HEADS, tenant=tenant, nodes=heads, k=HEAD).consume()
             tx.run(DROP_ORPHANS, tenant=tenant, entity_ids=touched_ids).consume()
 
     with neo4j_guard():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
@@ -27,7 +27,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:
-    from .graph import GraphReader
+    from .graph import GraphBackend
 
 
 def entity_by_name(name: str) -> Entity | None:
@@ -117,6 +117,7 @@ def fact_list(
     as_of: datetime | None = None,
     agent_name: str | None = None,
     last_sessions: int | None = None,
+    select_entities: bool = True,
 ) -> QuerySet[Fact]:
     """Facts with ``entity`` as subject or object.
 
@@ -125,11 +126,11 @@ def fact_list(
     retracted; a fact superseded later is returned, its successor only from its ``valid_from`` on.
     (Facts are often learned after they began, so the time they were recorded does not filter.)
     ``agent_name`` keeps facts asserted (in any provenance row) by that agent; ``last_sessions=N``
-    keeps facts asserted in the N sessions with the most recent assertions.
+    keeps facts asserted in the N sessions with the most recent assertions. ``select_entities=False``
+    leaves the subject and object entities out of the query, for a caller that has them (see
+    ``entity_recall``).
     """
-    qs = Fact.objects.select_related("subject", "predicate", "object_entity", "agent").annotate(
-        assertions=Count("provenance", distinct=True)
-    )
+    qs = _renderable(select_entities=select_entities)
     if entity is not None:
         qs = qs.filter(Q(subject=entity) | Q(object_entity=entity))
     if as_of is None:
@@ -140,8 +141,9 @@ def fact_list(
             .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=as_of))
             .exclude(status=FactStatus.RETRACTED)
         )
+    # the provenance filters are semi-joins (EXISTS), so a fact comes once without a DISTINCT
     if agent_name is not None:
-        qs = qs.filter(provenance__agent__name=agent_name)
+        qs = qs.filter(Exists(FactProvenance.objects.filter(fact=OuterRef("pk"), agent__name=agent_name)))
     if last_sessions is not None:
         sessions = (
             FactProvenance.objects.exclude(session_id="")
@@ -150,8 +152,35 @@ def fact_list(
             .order_by("-latest")
             .values_list("session_id", flat=True)[:last_sessions]
         )
-        qs = qs.filter(provenance__session_id__in=list(sessions))
-    return qs.distinct().order_by("valid_from", "id")
+        qs = qs.filter(
+            Exists(FactProvenance.objects.filter(fact=OuterRef("pk"), session_id__in=list(sessions)))
+        )
+    return qs.order_by("valid_from", "id")
+
+
+def _renderable(*, select_entities: bool = True) -> QuerySet[Fact]:
+    """Facts with what their rendering needs: subject, predicate, object entity and agent loaded, and
+    ``assertions`` (the number of provenance rows) annotated by a correlated count per fact. (As a
+    join with ``GROUP BY`` over the five tables' columns and a ``DISTINCT``, the count made the
+    planner hash the whole provenance and entity tables for a page of 100 facts: tens of ms at 100k
+    facts, benchmarks/knowledge_graph.py; per fact it is one probe of the provenance's fact index.)"""
+    related = (
+        ("subject", "predicate", "object_entity", "agent") if select_entities else ("predicate", "agent")
+    )
+    return Fact.objects.select_related(*related).annotate(assertions=_assertions_of("pk"))
+
+
+def _attach_entities(facts: list[Fact], known: dict[int, Entity]) -> None:
+    """Set each fact's subject and object entity from ``known`` (id → entity), loading any missing
+    one (one query for all of them)."""
+    wanted = {f.subject_id for f in facts} | {f.object_entity_id for f in facts if f.object_entity_id}
+    missing = wanted - known.keys()
+    if missing:
+        known = {**known, **Entity.objects.in_bulk(list(missing))}
+    for fact in facts:
+        fact.subject = known[fact.subject_id]
+        if fact.object_entity_id is not None:
+            fact.object_entity = known[fact.object_entity_id]
 
 
 def contradiction_list(*, status: str | None = None) -> QuerySet[Contradiction]:
@@ -197,10 +226,7 @@ def outbox_pending() -> bool:
 def facts_by_id(ids: Iterable[int]) -> dict[int, Fact]:
     """Facts by id, whatever their status, with what their rendering needs loaded and ``assertions``
     (the number of provenance rows) annotated."""
-    qs = Fact.objects.select_related("subject", "predicate", "object_entity", "agent").annotate(
-        assertions=Count("provenance", distinct=True)
-    )
-    return {fact.pk: fact for fact in qs.filter(pk__in=list(ids))}
+    return {fact.pk: fact for fact in _renderable().filter(pk__in=list(ids))}
 
 
 @dataclass(frozen=True)
@@ -242,7 +268,7 @@ class EntityRecall:
 def entity_recall(
     *,
     name: str,
-    reader: GraphReader,
+    reader: GraphBackend,
     as_of: datetime | None = None,
     agent_name: str | None = None,
     last_sessions: int | None = None,
@@ -260,12 +286,15 @@ def entity_recall(
     if depth <= 1:
         return EntityRecall(entity, facts)
     hood = reader.neighbourhood(entity.pk, depth, limit, after)
-    names = dict(Entity.objects.filter(pk__in=hood.distances).values_list("pk", "name"))
+    # the page's entities are its facts' ends: loaded once, by primary key, for both (joined into
+    # the facts' query instead, twice over, the planner hashed the whole entity table for them)
+    known = Entity.objects.in_bulk(list(hood.distances))
     entities = sorted(
-        (EntityDistance(pk, names.get(pk), d) for pk, d in hood.distances.items()),
+        (EntityDistance(pk, known[pk].name if pk in known else None, d) for pk, d in hood.distances.items()),
         key=lambda e: (e.distance, e.id),
     )
-    edges = list(fact_list().filter(pk__in=hood.facts))
+    edges = list(fact_list(select_entities=False).filter(pk__in=hood.facts))
+    _attach_entities(edges, known)
     return EntityRecall(
         entity,
         facts,
@@ -295,7 +324,7 @@ class PathFound:
         return len(self.entities) - 1
 
 
-def graph_path(*, source: str, target: str, max_depth: int, reader: GraphReader) -> PathFound:
+def graph_path(*, source: str, target: str, max_depth: int, reader: GraphBackend) -> PathFound:
     """A shortest path between the entities ``source`` and ``target`` from ``reader``. Raises
     ``NotFound`` for an unknown entity (field ``source`` or ``target``) or no path within
     ``max_depth`` hops (field ``target``; ``backend`` in the body: a "no path" from an up-to-date

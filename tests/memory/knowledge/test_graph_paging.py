@@ -139,3 +139,45 @@ def test_the_api_pages_with_next_links_and_states_the_caps(alice: Caller, mallor
     # another tenant sees none of it, cursor or not
     assert mallory.get("/api/v1/entities/R/facts", {"depth": "2"}).status_code == 404
     assert mallory.client.get(first.json()["graph"]["next"]).status_code == 404
+
+
+def test_neo4j_heads_follow_retractions_and_erasures(alice: Caller, neo4j) -> None:  # type: ignore[no-untyped-def]
+    """The projection keeps each node's first facts (its head) in step: retracting a fact in a hub's
+    head lets the next fact in, erasing one does too, and both backends still give the same pages;
+    a projection without heads (made before them) is walked instead, with the same pages."""
+    with tenant_context(alice.tenant):
+        ids = star(alice.agent)
+        outbox_drain()
+        nj = Neo4jGraph(neo4j, alice.tenant.schema_name)
+
+        def same() -> None:
+            for root in ("H", "a2", "R"):
+                for depth, limit in ((2, 5), (2, 100), (3, 500)):
+                    assert pages(PostgresGraph(), ids[root], depth, limit) == pages(
+                        nj, ids[root], depth, limit
+                    )
+
+        same()
+        hub_facts = sorted(Fact.objects.filter(subject_id=ids["H"]).values_list("pk", flat=True))
+        records, _, _ = neo4j.execute_query(
+            "MATCH (n:Entity {tenant: $t, id: $id}) RETURN n.head_facts AS h", t="alpha", id=ids["H"]
+        )
+        head = records[0]["h"]
+        assert len(head) == graph.FANOUT + 1 and head == sorted(head)  # the hub's first facts by id
+        services.fact_retract(agent=alice.agent, fact_id=str(hub_facts[0]), reason="test", may_curate=True)
+        outbox_drain()
+        records, _, _ = neo4j.execute_query(
+            "MATCH (n:Entity {tenant: $t, id: $id}) RETURN n.head_facts AS h, n.head_lock AS lock",
+            t="alpha",
+            id=ids["H"],
+        )
+        assert hub_facts[0] not in records[0]["h"] and len(records[0]["h"]) == graph.FANOUT + 1
+        assert records[0]["lock"] is None
+        same()
+        services.facts_erase(fact_ids=[hub_facts[1]])
+        same()
+        # a projection made before heads existed: walked, the same pages
+        neo4j.execute_query(
+            "MATCH (n:Entity {tenant: $t}) REMOVE n.head_facts, n.head_others", t=alice.tenant.schema_name
+        )
+        same()
