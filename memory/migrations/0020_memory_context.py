@@ -47,21 +47,30 @@ FUNCTIONS = """
 CREATE FUNCTION memory_context_around(
     p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
     p_at timestamptz, p_id uuid
-) RETURNS SETOF uuid LANGUAGE sql STABLE AS $$
+) RETURNS SETOF uuid LANGUAGE plpgsql STABLE ROWS 4 AS $$
+BEGIN
+    -- two ordered scans of semantic_session_order_idx, LIMIT 2 each: bounded whatever the corpus
+    -- (ROWS 4 tells the planner so: with its default of 1,000 it joined them to a table scan)
+    RETURN QUERY
     (SELECT s.id FROM memory_semanticmemory s
      WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
+       AND (s.created_at, s.id) < (p_at, p_id)
        AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store' AND (s.created_at, s.id) < (p_at, p_id)
-     ORDER BY s.created_at DESC, s.id DESC LIMIT 2)
+       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
+     ORDER BY s.session_id DESC, s.agent_id DESC, s.scope DESC, s.created_at DESC, s.id DESC LIMIT 2)
     UNION ALL
     (SELECT s.id FROM memory_semanticmemory s
      WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
+       AND (s.created_at, s.id) > (p_at, p_id)
        AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store' AND (s.created_at, s.id) > (p_at, p_id)
-     ORDER BY s.created_at, s.id LIMIT 2)
-$$;
+       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
+     ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
+END $$;
 
-CREATE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE sql AS $$
+-- plpgsql, not sql: PostgreSQL 16 plans a non-inlined SQL function on every call, plpgsql once
+-- per connection
+CREATE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     WITH target AS (
         SELECT m.id, m.agent_id, m.scope, m.session_id, m.visible_to_agents, m.visible_to_roles,
                m.created_at
@@ -90,8 +99,8 @@ CREATE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE sql AS 
     )
     INSERT INTO memory_memorycontext (memory_id, lexical, sources)
     SELECT id, lexical, sources FROM built
-    ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources
-$$;
+    ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources;
+END $$;
 
 CREATE FUNCTION memory_context_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -183,7 +192,10 @@ class Migration(migrations.Migration):
         migrations.RemoveIndex(model_name="semanticmemory", name="semantic_session_idx"),
         migrations.AddIndex(
             model_name="semanticmemory",
-            index=models.Index(fields=["session_id", "created_at", "id"], name="semantic_session_order_idx"),
+            index=models.Index(
+                fields=["session_id", "agent_id", "scope", "created_at", "id"],
+                name="semantic_session_order_idx",
+            ),
         ),
         migrations.CreateModel(
             name="MemoryContext",

@@ -128,8 +128,12 @@ class SemanticMemory(models.Model):
             GinIndex(fields=["search"], name="semantic_search_gin"),
             GinIndex(fields=["tags"], name="semantic_tags_gin"),
             models.Index(fields=["agent", "created_at"], name="semantic_agent_idx"),
-            # a session's memories in time order: the neighbours of a memory (``MemoryContext``)
-            models.Index(fields=["session_id", "created_at", "id"], name="semantic_session_order_idx"),
+            # a session's memories of one agent and scope in time order: a memory's neighbours
+            # (``MemoryContext``) are two ordered scans of it, LIMIT 2 each
+            models.Index(
+                fields=["session_id", "agent_id", "scope", "created_at", "id"],
+                name="semantic_session_order_idx",
+            ),
             # the embedding worker's queue: pending (not yet embedded) live memories, oldest first
             models.Index(
                 fields=["created_at"],
