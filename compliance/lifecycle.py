@@ -35,7 +35,7 @@ from memory.knowledge.models import Entity, Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
 from memory.procedural.models import SkillRun
 from memory.procedural.services import skill_runs_erase
-from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryType, SemanticMemory
+from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryContext, MemoryType, SemanticMemory
 from memory.semantic.services import memories_erase
 from memory.store.models import StoreItem
 from memory.store.services import items_erase
@@ -599,7 +599,7 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
     """The tables an erasure removed rows from (by its ``progress``), with those removed alongside
     (access clocks, lexical postings, provenance, entities, promotions): the ones to vacuum."""
     from memory.knowledge.models import FactProvenance
-    from memory.semantic.models import LexicalPosting, MemoryAccess
+    from memory.semantic.models import LexicalPosting, MemoryAccess, MemoryContext
 
     def did(layer: str, key: str = "ids") -> bool:
         return bool(progress.get(layer, {}).get(key))
@@ -608,7 +608,7 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
     if did("episodic"):
         tables.append(Event)
     if did("semantic") or did("summaries", "memory_ids") or did("store", "memory_ids"):
-        tables += [SemanticMemory, MemoryAccess, LexicalPosting]
+        tables += [SemanticMemory, MemoryAccess, LexicalPosting, MemoryContext]
     if did("store"):
         tables.append(StoreItem)
     if did("knowledge") or did("knowledge", "entity_ids"):
@@ -672,6 +672,10 @@ def verification_pass(
         + list(progress.get("store", {}).get("memory_ids", []))
     )
     pg["memories"] = SemanticMemory.objects.filter(pk__in=memory_ids).count()
+    # neighbours' contexts built from an erased memory's text (the triggers rebuild them)
+    pg["memory_contexts"] = MemoryContext.objects.filter(
+        Q(memory_id__in=memory_ids) | Q(sources__overlap=list(memory_ids))
+    ).count()
     pg["summary_nodes"] = SummaryNode.objects.filter(pk__in=summaries.get("ids", [])).count()
     # a node written before a redaction of its range holds the erased text (rebuilt ones never do)
     pg["summaries_stale"] = SummaryNode.objects.filter(_summaries_stale(timezone.now(), "")).count()

@@ -131,8 +131,8 @@ def test_postings_follow_the_content_on_insert_change_and_delete(alice: Caller) 
     with tenant_context(alice.tenant):
         postings = dict(LexicalPosting.objects.filter(memory_id=memory_id).values_list("lexeme", "impact"))
         assert set(postings) == {"quarter", "budget", "review", "ingrid"}
-        # one occurrence in a 4-lexeme memory: 2.2 / (1 + 1.2 * (0.25 + 0.75 * 4 / 8))
-        assert postings["ingrid"] == pytest.approx(2.2 / (1 + 1.2 * 0.625))
+        # one occurrence in a 4-lexeme memory: 2.2 / (1 + 1.2 * (0.7 + 0.3 * 4 / 16))
+        assert postings["ingrid"] == pytest.approx(2.2 / (1 + 1.2 * 0.775))
         SemanticMemory.objects.filter(pk=memory_id).update(content="[erased]")  # what erasure does
         assert set(LexicalPosting.objects.filter(memory_id=memory_id).values_list("lexeme", flat=True)) == {
             "eras"

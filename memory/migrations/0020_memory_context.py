@@ -1,0 +1,229 @@
+"""Recall quality: a softer BM25 length normalisation, and each memory's neighbours' text as a second
+lexical signal (``MemoryContext``), kept by triggers.
+
+- ``memory_bm25_saturation`` gets b = 0.3 and an average length of 16 lexemes (``BM25_B``,
+  ``AVG_DOC_LEXEMES`` of ``memory.semantic.models``, frozen here); every memory's ``lexical`` vector
+  and postings are recomputed with it.
+- ``memory_context_around(...)``: the ``CONTEXT_NEIGHBOURS`` (2) live memories just before and just
+  after a position ``(created_at, id)`` among the memories of one agent, scope, audience and
+  session (never the store's rows).
+- ``memory_context_refresh(ids)``: the context of each of ``ids`` rebuilt from its neighbours (per
+  lexeme the largest saturation in any of them), or deleted when it has none.
+- Triggers on ``memory_semanticmemory``: after an insert or a delete (per statement, from its
+  transition table) and after an update of what places a memory or gives its text (content,
+  forgetting, session, scope, agent, audience, type, time; per row), the contexts of the changed
+  rows and of every memory within two places of their old and new positions are rebuilt: none keeps
+  text of a memory that is gone, forgotten, merged or redacted.
+"""
+
+import django.contrib.postgres.fields
+import django.db.models.deletion
+import pgvector.django.sparsevec
+from django.db import migrations, models
+
+SATURATION = """
+CREATE OR REPLACE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.7::float8 + 0.3::float8 * dl / 16.0::float8));
+"""
+
+OLD_SATURATION = """
+CREATE OR REPLACE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * dl / 8.0::float8));
+"""
+
+RECOMPUTE = """
+UPDATE memory_semanticmemory SET lexical = memory_lexical_vector(search);
+DELETE FROM memory_lexicalposting;
+INSERT INTO memory_lexicalposting (memory_id, lexeme, impact)
+SELECT m.id, u.lexeme,
+       memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(m.search))
+FROM memory_semanticmemory m, unnest(m.search) AS u;
+ANALYZE memory_lexicalposting;
+"""
+
+FUNCTIONS = """
+CREATE FUNCTION memory_context_around(
+    p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
+    p_at timestamptz, p_id uuid
+) RETURNS SETOF uuid LANGUAGE plpgsql STABLE ROWS 4 AS $$
+BEGIN
+    -- two ordered scans of semantic_session_order_idx, LIMIT 2 each: bounded whatever the corpus
+    -- (ROWS 4 tells the planner so: with its default of 1,000 it joined them to a table scan)
+    RETURN QUERY
+    (SELECT s.id FROM memory_semanticmemory s
+     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
+       AND (s.created_at, s.id) < (p_at, p_id)
+       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
+       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
+     ORDER BY s.session_id DESC, s.agent_id DESC, s.scope DESC, s.created_at DESC, s.id DESC LIMIT 2)
+    UNION ALL
+    (SELECT s.id FROM memory_semanticmemory s
+     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
+       AND (s.created_at, s.id) > (p_at, p_id)
+       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
+       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
+     ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
+END $$;
+
+-- plpgsql, not sql: PostgreSQL 16 plans a non-inlined SQL function on every call, plpgsql once
+-- per connection
+CREATE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH target AS (
+        SELECT m.id, m.agent_id, m.scope, m.session_id, m.visible_to_agents, m.visible_to_roles,
+               m.created_at
+        FROM memory_semanticmemory m
+        WHERE m.id = ANY(ids) AND m.forgotten_at IS NULL AND m.session_id IS NOT NULL
+          AND m.memory_type <> 'store'
+    ), nb AS (
+        SELECT t.id, n.id AS source, n.search
+        FROM target t
+        CROSS JOIN LATERAL memory_context_around(
+            t.agent_id, t.scope, t.session_id, t.visible_to_agents, t.visible_to_roles::text[],
+            t.created_at, t.id) AS a(id)
+        JOIN memory_semanticmemory n ON n.id = a.id
+    ), lex AS (
+        SELECT nb.id, u.lexeme,
+               max(memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(nb.search))) AS w
+        FROM nb, unnest(nb.search) AS u
+        GROUP BY nb.id, u.lexeme
+    ), built AS (
+        SELECT l.id, memory_lexical_query(array_agg(l.lexeme), array_agg(l.w)) AS lexical,
+               (SELECT array_agg(DISTINCT nb.source) FROM nb WHERE nb.id = l.id) AS sources
+        FROM lex l GROUP BY l.id
+    ), gone AS (
+        DELETE FROM memory_memorycontext c
+        WHERE c.memory_id = ANY(ids) AND c.memory_id NOT IN (SELECT id FROM built)
+    )
+    INSERT INTO memory_memorycontext (memory_id, lexical, sources)
+    SELECT id, lexical, sources FROM built
+    ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources;
+END $$;
+
+CREATE FUNCTION memory_context_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM memory_context_refresh(ARRAY(
+        SELECT r.id FROM new_rows r WHERE r.session_id IS NOT NULL
+        UNION
+        SELECT a.id FROM new_rows r
+        CROSS JOIN LATERAL memory_context_around(
+            r.agent_id, r.scope, r.session_id, r.visible_to_agents, r.visible_to_roles::text[],
+            r.created_at, r.id) AS a(id)
+        WHERE r.session_id IS NOT NULL));
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION memory_context_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memory_memorycontext c USING old_rows r WHERE c.memory_id = r.id;
+    PERFORM memory_context_refresh(ARRAY(
+        SELECT a.id FROM old_rows r
+        CROSS JOIN LATERAL memory_context_around(
+            r.agent_id, r.scope, r.session_id, r.visible_to_agents, r.visible_to_roles::text[],
+            r.created_at, r.id) AS a(id)
+        WHERE r.session_id IS NOT NULL));
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION memory_context_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM memory_context_refresh(ARRAY(
+        SELECT NEW.id
+        UNION
+        SELECT a.id FROM memory_context_around(
+            OLD.agent_id, OLD.scope, OLD.session_id, OLD.visible_to_agents, OLD.visible_to_roles::text[],
+            OLD.created_at, OLD.id) AS a(id)
+        WHERE OLD.session_id IS NOT NULL
+        UNION
+        SELECT a.id FROM memory_context_around(
+            NEW.agent_id, NEW.scope, NEW.session_id, NEW.visible_to_agents, NEW.visible_to_roles::text[],
+            NEW.created_at, NEW.id) AS a(id)
+        WHERE NEW.session_id IS NOT NULL));
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER semantic_context_inserted
+    AFTER INSERT ON memory_semanticmemory REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_context_inserted();
+
+CREATE TRIGGER semantic_context_deleted
+    AFTER DELETE ON memory_semanticmemory REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION memory_context_deleted();
+
+CREATE TRIGGER semantic_context_updated
+    AFTER UPDATE OF content, forgotten_at, session_id, scope, agent_id, visible_to_agents,
+        visible_to_roles, memory_type, created_at ON memory_semanticmemory
+    FOR EACH ROW WHEN (
+        OLD.content IS DISTINCT FROM NEW.content
+        OR OLD.forgotten_at IS DISTINCT FROM NEW.forgotten_at
+        OR OLD.session_id IS DISTINCT FROM NEW.session_id
+        OR OLD.scope IS DISTINCT FROM NEW.scope
+        OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
+        OR OLD.visible_to_agents IS DISTINCT FROM NEW.visible_to_agents
+        OR OLD.visible_to_roles IS DISTINCT FROM NEW.visible_to_roles
+        OR OLD.memory_type IS DISTINCT FROM NEW.memory_type
+        OR OLD.created_at IS DISTINCT FROM NEW.created_at)
+    EXECUTE FUNCTION memory_context_updated();
+
+SELECT memory_context_refresh(ARRAY(
+    SELECT id FROM memory_semanticmemory WHERE session_id IS NOT NULL AND forgotten_at IS NULL));
+"""
+
+DROP_FUNCTIONS = """
+DROP TRIGGER IF EXISTS semantic_context_updated ON memory_semanticmemory;
+DROP TRIGGER IF EXISTS semantic_context_deleted ON memory_semanticmemory;
+DROP TRIGGER IF EXISTS semantic_context_inserted ON memory_semanticmemory;
+DROP FUNCTION IF EXISTS memory_context_updated();
+DROP FUNCTION IF EXISTS memory_context_deleted();
+DROP FUNCTION IF EXISTS memory_context_inserted();
+DROP FUNCTION IF EXISTS memory_context_refresh(uuid[]);
+DROP FUNCTION IF EXISTS memory_context_around(bigint, text, text, bigint[], text[], timestamptz, uuid);
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("memory", "0019_store_items"),
+    ]
+
+    operations = [
+        migrations.RemoveIndex(model_name="semanticmemory", name="semantic_session_idx"),
+        migrations.AddIndex(
+            model_name="semanticmemory",
+            index=models.Index(
+                fields=["session_id", "agent_id", "scope", "created_at", "id"],
+                name="semantic_session_order_idx",
+            ),
+        ),
+        migrations.CreateModel(
+            name="MemoryContext",
+            fields=[
+                (
+                    "memory",
+                    models.OneToOneField(
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        primary_key=True,
+                        related_name="context",
+                        serialize=False,
+                        to="memory.semanticmemory",
+                    ),
+                ),
+                (
+                    "lexical",
+                    pgvector.django.sparsevec.SparseVectorField(dimensions=1000000000, editable=False),
+                ),
+                (
+                    "sources",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.UUIDField(), default=list, editable=False, size=None
+                    ),
+                ),
+            ],
+            options={"verbose_name": "memory context"},
+        ),
+        migrations.RunSQL(SATURATION + RECOMPUTE, OLD_SATURATION + RECOMPUTE),
+        migrations.RunSQL(FUNCTIONS, DROP_FUNCTIONS),
+    ]
