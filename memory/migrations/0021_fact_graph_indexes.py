@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0019_store_items"),
+        ("memory", "0020_memory_context"),
     ]
 
     operations = [
