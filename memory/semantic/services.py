@@ -41,7 +41,7 @@ from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
 
 logger = logging.getLogger(__name__)
-# single writes' and searches' embeddings, run while their first database work waits (one per core)
+# single writes' embeddings, run while their exact-duplicate lookup waits (one per core)
 _EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-embedding")
 _SPACES = re.compile(r"\s+")
 
@@ -1207,20 +1207,16 @@ def memory_search(
         raise InvalidInput("At least one weight must be above 0, or every score is 0.", field="weights")
     now = now or timezone.now()
 
-    # the query is embedded on another core while this thread does what does not need the vector: its
-    # words' lexemes and IDFs (a round trip for a word this process has not seen) and the filter
-    embedding = _EMBEDDING.submit(embed_query, query)
+    qvec = list(embed_query(query))
     filters = filters or MemoryFilters()
     where, params = selectors.visible_filter_sql(agent, filters, model=embedder.name, dimensions=dims)
-    idf = selectors.lexeme_idf(selectors.query_lexemes(query))
-    qvec = list(embedding.result())  # the embedder's error (503) is raised here, as before
     pool_size = max(4 * k, 40)
     ranked = selectors.hybrid_search(
         where=where,
         params=params,
         vector=qvec,
         dimensions=dims,
-        idf=idf,
+        idf=selectors.lexeme_idf(selectors.query_lexemes(query)),
         pool=pool_size,
         weights=selectors.ScoreWeights(
             w["similarity"], w["recency"], w["importance"], math.log(2) / policy.recency_half_life_hours
