@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import re
 import time
 import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Cast
 from pgvector.django import CosineDistance, VectorField
@@ -44,6 +48,10 @@ class MemoryFilters:
     created_at: dict[str, datetime] = field(default_factory=dict)
     importance: dict[str, float] = field(default_factory=dict)
     include_archived: bool = False
+
+    def narrows(self) -> bool:
+        """Whether any filter but ``include_archived`` is given (a constraint with values)."""
+        return self != MemoryFilters(include_archived=self.include_archived)
 
 
 def visibility_q(agent: Agent) -> Q:
@@ -161,6 +169,10 @@ def search_prepare(text: str, ef_search: int) -> list[str]:
 HNSW_OPTIONS_SQL = (
     "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 )
+
+# appended to ``HNSW_OPTIONS_SQL`` by ``hybrid_search``: the plan cache mode of its statement, said
+# every time (inside a caller's transaction the previous search's setting would still be in force)
+_PLAN_MODE_SQL = ", set_config('plan_cache_mode', %s, true)"
 
 # --- inverse document frequencies ---------------------------------------------------------------------
 
@@ -322,34 +334,36 @@ class Candidate:
 LEXICAL_MAX_TERMS = 8
 
 
-def _candidates_sql(where: str, d: int) -> str:
+def _candidates_sql(where: str, d: int, pool: int) -> str:
     """The candidate CTEs (``vec``, ``txt``, their union ``cand``, the query's IDF vector ``qv``) of
-    the hybrid statement; parameters, in order: ``where``'s, the query vector, the pool, the generator
-    lexemes, ``where``'s again, the pool, the query lexemes and their IDFs."""
+    the hybrid statement; parameters, in order: ``where``'s, the query vector, the generator lexemes,
+    ``where``'s again, the query lexemes and their IDFs. ``pool`` (an int) is in the text: a
+    prepared statement's generic plan then still knows each arm stops after ``pool`` rows, so it
+    keeps the HNSW and posting index scans (with the limits as parameters it ranked every row
+    exactly, 150 ms at 100k)."""
+    pool = int(pool)
     return f"""
         WITH vec AS (
             SELECT m.id FROM memory_semanticmemory m WHERE {where}
-            ORDER BY (m.embedding::vector({d})) <=> %s::vector({d}) LIMIT %s
+            ORDER BY (m.embedding::vector({d})) <=> %s::vector({d}) LIMIT {pool}
         ), txt AS (
             SELECT p.memory_id AS id FROM unnest(%s::text[]) AS qt(lexeme)
             CROSS JOIN LATERAL (
                 SELECT p.memory_id FROM memory_lexicalposting p
                 JOIN memory_semanticmemory m ON m.id = p.memory_id
                 WHERE p.lexeme = qt.lexeme AND {where}
-                ORDER BY p.impact DESC, p.memory_id LIMIT %s
+                ORDER BY p.impact DESC, p.memory_id LIMIT {pool}
             ) p
         ), cand AS (SELECT id FROM vec UNION SELECT id FROM txt),
         qv AS (SELECT memory_lexical_query(%s::text[], %s::float8[]) AS v)
     """
 
 
-def _candidates_params(
-    params: list[Any], qvec: str, idf: dict[str, float], pool: int
-) -> tuple[list[Any], list[str]]:
+def _candidates_params(params: list[Any], qvec: str, idf: dict[str, float]) -> tuple[list[Any], list[str]]:
     lexemes = list(idf)
     weights = [float(idf[t]) for t in lexemes]
     generators = sorted(lexemes, key=lambda t: (-idf[t], t))[:LEXICAL_MAX_TERMS]
-    return [*params, qvec, pool, generators, *params, pool, lexemes, weights], lexemes
+    return [*params, qvec, generators, *params, lexemes, weights], lexemes
 
 
 def _vector_literal(vector: Sequence[float]) -> str:
@@ -382,9 +396,9 @@ def hybrid_candidates(
     """
     d = int(dimensions)
     qvec = _vector_literal(vector)
-    cand_params, _ = _candidates_params(params, qvec, idf, pool)
+    cand_params, _ = _candidates_params(params, qvec, idf)
     sql = (
-        _candidates_sql(where, d)
+        _candidates_sql(where, d, pool)
         + f"""
         SELECT m.id, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})),
                coalesce(-(m.lexical <#> (SELECT v FROM qv)), 0),
@@ -402,6 +416,119 @@ def hybrid_candidates(
             )
             for r in cursor.fetchall()
         ]
+
+
+# --- prepared statements ---------------------------------------------------------------------------
+
+# Prepared statements per connection (psycopg connection -> statement names, least recently used
+# first). PostgreSQL keeps them for the session whatever its transactions do (a rollback does not
+# undo a PREPARE), re-parses one whenever the search path differs from its last use (another tenant's
+# tables) and re-plans it after DDL or a new ANALYZE of its tables; privileges are checked on every
+# execution, as the role in force then.
+_prepared: weakref.WeakKeyDictionary[Any, OrderedDict[str, None]] = weakref.WeakKeyDictionary()
+PREPARED_PER_CONNECTION = 64  # distinct (filter shape, k, dimensions) statements kept per connection
+_PLACEHOLDER = re.compile(r"%[s%]")
+_LONG_PARAM = 256  # characters: a text parameter this long (the query vector) is sent once
+
+
+def _param_type(value: Any) -> str:
+    """The declared type of a prepared statement's parameter: exact for numbers and instants, else
+    ``unknown`` (PostgreSQL infers it where the statement first uses it: a column, a cast)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "int8"
+    if isinstance(value, float):
+        return "float8"
+    if isinstance(value, datetime):
+        return "timestamptz"
+    return "unknown"
+
+
+def _numbered(sql: str, params: Sequence[Any]) -> tuple[str, list[Any], list[str]]:
+    """``sql`` with its ``%s`` placeholders numbered (``$1``, ...) and ``%%`` unescaped, the values
+    of the numbers and their types (``_param_type``). Equal long text values (the query vector,
+    used twice) share one number."""
+    values: list[Any] = []
+    shared: dict[str, int] = {}
+    it = iter(params)
+
+    def number(m: re.Match[str]) -> str:
+        if m.group() == "%%":
+            return "%"
+        value = next(it)
+        if isinstance(value, str) and len(value) >= _LONG_PARAM:
+            if value not in shared:
+                values.append(value)
+                shared[value] = len(values)
+            return f"${shared[value]}"
+        values.append(value)
+        return f"${len(values)}"
+
+    text = _PLACEHOLDER.sub(number, sql)
+    if next(it, _END) is not _END:
+        raise ValueError("more parameters than placeholders")
+    return text, values, [_param_type(v) for v in values]
+
+
+_END = object()
+
+
+def _session_statements(cursor: Any) -> OrderedDict[str, None]:
+    """The names of the statements this module prepared on ``cursor``'s connection, read from the
+    server (``pg_prepared_statements``) the first time the process meets the connection."""
+    raw = cursor.cursor.connection
+    names = _prepared.get(raw)
+    if names is None:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'engram!_%' ESCAPE '!'")
+        names = OrderedDict((row[0], None) for row in cursor.fetchall())
+        _prepared[raw] = names
+    return names
+
+
+def execute_prepared(
+    cursor: Any, sql: str, params: Sequence[Any], *, before: str = "", before_params: Sequence[Any] = ()
+) -> None:
+    """Run ``sql`` (``%s`` placeholders, one statement) on ``cursor`` (a Django cursor) as a
+    prepared statement, after ``before`` (another statement, such as ``set_config``, or none) in the
+    same round trip and implicit transaction; the cursor is left on ``sql``'s rows.
+
+    The first call of a statement on a connection sends its ``PREPARE`` first (a round trip of its
+    own, once); every call then sends ``EXECUTE`` with the values as literals (Django's cursors bind
+    client-side), so PostgreSQL neither parses the statement again nor, once its plan cache settles
+    on the generic plan (after five custom plans, when the generic one is estimated no dearer),
+    plans it. The name is ``engram_`` and a digest of the text and the parameter types
+    (``_param_type``; the statement must cast any other value whose type its context does not
+    tell, as in ``%s::vector(384)``). A connection keeps ``PREPARED_PER_CONNECTION`` of them (the
+    least recently used one is deallocated). If the server lost one (a ``DEALLOCATE`` by someone
+    else), the names are read again from the server and the call is retried once outside a
+    transaction; inside one the error is raised (the transaction is aborted)."""
+    text, values, types = _numbered(sql, params)
+    name = "engram_" + hashlib.blake2b(f"{text}\0{types}".encode(), digest_size=10).hexdigest()
+    call = f"EXECUTE {name}({', '.join(['%s'] * len(values))})" if values else f"EXECUTE {name}"
+    for attempt in (0, 1):
+        names = _session_statements(cursor)
+        if name not in names:
+            drop = ""
+            if len(names) >= PREPARED_PER_CONNECTION:
+                oldest, _ = names.popitem(last=False)
+                drop = f"DEALLOCATE {oldest}; "
+            cursor.execute(f"{drop}PREPARE {name} ({', '.join(types)}) AS {text}")
+            names[name] = None
+        names.move_to_end(name)
+        try:
+            if before:
+                cursor.execute(f"{before}; {call}", [*before_params, *values])
+                cursor.cursor.nextset()  # past ``before``'s result
+            else:
+                cursor.execute(call, values)
+            return
+        except DatabaseError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "26000":  # invalid_sql_statement_name
+                raise
+            _prepared.pop(cursor.cursor.connection, None)  # read the names again next time
+            if attempt or connection.in_atomic_block:
+                raise
 
 
 # --- the one-statement search: candidates, scores and the rows of the best ------------------------------
@@ -497,12 +624,19 @@ def hybrid_search(
     limit: int | None,
     ef_search: int,
     with_embeddings: bool = False,
+    generic_plan: bool = False,
 ) -> list[ScoredMemory]:
     """Hybrid recall in one round trip: the HNSW options (``HNSW_OPTIONS_SQL``), the candidates of
     ``hybrid_candidates``, their scores and the rows of the ``limit`` best (all of them with
     ``limit`` None), best first (ties by id), sent as one multi-statement query (Django's psycopg
     cursors bind parameters client-side, so the statements travel together; PostgreSQL runs them in
-    one implicit transaction, to which the options are local).
+    one implicit transaction, to which the options are local). The statement itself is a prepared
+    one (``execute_prepared``): it is parsed once per connection, and with ``generic_plan`` planned
+    once too (``plan_cache_mode`` forced to the generic plan for this transaction). Ask for it only
+    when the values of ``params`` cannot change the best plan, as with the visibility rule alone
+    (an agent's id and role); with filters, PostgreSQL plans each call for its values until its
+    plan cache finds the generic plan as good (at 100k memories the plan costs ~2 ms of a ~5 ms
+    statement).
 
     Per candidate, all terms in [0, 1]: ``similarity = clamp(cos)``, ``text_relevance`` = its
     lexical score ``BM25(own words) + CONTEXT_WEIGHT * BM25(its context)`` (the context: the words of
@@ -516,7 +650,7 @@ def hybrid_search(
     """
     d = int(dimensions)
     qvec = _vector_literal(vector)
-    cand_params, _ = _candidates_params(params, qvec, idf, pool)
+    cand_params, _ = _candidates_params(params, qvec, idf)
     w_sum = weights.similarity + weights.recency + weights.importance
     (
         (mem_select, load_memory, n_mem),
@@ -524,9 +658,7 @@ def hybrid_search(
         (access_select, load_access, n_access),
     ) = _loaders()
     sql = (
-        HNSW_OPTIONS_SQL
-        + ";\n"
-        + _candidates_sql(where, d)
+        _candidates_sql(where, d, pool)
         + f""",
         parts AS (
             SELECT m.id,
@@ -557,7 +689,6 @@ def hybrid_search(
         """
     )
     all_params = [
-        str(int(ef_search)),
         *cand_params,
         qvec,
         weights.decay_per_hour,
@@ -574,8 +705,13 @@ def hybrid_search(
     ]
     out = []
     with connection.cursor() as cursor:
-        cursor.execute(sql, all_params)
-        cursor.cursor.nextset()  # past the options' row
+        execute_prepared(
+            cursor,
+            sql,
+            all_params,
+            before=HNSW_OPTIONS_SQL + _PLAN_MODE_SQL,
+            before_params=[str(int(ef_search)), "force_generic_plan" if generic_plan else "auto"],
+        )
         for r in cursor.fetchall():
             i = 6
             memory = load_memory(r[i : i + n_mem])

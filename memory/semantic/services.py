@@ -1208,9 +1208,8 @@ def memory_search(
     now = now or timezone.now()
 
     qvec = list(embed_query(query))
-    where, params = selectors.visible_filter_sql(
-        agent, filters or MemoryFilters(), model=embedder.name, dimensions=dims
-    )
+    filters = filters or MemoryFilters()
+    where, params = selectors.visible_filter_sql(agent, filters, model=embedder.name, dimensions=dims)
     pool_size = max(4 * k, 40)
     ranked = selectors.hybrid_search(
         where=where,
@@ -1226,6 +1225,7 @@ def memory_search(
         limit=None if mmr_lambda is not None else k,
         ef_search=max(pool_size, 40),
         with_embeddings=mmr_lambda is not None,
+        generic_plan=not filters.narrows(),
     )
     by_id = {r.memory.pk: r for r in ranked}
     scored = [
