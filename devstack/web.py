@@ -14,12 +14,16 @@ from devstack import VAR_DIR
 def uvicorn_command(
     port: int, *, log_level: str = "warning", workers: int = 1, app: str = "config.asgi:application"
 ) -> list[str]:
-    """The command line of the ASGI web server for ``app`` on 127.0.0.1:``port`` (no access log)."""
+    """The command line of the ASGI web server for ``app`` on 127.0.0.1:``port`` (no access log), with
+    the h11 protocol that turns Nagle's algorithm off (``config.server``: with ``workers`` > 1
+    uvicorn leaves it on, and each keep-alive request waited ~40 ms for a delayed ACK)."""
     return [
         sys.executable,
         "-m",
         "uvicorn",
         app,
+        "--http",
+        "config.server:NoDelayH11Protocol",
         "--host",
         "127.0.0.1",
         "--port",

@@ -53,3 +53,57 @@ def test_engram_up_makes_a_private_signing_key_and_an_anchor_sink(tmp_path: Path
     first = key_file.read_bytes()
     assert Path(web_environment({}, tmp_path)["ENGRAM_SIGNING_KEY_FILE"]).read_bytes() == first  # kept
     assert env["ENGRAM_ANCHOR_SINK"] == str(tmp_path / "anchors.jsonl")
+
+
+def test_the_web_server_turns_nagle_off_on_sockets_uvicorn_binds_itself() -> None:
+    """``--workers N`` hands asyncio a listener uvicorn bound itself (``proto`` 0), whose accepted
+    sockets asyncio leaves with Nagle on: each keep-alive request then waited ~40 ms for a delayed
+    ACK. The protocol ``uvicorn_command`` selects sets ``TCP_NODELAY`` on every connection."""
+    import asyncio
+    import socket
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.server import ServerState
+
+    from config.server import NoDelayH11Protocol
+    from devstack.web import uvicorn_command
+
+    command = uvicorn_command(8000, workers=2)
+    assert command[command.index("--http") + 1] == "config.server:NoDelayH11Protocol"
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]  # never called
+        raise AssertionError("no request is sent")
+
+    def accepted_nodelay(protocol_class: type[H11Protocol]) -> int:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, http=protocol_class, log_level="warning")
+        config.load()
+        listener = config.bind_socket()  # what the multiprocess supervisor passes to its workers
+        seen: list[int] = []
+
+        class Probe(protocol_class):  # type: ignore[misc, valid-type]
+            def connection_made(self, transport: asyncio.Transport) -> None:
+                super().connection_made(transport)
+                sock = transport.get_extra_info("socket")
+                seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+        async def run() -> None:
+            state = ServerState()
+            server = await asyncio.get_running_loop().create_server(
+                lambda: Probe(config=config, server_state=state, app_state={}), sock=listener
+            )
+            async with server:
+                _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+                for _ in range(100):
+                    if seen:
+                        break
+                    await asyncio.sleep(0.01)
+                writer.close()
+
+        asyncio.run(run())
+        assert seen, "no connection reached the protocol"
+        return seen[0]
+
+    assert accepted_nodelay(NoDelayH11Protocol) != 0
+    # uvicorn's own protocol on the same kind of listener (0 while uvicorn issue 3149 is open)
+    print("uvicorn's H11Protocol on a pre-bound listener: TCP_NODELAY", accepted_nodelay(H11Protocol))
