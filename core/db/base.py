@@ -24,7 +24,7 @@ role and search path as a cursor.
 
 from __future__ import annotations
 
-import time
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -34,12 +34,10 @@ from django.db.backends.base.base import NO_DB_ALIAS
 from django_tenants.postgresql_backend.base import DatabaseWrapper as TenantsDatabaseWrapper
 from django_tenants.utils import get_limit_set_calls, get_public_schema_name, quote_schema_name
 
+from core.db.prepared import execute_prepared
 from core.tenancy import RoleOverride, maintenance_role, quote_ident, roles_enabled, tenant_role
 
 RESET_SQL = "RESET ROLE; RESET search_path"
-# psycopg's prepare_threshold for connections fetch_prepared uses: prepare what it asks for
-# (prepare=True), never anything else automatically (Django leaves it None, which refuses even that)
-PREPARE_ONLY_WHEN_ASKED = 2**31
 
 
 def reset_pooled_connection(conn: psycopg.Connection[Any]) -> None:
@@ -135,49 +133,20 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
 def fetch_prepared(
     sql: str, params: Sequence[Any] | Mapping[str, Any], *, using: str = DEFAULT_DB_ALIAS
 ) -> tuple[Any, ...] | None:
-    """Run ``sql`` (psycopg placeholders, ``%s`` or ``%(name)s``) as a prepared statement of the
-    connection ``using`` and return its first row (``None``: no row).
+    """Run ``sql`` (one statement, ``%s`` or ``%(name)s`` placeholders) as a prepared statement of
+    the connection ``using`` (``core.db.prepared.execute_prepared``: parsed once per connection,
+    planned once its plan cache settles on the generic plan) and return its first row (``None``:
+    no row). It runs on an ordinary cursor of ``using``: the unit's role and search path, Django's
+    error wrapping (``DatabaseError``) and query log, autocommit outside an atomic block. PostgreSQL
+    re-parses a prepared statement whose search path changed since its last use, so it always
+    reads the current tenant's tables; privileges are checked at each execution."""
+    if isinstance(params, Mapping):
+        values = params
+        params = [values[name] for name in _NAMED.findall(sql)]
+        sql = _NAMED.sub("%s", sql)
+    with connections[using].cursor() as cursor:
+        execute_prepared(cursor, sql, params)
+        return cast(tuple[Any, ...] | None, cursor.fetchone())
 
-    Django's cursors bind parameters on the client (the statement text holds the values), so
-    PostgreSQL parses and plans each call anew: ~0.1-0.3 ms for a checkpoint restore's one-row
-    read, more than executing it. Here the parameters go separately (server-side binding, psycopg's
-    ``prepare=True``): the statement is parsed and planned on its first use on the connection,
-    later calls send only the values. PostgreSQL re-parses a prepared statement whose
-    ``search_path`` changed since it was planned (``PREPARE``, "the statement will be re-parsed
-    using the new search_path"), so it always reads the current tenant's tables; privileges are
-    checked at each execution, under the role the cursor would have (``_handle_search_path``).
 
-    Django opens connections with psycopg's ``prepare_threshold`` ``None`` (no prepared statement
-    at all, for transaction-mode poolers such as PgBouncer before 1.21, which Engram does not sit
-    behind); the first call sets it to ``PREPARE_ONLY_WHEN_ASKED`` on the connection, so only these
-    statements are prepared: Django's own cursors bind on the client and never prepare. psycopg
-    forgets (and deallocates) a connection's prepared statements after a rollback; they are
-    prepared again on their next use.
-
-    Like a Django cursor: the connection is opened (or borrowed from the pool) if needed, refused in
-    a broken atomic block, its errors raised as Django's ``DatabaseError`` family, and the statement
-    recorded in ``connection.queries`` when queries are logged (tests' ``CaptureQueriesContext``).
-    In autocommit mode the statement commits on its own; in an atomic block it joins the
-    transaction. Bind a value with a stable PostgreSQL type (``psycopg.types.numeric.Int8`` for a
-    bigint): psycopg prepares one statement per (text, parameter types). Raises ``DatabaseError``.
-    """
-    wrapper = cast(DatabaseWrapper, connections[using])
-    wrapper.close_if_health_check_failed()
-    wrapper.ensure_connection()
-    wrapper.validate_thread_sharing()
-    wrapper.validate_no_broken_transaction()
-    start = time.monotonic() if wrapper.queries_logged else None
-    try:
-        with wrapper.wrap_database_errors:
-            wrapper._handle_search_path()  # the unit's role and search path, when not set already
-            raw: psycopg.Connection[Any] = wrapper.connection
-            if raw.prepare_threshold is None:
-                raw.prepare_threshold = PREPARE_ONLY_WHEN_ASKED
-            with psycopg.Cursor(raw) as cursor:
-                cursor.execute(sql, params, prepare=True)
-                return cursor.fetchone()
-    finally:
-        if start is not None:
-            wrapper.queries_log.append(
-                {"sql": f"{sql} -- prepared, {params!r}", "time": f"{time.monotonic() - start:.3f}"}
-            )
+_NAMED = re.compile(r"%\((\w+)\)s")

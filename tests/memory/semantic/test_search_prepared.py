@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django_tenants.utils import tenant_context
 
-from memory.semantic import selectors
+from core.db import prepared
 from tenants.models import Tenant
 from tests.factories import Caller, contents, make_caller, remember, requires_model, search
 
@@ -86,9 +86,32 @@ def test_a_statement_the_session_lost_is_prepared_again(scratch_tenant: Tenant) 
 
 def test_placeholders_are_numbered_and_the_query_vector_sent_once() -> None:
     vector = "[" + ",".join(["0.125"] * 100) + "]"
-    text, values, types = selectors._numbered(
+    text, values, types = prepared._numbered(
         "SELECT %s::vector, %s, %s, 'a%%b', %s::vector", [vector, 3, 0.5, vector]
     )
     assert text == "SELECT $1::vector, $2, $3, 'a%b', $1::vector"
     assert values == [vector, 3, 0.5]
     assert types == ["unknown", "int8", "float8"]
+
+
+def test_a_rollback_on_the_connection_leaves_the_prepared_search_in_place(alice: Caller) -> None:
+    # the checkpoints' statements are prepared on the same connection (core.db.base.fetch_prepared);
+    # a rollback there (psycopg answered one with DEALLOCATE ALL while it held protocol-level
+    # prepared statements) must not take the search's statement away from a later transaction
+    from django.db import DatabaseError, transaction
+
+    from core.db.base import fetch_prepared
+
+    remember(alice, "The release train leaves on Thursdays.", scope="private")
+    assert contents(search(alice, "release train")) == ["The release train leaves on Thursdays."]
+    with tenant_context(alice.tenant):
+        assert fetch_prepared("SELECT count(*) FROM memory_checkpoint WHERE session_id = %s", ["s"]) == (0,)
+        try:
+            with transaction.atomic():
+                fetch_prepared("SELECT 1 / 0", [])
+        except DatabaseError:
+            pass
+    names = set(_statements())
+    with transaction.atomic():  # a search inside a transaction cannot prepare again after a failure
+        assert contents(search(alice, "release train")) == ["The release train leaves on Thursdays."]
+    assert names <= set(_statements())
