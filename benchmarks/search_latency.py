@@ -50,10 +50,27 @@ from _common import ROOT, bench_key, default_server, django_setup, mib, percenti
 READER = "bench-reader"
 AGENTS = [READER, "bench-planner", "bench-support", "bench-research"]
 CACHE_DIR = ROOT / "var" / "bench" / "embeddings"
+TAGS = ("travel", "food", "work", "family", "health", "money", "hobby", "schedule")
 MODEL2VEC_PATH = ROOT.parent / "shared" / "models" / "minilm-static-256"
 
 
 # --- filling --------------------------------------------------------------------------------------------
+
+
+def _draw_attributes(
+    rng: random.Random, types: list[Any], tags_pool: list[str], now: datetime
+) -> tuple[bool, Any, list[str], float, datetime, datetime]:
+    """One memory's drawn attributes, in the order both fills draw them: shared?, type, tags,
+    importance, creation time (up to 180 days before ``now``) and last access (between the two)."""
+    shared = rng.random() < 0.5
+    mtype = rng.choice(types)
+    tags = rng.sample(tags_pool, rng.randint(0, 2))
+    importance = round(rng.betavariate(2, 3), 3)
+    created = now - timedelta(days=rng.uniform(0, 180))
+    accessed = created + (now - created) * rng.random()
+    return shared, mtype, tags, importance, created, accessed
+
+
 def _pool_init() -> None:
     django_setup()
 
@@ -113,7 +130,7 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
         now = timezone.now()
         owners = [agents[name] for name in AGENTS]
         types = [MemoryType.FACT] * 5 + [MemoryType.PREFERENCE] * 3 + [MemoryType.OBSERVATION] * 2
-        tags_pool = ["travel", "food", "work", "family", "health", "money", "hobby", "schedule"]
+        tags_pool = list(TAGS)
         rows: list[SemanticMemory] = []
         clocks: list[tuple[datetime, int]] = []
 
@@ -131,12 +148,7 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
         for i, text in enumerate(texts):
             # draw for every index, so a resumed fill gives each memory the same attributes
             owner = owners[i % len(owners)]
-            shared = rng.random() < 0.5
-            mtype = rng.choice(types)
-            tags = rng.sample(tags_pool, rng.randint(0, 2))
-            importance = round(rng.betavariate(2, 3), 3)
-            created = now - timedelta(days=rng.uniform(0, 180))
-            accessed = created + (now - created) * rng.random()
+            shared, mtype, tags, importance, created, accessed = _draw_attributes(rng, types, tags_pool, now)
             digest = content_hash(text)
             if digest in existing:
                 continue
@@ -254,7 +266,7 @@ def fill_bulk(tenant: Any, agents: dict[str, Any], n: int, seed: int) -> None:
         now = timezone.now()
         owners = [agents[name].pk for name in AGENTS]
         types = [MemoryType.FACT] * 5 + [MemoryType.PREFERENCE] * 3 + [MemoryType.OBSERVATION] * 2
-        tags_pool = ["travel", "food", "work", "family", "health", "money", "hobby", "schedule"]
+        tags_pool = list(TAGS)
         columns = (
             "id, agent_id, scope, memory_type, session_id, data_subject, tags, visible_to_agents, "
             "visible_to_roles, content, content_hash, metadata, importance, confidence, embedding, "
@@ -273,12 +285,9 @@ def fill_bulk(tenant: Any, agents: dict[str, Any], n: int, seed: int) -> None:
             clocks: list[tuple[Any, ...]] = []
             for i in range(start, stop):
                 # drawn for every index, as in ``fill``, so each memory gets the same attributes
-                shared = rng.random() < 0.5
-                mtype = rng.choice(types)
-                tags = rng.sample(tags_pool, rng.randint(0, 2))
-                importance = round(rng.betavariate(2, 3), 3)
-                created = now - timedelta(days=rng.uniform(0, 180))
-                accessed = created + (now - created) * rng.random()
+                shared, mtype, tags, importance, created, accessed = _draw_attributes(
+                    rng, types, tags_pool, now
+                )
                 count = rng.randint(0, 5)
                 if i < have or vectors is None:
                     continue
