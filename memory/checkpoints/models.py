@@ -35,6 +35,12 @@ MAX_NAMESPACE_LENGTH = 500
 MAX_SERIALIZED_TYPE_LENGTH = 64
 
 
+def compact_json(value: Any) -> str:
+    """``value`` as JSON text with no spaces and non-ASCII kept, keys in their order (the stored
+    ``jsonb`` text's shape for a document assembled from an instance)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(value: Any) -> str:
     """``value`` as canonical JSON text: sorted keys, no spaces, non-ASCII kept (what fingerprints
     hash, and what a save stores and caches: one serialisation per value)."""
@@ -229,9 +235,9 @@ class Checkpoint(models.Model):
         the values again (~30 µs for a 2 KiB state). See ``document_json``.
         """
         if state_json is None:
-            state_json = json.dumps(self.state, separators=(",", ":"), ensure_ascii=False)
+            state_json = compact_json(self.state)
         if plan_json is None:
-            plan_json = json.dumps(self.plan, separators=(",", ":"), ensure_ascii=False)
+            plan_json = compact_json(self.plan)
         return document_json(
             pk=self.pk,
             session_id=self.session_id,
@@ -242,7 +248,7 @@ class Checkpoint(models.Model):
             created_at=self.created_at,
             checkpoint_ns=self.checkpoint_ns,
             parent_key=self.parent_key,
-            metadata_json=json.dumps(self.metadata, separators=(",", ":"), ensure_ascii=False),
+            metadata_json=compact_json(self.metadata),
             state_json=state_json,
             plan_json=plan_json,
             serialized_type=self.serialized_type,
