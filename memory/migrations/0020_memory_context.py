@@ -33,14 +33,76 @@ CREATE OR REPLACE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURN
     RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * dl / 8.0::float8));
 """
 
+# Set-based, the indexes rebuilt rather than fed row by row: every changed row is a new version that
+# every index of the table gets (the HNSW graph insert of a 384-d vector is ~1 ms a row; one build
+# of the index after the update is ~25 s at 100k). Only rows whose vector changes are written (the
+# saturation is the same for 6-lexeme memories). The postings are rebuilt in bulk the same way.
 RECOMPUTE = """
-UPDATE memory_semanticmemory SET lexical = memory_lexical_vector(search);
-DELETE FROM memory_lexicalposting;
+SET LOCAL maintenance_work_mem = '1GB';
+SET LOCAL work_mem = '256MB';
+DO $$
+DECLARE
+    defs text[];
+    def text;
+BEGIN
+    SELECT coalesce(array_agg(pg_get_indexdef(i.indexrelid)), '{}') INTO defs
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+    WHERE i.indrelid = 'memory_semanticmemory'::regclass AND a.amname = 'hnsw';
+    EXECUTE (SELECT coalesce(string_agg('DROP INDEX ' || i.indexrelid::regclass::text, '; '), 'SELECT 1')
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+             WHERE i.indrelid = 'memory_semanticmemory'::regclass AND a.amname = 'hnsw');
+    UPDATE memory_semanticmemory m SET lexical = v.lexical
+    FROM (SELECT id, memory_lexical_vector(search) AS lexical FROM memory_semanticmemory) v
+    WHERE m.id = v.id AND m.lexical IS DISTINCT FROM v.lexical;
+    FOREACH def IN ARRAY defs LOOP
+        EXECUTE def;
+    END LOOP;
+END $$;
+TRUNCATE memory_lexicalposting;
+DROP INDEX lexical_posting_rank_idx;
+ALTER TABLE memory_lexicalposting DROP CONSTRAINT memory_lexicalposting_pkey;
 INSERT INTO memory_lexicalposting (memory_id, lexeme, impact)
 SELECT m.id, u.lexeme,
        memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(m.search))
 FROM memory_semanticmemory m, unnest(m.search) AS u;
+ALTER TABLE memory_lexicalposting ADD CONSTRAINT memory_lexicalposting_pkey PRIMARY KEY (memory_id, lexeme);
+CREATE INDEX lexical_posting_rank_idx ON memory_lexicalposting (lexeme, impact DESC, memory_id);
+ANALYZE memory_semanticmemory;
 ANALYZE memory_lexicalposting;
+"""
+
+# Every memory's context at once (what ``memory_context_refresh`` of every live memory gives): its
+# neighbours are the two before and after it by (created_at, id) among the live, non-store memories
+# of its session, agent, scope and audience (``memory_context_around``), so lag/lead over that
+# partition; per lexeme the largest saturation in any neighbour; the sources every neighbour, for a
+# memory whose neighbours hold at least one lexeme. Built before the triggers exist.
+BUILD_CONTEXTS = """
+SET LOCAL work_mem = '256MB';
+WITH live AS (
+    SELECT m.id,
+           ARRAY[lag(m.id, 2) OVER w, lag(m.id, 1) OVER w, lead(m.id, 1) OVER w, lead(m.id, 2) OVER w] AS around
+    FROM memory_semanticmemory m
+    WHERE m.session_id IS NOT NULL AND m.forgotten_at IS NULL AND m.memory_type <> 'store'
+      AND m.agent_id IS NOT NULL AND m.scope IS NOT NULL AND m.created_at IS NOT NULL
+      AND m.visible_to_agents IS NOT NULL AND m.visible_to_roles IS NOT NULL
+    WINDOW w AS (PARTITION BY m.session_id, m.agent_id, m.scope, m.visible_to_agents,
+                              m.visible_to_roles::text[]
+                 ORDER BY m.created_at, m.id)
+), nb AS (
+    SELECT l.id, a.source FROM live l, unnest(l.around) AS a(source) WHERE a.source IS NOT NULL
+), lex AS (
+    SELECT nb.id, u.lexeme,
+           max(memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(n.search))) AS w
+    FROM nb JOIN memory_semanticmemory n ON n.id = nb.source, unnest(n.search) AS u
+    GROUP BY nb.id, u.lexeme
+), built AS (
+    SELECT l.id, memory_lexical_query(array_agg(l.lexeme), array_agg(l.w)) AS lexical
+    FROM lex l GROUP BY l.id
+)
+INSERT INTO memory_memorycontext (memory_id, lexical, sources)
+SELECT b.id, b.lexical, s.sources
+FROM built b JOIN (SELECT id, array_agg(DISTINCT source) AS sources FROM nb GROUP BY id) s ON s.id = b.id;
+ANALYZE memory_memorycontext;
 """
 
 FUNCTIONS = """
@@ -167,8 +229,6 @@ CREATE TRIGGER semantic_context_updated
         OR OLD.created_at IS DISTINCT FROM NEW.created_at)
     EXECUTE FUNCTION memory_context_updated();
 
-SELECT memory_context_refresh(ARRAY(
-    SELECT id FROM memory_semanticmemory WHERE session_id IS NOT NULL AND forgotten_at IS NULL));
 """
 
 DROP_FUNCTIONS = """
@@ -225,5 +285,5 @@ class Migration(migrations.Migration):
             options={"verbose_name": "memory context"},
         ),
         migrations.RunSQL(SATURATION + RECOMPUTE, OLD_SATURATION + RECOMPUTE),
-        migrations.RunSQL(FUNCTIONS, DROP_FUNCTIONS),
+        migrations.RunSQL(BUILD_CONTEXTS + FUNCTIONS, DROP_FUNCTIONS),
     ]
