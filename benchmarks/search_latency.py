@@ -396,111 +396,6 @@ def measure_service(
     return out
 
 
-class BaseWorker:
-    """``memory_search`` with another checkout's code (``--base``) in a worker process of its own,
-    answering each round of questions it is sent (one JSON line) with its latencies (ms, query
-    embedded per call), so both checkouts run in the same interleaved rounds on the same tenant."""
-
-    def __init__(self, base: str, slug: str) -> None:
-        import subprocess
-        import sys
-
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--search-worker", os.path.abspath(base), slug],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
-
-    def round(self, questions: list[str]) -> list[float]:
-        import json
-
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(questions) + "\n")
-        self.proc.stdin.flush()
-        return [float(x) for x in json.loads(self.proc.stdout.readline())]
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(60)
-
-
-def search_round(tenant: Any, agent: Any, questions: list[str]) -> list[float]:
-    """Latencies (ms) of ``memory_search`` (k=10, touch on) for ``questions``, each embedded anew."""
-    from django_tenants.utils import tenant_context
-
-    from memory.embeddings import embed_query
-    from memory.semantic.services import memory_search
-
-    out = []
-    with tenant_context(tenant):
-        policy = tenant.retrieval_policy
-        for q in questions:
-            embed_query.cache_clear()
-            t0 = time.perf_counter()
-            memory_search(agent=agent, query=q, policy=policy)
-            out.append((time.perf_counter() - t0) * 1000)
-    return out
-
-
-def search_worker(slug: str) -> None:
-    """``--search-worker <root> <slug>``: rounds of ``search_round`` with the code of ``<root>``
-    (first on ``sys.path``), one per JSON list of questions read, answered with a JSON list."""
-    import json
-    import sys
-
-    from agents.models import Agent
-    from memory.semantic import selectors
-    from tenants.models import Tenant
-
-    print(f"  base: {selectors.__file__}", file=sys.stderr, flush=True)
-    tenant = Tenant.objects.get(schema_name=slug)
-    from django_tenants.utils import tenant_context
-
-    with tenant_context(tenant):
-        agent = Agent.objects.get(name=READER)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        print(json.dumps(search_round(tenant, agent, json.loads(line))), flush=True)
-
-
-def compare_with_base(
-    tenant: Any, agent: Any, base: str, warm: list[str], measured: list[str], rounds: int
-) -> None:
-    """This checkout's ``memory_search`` against ``base``'s on the same tenant, in ``rounds``
-    interleaved rounds (the order alternates); prints p50 / p95 / mean of each and the load."""
-    from memory.semantic import selectors
-
-    print(f"  this: {selectors.__file__}", flush=True)
-    worker = BaseWorker(base, tenant.schema_name)
-    search_round(tenant, agent, warm)
-    worker.round(warm)
-    ours: list[float] = []
-    theirs: list[float] = []
-    loads = []
-    per = max(1, len(measured) // rounds)
-    for r in range(rounds):
-        chunk = measured[r * per : (r + 1) * per]
-        if r % 2:
-            theirs += worker.round(chunk)
-            ours += search_round(tenant, agent, chunk)
-        else:
-            ours += search_round(tenant, agent, chunk)
-            theirs += worker.round(chunk)
-        loads.append(os.getloadavg()[0])
-    worker.close()
-    a, b = percentiles(ours), percentiles(theirs)
-    print(f"\nmemory_search k=10, query embedded per call, {len(ours)} queries each, {rounds} rounds (ms)")
-    print(f"{'checkout':<12}{'p50':>8}{'p95':>8}{'p99':>8}{'mean':>8}")
-    for name, s in (("this", a), ("base", b)):
-        print(f"{name:<12}{s['p50']:>8.2f}{s['p95']:>8.2f}{s['p99']:>8.2f}{s['mean']:>8.2f}")
-    print(f"this/base: p50 {a['p50'] / b['p50']:.3f}x, p95 {a['p95'] / b['p95']:.3f}x")
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"load during rounds {min(loads):.1f}-{max(loads):.1f}; (1, 5, 15 min) at the end: {load}")
-
-
 def measure_http(url: str, key: str, warm: list[str], measured: list[str]) -> dict[str, float]:
     headers = {"Authorization": f"Bearer {key}"}
     # warm every worker: a fresh connection per warm-up request lands on either worker
@@ -536,21 +431,6 @@ def main() -> None:
         action="store_true",
         help="fill by COPY, vectors past the cached ones synthetic (fill_bulk): for 1M memories",
     )
-    parser.add_argument(
-        "--base",
-        help="another checkout (e.g. /work/main): its memory_search against this one's, interleaved "
-        "rounds on the same tenant (no HTTP; the tenant must be filled)",
-    )
-    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds with --base")
-    import sys
-
-    if sys.argv[1:2] == ["--search-worker"]:
-        sys.path.insert(0, sys.argv[2])
-        if str(ROOT) not in sys.path:
-            sys.path.append(str(ROOT))  # so django_setup does not put this checkout before it
-        django_setup()
-        search_worker(sys.argv[3])
-        return
     args = parser.parse_args()
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
 
@@ -580,9 +460,6 @@ def main() -> None:
             fill(tenant, agents, n, args.seed, args.jobs)
         if args.fill_only:
             continue
-        if args.base:
-            compare_with_base(tenant, agents[READER], args.base, svc_warm, svc_q, args.rounds)
-            continue
         print("  measuring the service...", flush=True)
         results = measure_service(tenant, agents[READER], svc_warm, svc_q)
         meta[n] = results.pop("_meta")
@@ -600,7 +477,7 @@ def main() -> None:
                 server.rss.sample()
                 rss[n] = (server.rss.peak_total, server.rss.peak_single)
 
-    if args.fill_only or args.base:
+    if args.fill_only:
         return
     print(f"\nHybrid search latency, k=10, {args.queries} distinct queries per row (ms)")
     print(f"{'memories':>9}  {'path':<36}{'p50':>8}{'p95':>8}{'p99':>8}{'mean':>8}{'max':>8}")
