@@ -331,9 +331,16 @@ class Candidate:
 LEXICAL_MAX_TERMS = 8
 
 
+# The columns of a candidate's memory row that scoring needs, read by the arm that found it, where its
+# row already is (the statement used to join every candidate to its row again by primary key).
+# ``embedding`` travels as it is stored (a TOAST pointer): it is read only for the candidates whose
+# distance the vector arm did not compute (the vector arm's distance is carried, not recomputed).
+_CARRIED = "m.embedding, m.lexical, m.importance, m.created_at"
+
+
 def _candidates_sql(where: str, d: int, pool: int) -> str:
     """The candidate CTEs (``vec``, ``txt``, their union ``cand``, the query's IDF vector ``qv``) of
-    the hybrid statement; parameters, in order: ``where``'s, the query vector, the generator lexemes,
+    the hybrid statement; parameters, in order: the query vector, ``where``'s, the generator lexemes,
     ``where``'s again, the query lexemes and their IDFs. ``pool`` (an int) is in the text: a
     prepared statement's generic plan then still knows each arm stops after ``pool`` rows, so it
     keeps the HNSW and posting index scans (with the limits as parameters it ranked every row
@@ -341,17 +348,23 @@ def _candidates_sql(where: str, d: int, pool: int) -> str:
     pool = int(pool)
     return f"""
         WITH vec AS (
-            SELECT m.id FROM memory_semanticmemory m WHERE {where}
-            ORDER BY (m.embedding::vector({d})) <=> %s::vector({d}) LIMIT {pool}
+            SELECT m.id, (m.embedding::vector({d})) <=> %s::vector({d}) AS distance,
+                   {_CARRIED}
+            FROM memory_semanticmemory m WHERE {where}
+            ORDER BY distance LIMIT {pool}
         ), txt AS (
-            SELECT p.memory_id AS id FROM unnest(%s::text[]) AS qt(lexeme)
+            SELECT p.* FROM unnest(%s::text[]) AS qt(lexeme)
             CROSS JOIN LATERAL (
-                SELECT p.memory_id FROM memory_lexicalposting p
+                SELECT m.id, NULL::float8 AS distance, {_CARRIED}
+                FROM memory_lexicalposting p
                 JOIN memory_semanticmemory m ON m.id = p.memory_id
                 WHERE p.lexeme = qt.lexeme AND {where}
                 ORDER BY p.impact DESC, p.memory_id LIMIT {pool}
             ) p
-        ), cand AS (SELECT id FROM vec UNION SELECT id FROM txt),
+        ), cand AS (
+            SELECT DISTINCT ON (u.id) u.* FROM (SELECT * FROM vec UNION ALL SELECT * FROM txt) u
+            ORDER BY u.id, u.distance NULLS LAST
+        ),
         qv AS (SELECT memory_lexical_query(%s::text[], %s::float8[]) AS v)
     """
 
@@ -360,7 +373,7 @@ def _candidates_params(params: list[Any], qvec: str, idf: dict[str, float]) -> t
     lexemes = list(idf)
     weights = [float(idf[t]) for t in lexemes]
     generators = sorted(lexemes, key=lambda t: (-idf[t], t))[:LEXICAL_MAX_TERMS]
-    return [*params, qvec, generators, *params, lexemes, weights], lexemes
+    return [qvec, *params, generators, *params, lexemes, weights], lexemes
 
 
 def _vector_literal(vector: Sequence[float]) -> str:
@@ -397,12 +410,12 @@ def hybrid_candidates(
     sql = (
         _candidates_sql(where, d, pool)
         + f"""
-        SELECT m.id, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})),
-               coalesce(-(m.lexical <#> (SELECT v FROM qv)), 0),
-               m.importance,
-               coalesce((SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = m.id),
-                        m.created_at){", m.embedding" if with_embeddings else ""}
-        FROM cand JOIN memory_semanticmemory m ON m.id = cand.id
+        SELECT c.id, 1 - coalesce(c.distance, (c.embedding::vector({d})) <=> %s::vector({d})),
+               coalesce(-(c.lexical <#> (SELECT v FROM qv)), 0),
+               c.importance,
+               coalesce((SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = c.id),
+                        c.created_at){", c.embedding" if with_embeddings else ""}
+        FROM cand c
     """
     )
     with connection.cursor() as cursor:
@@ -427,11 +440,11 @@ CONTEXT_WEIGHT = 0.5
 
 def _context_rank_sql() -> str:
     """The per-candidate BM25 score of a memory's context (``MemoryContext.lexical``, 0 without
-    one) against the query's IDF vector ``qv``, for the ``parts`` CTE of ``hybrid_search`` (table
-    alias ``m``): one primary-key lookup and one sparse dot product per candidate."""
+    one) against the query's IDF vector ``qv``, for the ``parts`` CTE of ``hybrid_search`` (the
+    candidate's alias ``c``): one primary-key lookup and one sparse dot product per candidate."""
     return (
         "coalesce((SELECT -(x.lexical <#> (SELECT v FROM qv)) FROM memory_memorycontext x "
-        "WHERE x.memory_id = m.id), 0)"
+        "WHERE x.memory_id = c.id), 0)"
     )
 
 
@@ -544,16 +557,16 @@ def hybrid_search(
     sql = (
         _candidates_sql(where, d, pool)
         + f""",
-        parts AS (
-            SELECT m.id,
-                   greatest(0, least(1, 1 - ((m.embedding::vector({d})) <=> %s::vector({d})))) AS similarity,
-                   coalesce(-(m.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
+        parts AS MATERIALIZED (  -- inlined, max() OVER () ran the context subquery a second time
+            SELECT c.id,
+                   greatest(0, least(1, 1 - coalesce(c.distance, (c.embedding::vector({d})) <=> %s::vector({d}))))
+                       AS similarity,
+                   coalesce(-(c.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
                    {_context_rank_sql()} AS context_rank,
-                   m.importance,
-                   exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce(a.last_accessed_at, m.created_at)))
+                   c.importance,
+                   exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce(a.last_accessed_at, c.created_at)))
                        / 3600.0)) AS recency
-            FROM cand JOIN memory_semanticmemory m ON m.id = cand.id
-            LEFT JOIN memory_memoryaccess a ON a.memory_id = m.id
+            FROM cand c LEFT JOIN memory_memoryaccess a ON a.memory_id = c.id
         ), fused AS (
             SELECT p.*, (p.text_rank + %s * p.context_rank)
                    / coalesce(nullif(max(p.text_rank + %s * p.context_rank) OVER (), 0), 1) AS text_relevance
