@@ -34,7 +34,9 @@ average. Needs PostgreSQL (pgvector) and Redis from the environment::
 
 ``--checkpoints-only`` measures the checkpoints alone (``--rounds 8``); with ``--base <checkout>``
 (e.g. ``/work/main``) that checkout's Engram runs in a worker process in the same interleaved
-rounds, for a before / after in one run (its code, this checkout's harness and virtualenv).
+rounds, for a before / after in one run (its code, this checkout's harness and virtualenv). Each
+worker prints the file its ``memory.checkpoints.services`` came from, and the run stops if any module
+of the project's packages in a worker came from outside that worker's checkout.
 """
 
 from __future__ import annotations
@@ -362,13 +364,28 @@ class BaseWorker:
         import subprocess
 
         self.name = name
+        self.root = os.path.realpath(base)
+        # The checkout's code first on the worker's path from its first statement, and the worker
+        # in the checkout's folder: Celery's Django fixup (run by django.setup() through the
+        # project's Celery app) puts the working directory first on sys.path, so a worker started
+        # in this checkout imported this checkout's packages whatever came before (an A/A run).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([self.root, os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--checkpoint-worker", os.path.abspath(base), str(seed), name],
+            [sys.executable, os.path.abspath(__file__), "--checkpoint-worker", self.root, str(seed), name],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
+            env=env,
+            cwd=self.root,
         )
-        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("ready "):
+            raise SystemExit(f"{name}: the worker did not start (it said {line!r}; its stderr above)")
+        self.code = line.removeprefix("ready ")
+        if not os.path.realpath(self.code).startswith(os.path.join(self.root, "")):
+            raise SystemExit(f"{name}: the worker loaded {self.code}, not the code of {self.root}")
+        print(f"  {name}: {self.code}", flush=True)
 
     def round(self, latencies: dict[tuple[str, str], list[float]]) -> None:
         import json
@@ -376,7 +393,10 @@ class BaseWorker:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write("go\n")
         self.proc.stdin.flush()
-        for measure, values in json.loads(self.proc.stdout.readline()).items():
+        answer = self.proc.stdout.readline()
+        if not answer.startswith("{"):
+            raise SystemExit(f"{self.name}: the worker failed (it said {answer.strip()!r}; its stderr above)")
+        for measure, values in json.loads(answer).items():
             latencies.setdefault((self.name, measure), []).extend(values)
 
     def close(self) -> None:
@@ -385,21 +405,56 @@ class BaseWorker:
         self.proc.wait(60)
 
 
-def checkpoint_worker(seed: int, name: str) -> None:
+# the project's top-level packages (pyproject's [tool.setuptools] packages): a worker must load
+# every one of them from its own checkout
+PROJECT_PACKAGES = ("agents", "api", "compliance", "config", "core", "devstack", "memory", "tenants")
+
+
+def loaded_elsewhere(root: str) -> list[str]:
+    """The modules of the project's packages loaded in this process from outside ``root`` (the
+    editable install's checkout, when ``root`` is another), as ``name: file``."""
+    prefix = os.path.join(os.path.realpath(root), "")
+    wrong = []
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in PROJECT_PACKAGES:
+            continue
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), None)
+        if where is not None and not os.path.realpath(where).startswith(prefix):
+            wrong.append(f"{name}: {where}")
+    return wrong
+
+
+def checkpoint_worker(root: str, seed: int, name: str) -> None:
     """``--checkpoint-worker <root> <seed> <name>``: rounds of ``Engram`` with the code of ``<root>``
-    (first on ``sys.path``), one per ``go`` line read, each answered with its latencies as JSON."""
+    (first on ``sys.path``), one per ``go`` line read, each answered with its latencies as JSON.
+
+    The first line is ``ready <file of memory.checkpoints.services>``. Exits with status 2 (and
+    says which) when any module of the project's packages came from outside ``<root>``. Anything
+    the setup prints (a new tenant's migrations) goes to stderr: stdout carries the protocol."""
     import json
 
+    sys.stdout.flush()
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # fd 1 (and so sys.stdout) is stderr from here: the protocol has its own
     from memory.checkpoints import services
 
-    print(f"  {name}: {services.__file__}", file=sys.stderr, flush=True)
+    def check() -> None:
+        wrong = loaded_elsewhere(root)
+        if wrong:
+            print(f"{name}: modules not from {root}:\n  " + "\n  ".join(sorted(wrong)), file=sys.stderr)
+            protocol.write("wrong-code\n")
+            protocol.flush()
+            sys.exit(2)
+
     engram = Engram(0, [], None, seed)
+    check()
     rng = random.Random(seed + 1)
-    print("ready", flush=True)
+    print(f"ready {services.__file__}", file=protocol, flush=True)
     for _ in sys.stdin:
         latencies: dict[tuple[str, str], list[float]] = {}
         _checkpoint_round(engram, rng, latencies)
-        print(json.dumps({measure: v for (_, measure), v in latencies.items()}), flush=True)
+        check()  # what the round imported too (untimed)
+        print(json.dumps({measure: v for (_, measure), v in latencies.items()}), file=protocol, flush=True)
 
 
 def _run_round(system: Any, rng: random.Random, latencies: dict[tuple[str, str], list[float]]) -> None:
@@ -476,7 +531,7 @@ def main() -> int:
         if str(ROOT) not in sys.path:
             sys.path.append(str(ROOT))  # so django_setup does not put this checkout before it
         django_setup()
-        checkpoint_worker(int(sys.argv[3]), sys.argv[4])
+        checkpoint_worker(root, int(sys.argv[3]), sys.argv[4])
         return 0
     args = parser.parse_args()
     django_setup()
