@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.validators import RegexValidator
@@ -222,10 +223,19 @@ class GraphSliceSerializer(serializers.Serializer):
 
 class EntityRecallSerializer(serializers.Serializer):
     entity = EntityOutputSerializer()
-    facts = FactOutputSerializer(many=True)
+    facts = FactOutputSerializer(many=True, help_text="one page of the direct facts (valid_from, id order)")
+    facts_limit = serializers.IntegerField(help_text="the most direct facts a page holds")
+    facts_next = serializers.SerializerMethodField(
+        help_text="the next page of the direct facts (null on the last)"
+    )
     graph = GraphSliceSerializer(
         allow_null=True, help_text="the neighbourhood for depth 2-3; null at depth 1"
     )
+
+    @extend_schema_field(serializers.URLField(allow_null=True))
+    def get_facts_next(self, recall: selectors.EntityRecall) -> str | None:
+        link: str | None = self.context.get("facts_next")
+        return link
 
 
 class PathOutputSerializer(serializers.Serializer):
@@ -315,9 +325,20 @@ class EntityFactsParams(StrictSerializer):
         help_text="depth 2-3: the most neighbourhood entities per page",
     )
     cursor = CleanCharField(required=False, max_length=40, help_text="from the graph's `next` link")
+    facts_limit = StrictQueryInteger(
+        required=False,
+        min_value=1,
+        max_value=selectors.MAX_FACTS_LIMIT,
+        default=selectors.FACTS_LIMIT,
+        help_text="the most direct facts per page",
+    )
+    facts_cursor = CleanCharField(required=False, max_length=80, help_text="from the `facts_next` link")
 
     def validate_cursor(self, value: str) -> int:
         return neighbourhood_cursor_decode(value)
+
+    def validate_facts_cursor(self, value: str) -> selectors.FactsCursor:
+        return facts_cursor_decode(value)
 
 
 CURSOR_PREFIX = "n1:"
@@ -338,6 +359,39 @@ def neighbourhood_cursor_decode(value: str) -> int:
     if not tail.isdigit() or len(tail) > 18 or neighbourhood_cursor_encode(int(tail)) != value:
         raise serializers.ValidationError("Invalid cursor: use the graph's next link as given.")
     return int(tail)
+
+
+FACTS_CURSOR_PREFIX = "f1:"
+
+
+def facts_cursor_encode(after: selectors.FactsCursor) -> str:
+    """The opaque cursor of a page of direct facts: the last fact's ``valid_from`` (microseconds
+    since the epoch, UTC) and id."""
+    micros = (after.valid_from - EPOCH) // timedelta(microseconds=1)
+    text = f"{FACTS_CURSOR_PREFIX}{micros}:{after.id}"
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def facts_cursor_decode(value: str) -> selectors.FactsCursor:
+    """The position ``facts_cursor_encode`` put in; a made-up cursor is a ``ValidationError``."""
+    try:
+        text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        text = ""
+    micros, _, fact_id = text[len(FACTS_CURSOR_PREFIX) :].partition(":")
+    ok = text.startswith(FACTS_CURSOR_PREFIX) and micros.lstrip("-").isdigit() and fact_id.isdigit()
+    if ok and len(micros) <= 18 and len(fact_id) <= 18:
+        try:
+            after = selectors.FactsCursor(EPOCH + timedelta(microseconds=int(micros)), int(fact_id))
+        except OverflowError:
+            pass
+        else:
+            if facts_cursor_encode(after) == value:
+                return after
+    raise serializers.ValidationError("Invalid cursor: use the facts_next link as given.")
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class GraphReadView(ApiView):
@@ -398,16 +452,21 @@ class EntityFactsView(GraphReadView):
             depth=p["depth"],
             limit=p["limit"],
             after=p.get("cursor"),
+            facts_limit=p["facts_limit"],
+            facts_after=p.get("facts_cursor"),
         )
+        url = request.build_absolute_uri()
         after = recall.graph.next_after if recall.graph is not None else None
         link = (
-            None
-            if after is None
-            else replace_query_param(
-                request.build_absolute_uri(), "cursor", neighbourhood_cursor_encode(after)
-            )
+            None if after is None else replace_query_param(url, "cursor", neighbourhood_cursor_encode(after))
         )
-        return Response(EntityRecallSerializer(recall, context={"graph_next": link}).data)
+        facts_link = (
+            None
+            if recall.facts_next is None
+            else replace_query_param(url, "facts_cursor", facts_cursor_encode(recall.facts_next))
+        )
+        context = {"graph_next": link, "facts_next": facts_link}
+        return Response(EntityRecallSerializer(recall, context=context).data)
 
 
 class PathParams(StrictSerializer):

@@ -263,6 +263,23 @@ class EntityRecall:
     entity: Entity
     facts: list[Fact]
     graph: GraphSlice | None = None
+    #: the most direct facts a page holds, and where the next page starts (None on the last)
+    facts_limit: int = 100
+    facts_next: FactsCursor | None = None
+
+
+#: direct facts of an entity per recall page: default and bound of ``facts_limit``
+FACTS_LIMIT = 100
+MAX_FACTS_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class FactsCursor:
+    """Where a page of an entity's direct facts resumes: after the fact ``(valid_from, id)`` in
+    ``fact_list``'s order."""
+
+    valid_from: datetime
+    id: int
 
 
 def entity_recall(
@@ -275,16 +292,35 @@ def entity_recall(
     depth: int = 1,
     limit: int = 100,  # graph.DEFAULT_LIMIT (graph sits above selectors)
     after: int | None = None,
+    facts_limit: int = FACTS_LIMIT,
+    facts_after: FactsCursor | None = None,
 ) -> EntityRecall:
-    """The facts about the entity ``name`` (``fact_list`` rules) and, for ``depth`` 2 to
+    """One page of the facts about the entity ``name`` (``fact_list`` rules and order: at most
+    ``facts_limit``, after ``facts_after``; ``facts_next`` resumes) and, for ``depth`` 2 to
     ``graph.MAX_DEPTH``, one page of its neighbourhood from ``reader`` (at most ``limit`` entities,
-    after the direct neighbour ``after``: see ``graph``). Raises ``NotFound`` (field ``name``)."""
+    after the direct neighbour ``after``: see ``graph``). A hub's thousands of direct facts cost a
+    page, not the hub. Raises ``NotFound`` (field ``name``), ``ValueError`` for a ``facts_limit``
+    outside 1 to ``MAX_FACTS_LIMIT``."""
+    if isinstance(facts_limit, bool) or not isinstance(facts_limit, int):
+        raise ValueError(f"facts_limit must be an integer from 1 to {MAX_FACTS_LIMIT}")
+    if not 1 <= facts_limit <= MAX_FACTS_LIMIT:
+        raise ValueError(f"facts_limit must be an integer from 1 to {MAX_FACTS_LIMIT}")
     entity = entity_by_name(name)
     if entity is None:
         raise NotFound(f"No entity named {name!r}.", field="name")
-    facts = list(fact_list(entity=entity, as_of=as_of, agent_name=agent_name, last_sessions=last_sessions))
+    qs = fact_list(entity=entity, as_of=as_of, agent_name=agent_name, last_sessions=last_sessions)
+    if facts_after is not None:
+        qs = qs.filter(
+            Q(valid_from__gt=facts_after.valid_from)
+            | Q(valid_from=facts_after.valid_from, pk__gt=facts_after.id)
+        )
+    facts = list(qs[: facts_limit + 1])  # one more tells whether a next page exists
+    facts_next = None
+    if len(facts) > facts_limit:
+        facts = facts[:facts_limit]
+        facts_next = FactsCursor(facts[-1].valid_from, facts[-1].pk)
     if depth <= 1:
-        return EntityRecall(entity, facts)
+        return EntityRecall(entity, facts, facts_limit=facts_limit, facts_next=facts_next)
     hood = reader.neighbourhood(entity.pk, depth, limit, after)
     # the page's entities are its facts' ends: loaded once, by primary key, for both (joined into
     # the facts' query instead, twice over, the planner hashed the whole entity table for them)
@@ -308,6 +344,8 @@ def entity_recall(
             truncated=hood.truncated,
             next_after=hood.next_after,
         ),
+        facts_limit=facts_limit,
+        facts_next=facts_next,
     )
 
 

@@ -181,3 +181,32 @@ def test_neo4j_heads_follow_retractions_and_erasures(alice: Caller, neo4j) -> No
             "MATCH (n:Entity {tenant: $t}) REMOVE n.head_facts, n.head_others", t=alice.tenant.schema_name
         )
         same()
+
+
+def test_a_hubs_direct_facts_come_in_pages_that_state_the_cap(alice: Caller, mallory: Caller) -> None:
+    with tenant_context(alice.tenant):
+        star(alice.agent)
+        hub_facts = Fact.objects.filter(subject__name="H").count() + 1  # its leaves and a2's fact
+    whole = alice.get("/api/v1/entities/H/facts", {"facts_limit": "500"}).json()
+    assert len(whole["facts"]) == hub_facts and whole["facts_limit"] == 500 and whole["facts_next"] is None
+    first = alice.get("/api/v1/entities/H/facts", {"depth": "2", "facts_limit": "10"})
+    assert first.status_code == 200, first.content
+    body = first.json()
+    assert body["facts_limit"] == 10 and len(body["facts"]) == 10 and body["facts_next"] is not None
+    assert body["graph"] is not None  # the neighbourhood page is there too
+    got, link = [f["id"] for f in body["facts"]], body["facts_next"]
+    while link:
+        nxt = alice.client.get(link)
+        assert nxt.status_code == 200, nxt.content
+        assert len(nxt.json()["facts"]) <= 10
+        got += [f["id"] for f in nxt.json()["facts"]]
+        link = nxt.json()["facts_next"]
+    assert got == [f["id"] for f in whole["facts"]]  # the pages together, in order, once each
+    # without facts_limit: the default cap, stated
+    default = alice.get("/api/v1/entities/H/facts").json()
+    assert default["facts_limit"] == 100 and default["facts_next"] is None
+    bad = alice.get("/api/v1/entities/H/facts", {"facts_cursor": "bm90LWEtY3Vyc29y"})
+    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["facts_cursor"]
+    too_many = alice.get("/api/v1/entities/H/facts", {"facts_limit": "501"})
+    assert too_many.status_code == 400 and list(too_many.json()["errors"]) == ["facts_limit"]
+    assert mallory.client.get(body["facts_next"]).status_code == 404
