@@ -255,19 +255,6 @@ class GraphSlice:
     next_after: int | None
 
 
-@dataclass(frozen=True)
-class EntityRecall:
-    """What is known about an entity: its facts (subject or object) and, at depth 2 or more, its
-    graph neighbourhood."""
-
-    entity: Entity
-    facts: list[Fact]
-    graph: GraphSlice | None = None
-    #: the most direct facts a page holds, and where the next page starts (None on the last)
-    facts_limit: int = 100
-    facts_next: FactsCursor | None = None
-
-
 #: direct facts of an entity per recall page: default and bound of ``facts_limit``
 FACTS_LIMIT = 100
 MAX_FACTS_LIMIT = 500
@@ -280,6 +267,19 @@ class FactsCursor:
 
     valid_from: datetime
     id: int
+
+
+@dataclass(frozen=True)
+class EntityRecall:
+    """What is known about an entity: its facts (subject or object) and, at depth 2 or more, its
+    graph neighbourhood."""
+
+    entity: Entity
+    facts: list[Fact]
+    graph: GraphSlice | None = None
+    #: the most direct facts a page holds, and where the next page starts (None on the last)
+    facts_limit: int = FACTS_LIMIT
+    facts_next: FactsCursor | None = None
 
 
 def entity_recall(
@@ -301,9 +301,11 @@ def entity_recall(
     after the direct neighbour ``after``: see ``graph``). A hub's thousands of direct facts cost a
     page, not the hub. Raises ``NotFound`` (field ``name``), ``ValueError`` for a ``facts_limit``
     outside 1 to ``MAX_FACTS_LIMIT``."""
-    if isinstance(facts_limit, bool) or not isinstance(facts_limit, int):
-        raise ValueError(f"facts_limit must be an integer from 1 to {MAX_FACTS_LIMIT}")
-    if not 1 <= facts_limit <= MAX_FACTS_LIMIT:
+    if (
+        isinstance(facts_limit, bool)
+        or not isinstance(facts_limit, int)
+        or not 1 <= facts_limit <= MAX_FACTS_LIMIT
+    ):
         raise ValueError(f"facts_limit must be an integer from 1 to {MAX_FACTS_LIMIT}")
     entity = entity_by_name(name)
     if entity is None:
