@@ -192,7 +192,11 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
 # 100k MiniLM vectors (0.87): the copies are as close to their source as real neighbours are, not
 # near-duplicates an index walks past for free, nor isotropic noise (far harder than text).
 SYNTHETIC_SIGMA = 0.03
-BULK_CHUNK = 50_000
+# Rows per COPY statement (and transaction). The context trigger of migration 0020 runs once per
+# statement and costs about the square of its rows (``memory_context_refresh``'s ``sources``
+# subquery scans every new row's neighbours once per new row): one COPY of 50,000 rows did not
+# finish in 20 minutes; statements of 1,000 rows cost a small fraction of that each.
+BULK_CHUNK = 1_000
 
 
 def synthetic_vectors(cached: np.ndarray, start: int, stop: int, seed: int) -> np.ndarray:
@@ -277,7 +281,7 @@ def fill_bulk(tenant: Any, agents: dict[str, Any], n: int, seed: int) -> None:
             "varchar[]", "text", "varchar", "jsonb", "float8", "float8", "vector", "varchar", "int2",
             "timestamptz",
         ]  # fmt: skip
-        t1 = time.perf_counter()
+        t1, reported = time.perf_counter(), 0
         for start in range(0, n, BULK_CHUNK):
             stop = min(n, start + BULK_CHUNK)
             vectors = synthetic_vectors(cached, start, stop, seed) if stop > have else None
@@ -329,9 +333,10 @@ def fill_bulk(tenant: Any, agents: dict[str, Any], n: int, seed: int) -> None:
                     copy.set_types(["uuid", "timestamptz", "int4", "float8"])
                     for clock in clocks:
                         copy.write_row(clock)
-            rate = (stop - max(have, start)) / (time.perf_counter() - t1)
-            print(f"    {stop:,} rows ({rate:,.0f} rows/s)", flush=True)
-            t1 = time.perf_counter()
+            if stop % 10_000 == 0 or stop == n:
+                rate = (stop - max(have, reported)) / (time.perf_counter() - t1)
+                print(f"    {stop:,} rows ({rate:,.0f} rows/s)", flush=True)
+                t1, reported = time.perf_counter(), stop
         t2 = time.perf_counter()
         with connection.cursor() as cursor:
             cursor.execute("SET maintenance_work_mem = '4GB'")

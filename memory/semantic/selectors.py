@@ -338,6 +338,18 @@ LEXICAL_MAX_TERMS = 8
 _CARRIED = "m.embedding, m.lexical, m.importance, m.created_at"
 
 
+# The query's IDF vector ``v``: the body of ``memory_lexical_query(lexemes, weights)`` (migration 0014)
+# written out, so it is planned once with the prepared statement; called as a function, a generic plan
+# ran it through the SQL-function executor, which parses and plans the body on every call (0.2-0.35
+# ms of a search against 0.05 ms inline). ``tests/memory/semantic`` hold the two equal.
+_QUERY_VECTOR_SQL = (
+    "SELECT (coalesce('{' || string_agg(t.i || ':' || t.w, ',' ORDER BY t.i) || '}', '{}') "
+    "|| '/1000000000')::sparsevec AS v "
+    "FROM (SELECT memory_lexeme_index(q.lexeme) AS i, sum(q.weight) AS w "
+    "FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, weight) GROUP BY 1) t"
+)
+
+
 def _candidates_sql(where: str, d: int, pool: int) -> str:
     """The candidate CTEs (``vec``, ``txt``, their union ``cand``, the query's IDF vector ``qv``) of
     the hybrid statement; parameters, in order: the query vector, ``where``'s, the generator lexemes,
@@ -365,7 +377,7 @@ def _candidates_sql(where: str, d: int, pool: int) -> str:
             SELECT DISTINCT ON (u.id) u.* FROM (SELECT * FROM vec UNION ALL SELECT * FROM txt) u
             ORDER BY u.id, u.distance NULLS LAST
         ),
-        qv AS (SELECT memory_lexical_query(%s::text[], %s::float8[]) AS v)
+        qv AS ({_QUERY_VECTOR_SQL})
     """
 
 
@@ -438,6 +450,12 @@ TEXT_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.5
 
 
+# A candidate's access clock: one primary-key lookup per candidate. As a join, the generic plan
+# estimated 200 candidates and hashed the whole access table (a sequential scan of every row: 1.3 ms
+# at 10k memories, growing with the tenant).
+_ACCESS_SQL = "(SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = c.id)"
+
+
 def _context_rank_sql() -> str:
     """The per-candidate BM25 score of a memory's context (``MemoryContext.lexical``, 0 without
     one) against the query's IDF vector ``qv``, for the ``parts`` CTE of ``hybrid_search`` (the
@@ -479,19 +497,25 @@ def _row_loader(model: type[Any], skip: tuple[str, ...], alias: str) -> tuple[st
     function turning that slice of a raw row into an instance, with Django's converters (JSON,
     arrays), and the slice's length."""
     fields = [f for f in model._meta.concrete_fields if f.attname not in skip]
-    converters = []
-    for f in fields:
+    # (position, converters, column) of the fields that have converters, built once
+    converted = []
+    for i, f in enumerate(fields):
         col = f.get_col(alias)
-        converters.append(connection.ops.get_db_converters(col) + col.get_db_converters(connection))
+        fns = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        if fns:
+            converted.append((i, fns, col))
     names = [f.attname for f in fields]
     select = ", ".join(f'{alias}."{f.column}"' for f in fields)
 
     def load(values: Sequence[Any]) -> Any:
-        out = []
-        for value, fns, f in zip(values, converters, fields, strict=True):
+        if len(values) != len(names):
+            raise ValueError(f"{len(values)} values for {len(names)} fields of {model.__name__}")
+        out = list(values)
+        for i, fns, col in converted:
+            value = out[i]
             for fn in fns:
-                value = fn(value, f.get_col(alias), connection)
-            out.append(value)
+                value = fn(value, col, connection)
+            out[i] = value
         return model.from_db(connection.alias, names, out)
 
     return select, load, len(fields)
@@ -564,9 +588,9 @@ def hybrid_search(
                    coalesce(-(c.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
                    {_context_rank_sql()} AS context_rank,
                    c.importance,
-                   exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce(a.last_accessed_at, c.created_at)))
+                   exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce({_ACCESS_SQL}, c.created_at)))
                        / 3600.0)) AS recency
-            FROM cand c LEFT JOIN memory_memoryaccess a ON a.memory_id = c.id
+            FROM cand c
         ), fused AS (
             SELECT p.*, (p.text_rank + %s * p.context_rank)
                    / coalesce(nullif(max(p.text_rank + %s * p.context_rank) OVER (), 0), 1) AS text_relevance
