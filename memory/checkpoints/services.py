@@ -32,6 +32,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,6 +63,7 @@ from .models import (
     Checkpoint,
     CheckpointWrite,
     canonical_json,
+    document_json,
     fingerprint_prefix,
 )
 
@@ -114,23 +116,49 @@ _pending: OrderedDict[str, int] = OrderedDict()
 _pending_lock = threading.Lock()
 
 
-@dataclass
 class SaveResult:
     """What ``checkpoint_save`` did.
 
     ``replayed``: the idempotency key was already used with the same body; ``checkpoint`` is the
     stored one. ``cached``: ``True`` once Redis holds the copy, ``False`` when Redis could not be
     reached after the commit, ``None`` for a replay or while an outer transaction has not committed.
+
+    A new checkpoint's ``Checkpoint`` instance is built on first access to ``checkpoint`` (from the
+    values the save already holds, no query): a caller that needs only ``cached`` (the LangGraph
+    saver's put, the benchmarks) does not pay ``Model.__init__`` (~15 µs).
     """
 
-    checkpoint: Checkpoint
-    replayed: bool
-    cached: bool | None = None
+    __slots__ = ("_build", "_checkpoint", "cached", "replayed")
+
+    def __init__(
+        self,
+        *,
+        replayed: bool,
+        checkpoint: Checkpoint | None = None,
+        build: Callable[[], Checkpoint] | None = None,
+        cached: bool | None = None,
+    ) -> None:
+        """``checkpoint``, or ``build``: a function that makes it when first asked for."""
+        if (checkpoint is None) == (build is None):
+            raise TypeError("give checkpoint or build, not both or neither")
+        self._checkpoint, self._build = checkpoint, build
+        self.replayed, self.cached = replayed, cached
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint saved (or replayed), as if loaded from PostgreSQL (``agent`` set)."""
+        if self._checkpoint is None:
+            assert self._build is not None
+            self._checkpoint, self._build = self._build(), None
+        return self._checkpoint
 
     @property
     def degraded(self) -> bool:
         """Saved in PostgreSQL, but the Redis copy could not be written."""
         return self.cached is False
+
+    def __repr__(self) -> str:
+        return f"SaveResult(replayed={self.replayed}, cached={self.cached})"
 
 
 @dataclass(frozen=True)
@@ -405,25 +433,26 @@ def checkpoint_save(
         serialized=serialized_bytes,
     )
     created_at = timezone.now()
-    params = {
-        "lock": lock_name("ckpt", session_id, agent.pk),
-        "session": session_id,
-        "agent": Int8(agent.pk),  # stable parameter types: one prepared statement
-        "key": idempotency_key,
-        "step": None if step_index is None else Int8(step_index),
-        "max_step": Int8(MAX_STEP_INDEX),
-        "state": body.state_json,
-        "plan": body.plan_json,
-        "schema_version": Int4(schema_version),
-        "created_at": created_at,
-        "prefix": prefix,
-        "data_subject": data_subject,
-        "ns": checkpoint_ns,
-        "metadata": body.metadata_json,
-        "parent_key": parent_key,
-        "serialized": serialized_bytes,
-        "serialized_type": serialized_type,
-    }
+    # in _SAVE_SQL's order; Int8/Int4: stable parameter types, so one prepared statement
+    params = [
+        lock_name("ckpt", session_id, agent.pk),
+        session_id,
+        Int8(agent.pk),
+        idempotency_key,
+        None if step_index is None else Int8(step_index),
+        _MAX_STEP,
+        body.state_json,
+        body.plan_json,
+        Int4(schema_version),
+        created_at,
+        prefix,
+        data_subject,
+        checkpoint_ns,
+        body.metadata_json,
+        parent_key,
+        serialized_type,
+        serialized_bytes,
+    ]
     saved = _insert_next(params)
     if saved is None:  # a replay, a refusal, or the stream changed between the two messages
         with transaction.atomic():
@@ -453,29 +482,49 @@ def checkpoint_save(
                     "The checkpoint stream changed during the save; send it again.", field="step_index"
                 )
     pk, saved_step, fingerprint = saved
-    checkpoint = Checkpoint(
-        id=pk,
-        session_id=session_id,
-        step_index=saved_step,
-        idempotency_key=idempotency_key,
-        state=state,
-        plan=plan,
-        schema_version=schema_version,
-        agent=agent,
-        data_subject=data_subject,
-        created_at=created_at,
-        fingerprint=fingerprint,
-        checkpoint_ns=checkpoint_ns,
-        parent_key=parent_key,
-        metadata=metadata,
-        serialized_type=serialized_type,
-        serialized=serialized_bytes,
-    )
-    checkpoint._state.adding, checkpoint._state.db = False, connection.alias  # as if loaded
-    result = SaveResult(checkpoint=checkpoint, replayed=False)
+
+    def build() -> Checkpoint:
+        checkpoint = Checkpoint(
+            id=pk,
+            session_id=session_id,
+            step_index=saved_step,
+            idempotency_key=idempotency_key,
+            state=state,
+            plan=plan,
+            schema_version=schema_version,
+            agent=agent,
+            data_subject=data_subject,
+            created_at=created_at,
+            fingerprint=fingerprint,
+            checkpoint_ns=checkpoint_ns,
+            parent_key=parent_key,
+            metadata=metadata,
+            serialized_type=serialized_type,
+            serialized=serialized_bytes,
+        )
+        checkpoint._state.adding, checkpoint._state.db = False, alias  # as if loaded
+        return checkpoint
+
+    alias = connection.alias
+    result = SaveResult(build=build, replayed=False)
     key, document, ttl = (
         cache_key(session_id, agent.pk, checkpoint_ns),
-        checkpoint.document_json(state_json=body.state_json, plan_json=body.plan_json),
+        document_json(
+            pk=pk,
+            session_id=session_id,
+            step_index=saved_step,
+            idempotency_key=idempotency_key,
+            schema_version=schema_version,
+            agent_name=agent.name,
+            created_at=created_at,
+            checkpoint_ns=checkpoint_ns,
+            parent_key=parent_key,
+            metadata_json=body.metadata_json,
+            state_json=body.state_json,
+            plan_json=body.plan_json,
+            serialized_type=serialized_type,
+            serialized=serialized_bytes,
+        ),
         policy.checkpoint_cache_ttl_seconds,
     )
 
@@ -494,18 +543,18 @@ def checkpoint_save(
 # cores (load 9): the lock, a SELECT, the insert and a COMMIT as four round trips took 5-15 ms,
 # mostly waiting to be scheduled between them.
 _SAVE_SQL = (
-    "SELECT saved_id, saved_step, saved_fingerprint FROM memory_checkpoint_save(%(lock)s, "
-    "%(session)s, %(agent)s::bigint, %(key)s, %(step)s::bigint, %(max_step)s::bigint, "
-    "%(state)s::jsonb, %(plan)s::jsonb, %(schema_version)s::integer, %(created_at)s::timestamptz, "
-    "%(prefix)s, %(data_subject)s, %(ns)s, %(metadata)s::jsonb, %(parent_key)s, "
-    "%(serialized_type)s, %(serialized)s::bytea)"
+    "SELECT saved_id, saved_step, saved_fingerprint FROM memory_checkpoint_save(%s, %s, %s::bigint, "
+    "%s, %s::bigint, %s::bigint, %s::jsonb, %s::jsonb, %s::integer, %s::timestamptz, %s, %s, %s, "
+    "%s::jsonb, %s, %s, %s::bytea)"
 )
+_MAX_STEP = Int8(MAX_STEP_INDEX)
 
 
-def _insert_next(params: dict[str, Any]) -> tuple[int, int, str] | None:
+def _insert_next(params: list[Any]) -> tuple[int, int, str] | None:
     """Call ``memory_checkpoint_save`` as a prepared statement (``fetch_prepared``: the call is
     parsed once per connection, and the ~2 KiB of state travels as a parameter, not quoted into
-    the statement's text): ``(id, step, fingerprint)`` of the checkpoint inserted, or ``None``
+    the statement's text; ``params`` in its order, positional: no names to resolve per call):
+    ``(id, step, fingerprint)`` of the checkpoint inserted, or ``None``
     (nothing inserted). Outside a transaction the call commits on its own."""
     pk, step, fingerprint = fetch_prepared(_SAVE_SQL, params) or (None, None, None)
     return None if pk is None else (pk, step, fingerprint)
