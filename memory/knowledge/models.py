@@ -148,6 +148,19 @@ class Fact(models.Model):
                 condition=Q(status__in=["active", "disputed"], object_entity__isnull=False),
                 name="fact_graph_in_idx",
             ),
+            # an entity's live facts in ``selectors.fact_list`` order (valid_from, id), one index per
+            # end: a recall reads a hub's page of direct facts in order instead of sorting its
+            # thousands (``selectors.entity_recall``)
+            models.Index(
+                fields=["subject", "valid_from", "id"],
+                condition=Q(status__in=["active", "disputed"]),
+                name="fact_live_subject_page_idx",
+            ),
+            models.Index(
+                fields=["object_entity", "valid_from", "id"],
+                condition=Q(status__in=["active", "disputed"], object_entity__isnull=False),
+                name="fact_live_object_page_idx",
+            ),
         ]
         constraints = [
             # one live row per (subject, predicate, object): a repeat reinforces it instead

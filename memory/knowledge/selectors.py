@@ -3,12 +3,14 @@ neighbourhood, shortest paths, contradictions, the outbox's state."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django.db import connection
 from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
@@ -23,11 +25,12 @@ from .models import (
     FactProvenance,
     FactStatus,
     GraphOutbox,
+    Predicate,
     entity_key,
 )
 
 if TYPE_CHECKING:
-    from .graph import GraphBackend
+    from .graph import GraphBackend, Neighbourhood
 
 
 def entity_by_name(name: str) -> Entity | None:
@@ -229,6 +232,163 @@ def facts_by_id(ids: Iterable[int]) -> dict[int, Fact]:
     return {fact.pk: fact for fact in _renderable().filter(pk__in=list(ids))}
 
 
+@dataclass(frozen=True, slots=True)
+class EntityRow:
+    """An entity as a recall renders it (``EntityOutputSerializer``): what a model instance would
+    give for ``pk``, ``name`` and ``entity_type``, without building one."""
+
+    pk: int
+    name: str
+    entity_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRow:
+    """A predicate or agent as a fact's rendering needs it: its ``name``."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class FactRow:
+    """A fact as ``FactOutputSerializer`` renders it, read as one row: the attributes it reads of a
+    ``Fact`` with its subject, predicate, object entity and agent and the ``assertions`` count (the
+    same values, the same JSON; tests/memory/knowledge/test_recall_rows.py)."""
+
+    pk: int
+    subject: EntityRow
+    subject_id: int
+    predicate: NamedRow
+    object_entity: EntityRow | None
+    object_entity_id: int | None
+    literal_type: str
+    literal_value: Any
+    confidence: float
+    status: str
+    valid_from: datetime
+    valid_to: datetime | None
+    recorded_at: datetime
+    agent: NamedRow
+    session_id: str
+    data_subject: str
+    source_event_id: int | None
+    assertions: int
+
+
+#: a fact as a recall returns it: a model instance (filtered recalls) or a row (the live one)
+RecalledFact = Fact | FactRow
+
+_LIVE_SQL = "('active', 'disputed')"
+
+
+def _recall_rows(
+    entity: Entity, page: int, after: FactsCursor | None, edges: Iterable[int]
+) -> tuple[list[FactRow], list[FactRow]]:
+    """The first ``page`` live facts about ``entity`` (subject or object, ``fact_list`` order, after
+    ``after``) and the live facts ``edges`` (same order), as rows, in one statement: the page from
+    two ordered ranges of the partial indexes ``fact_live_subject_page_idx`` and
+    ``fact_live_object_page_idx`` (migration 0022), merged, so a hub's thousands are not sorted;
+    then every fact of both with its entities, predicate, agent and provenance count (one probe of
+    the provenance's fact index per fact)."""
+    cursor_sql, cursor_params = "", list[Any]()
+    if after is not None:
+        cursor_sql, cursor_params = "AND (f.valid_from, f.id) > (%s, %s)", [after.valid_from, after.id]
+    fact, ent = Fact._meta.db_table, Entity._meta.db_table
+    sql = f"""
+        WITH page AS (
+            SELECT id FROM (
+                (SELECT f.id, f.valid_from FROM {fact} f
+                 WHERE f.subject_id = %s AND f.status IN {_LIVE_SQL} {cursor_sql}
+                 ORDER BY f.valid_from, f.id LIMIT %s)
+                UNION ALL
+                (SELECT f.id, f.valid_from FROM {fact} f
+                 WHERE f.object_entity_id = %s AND f.subject_id <> %s AND f.status IN {_LIVE_SQL} {cursor_sql}
+                 ORDER BY f.valid_from, f.id LIMIT %s)
+            ) both_ends ORDER BY valid_from, id LIMIT %s
+        ), wanted AS (
+            SELECT id, true AS on_page FROM page
+            UNION ALL
+            SELECT e.id, false FROM unnest(%s::bigint[]) AS e(id) WHERE e.id NOT IN (SELECT id FROM page)
+        )
+        SELECT w.on_page, f.id, f.subject_id, s.name, s.entity_type, p.name, f.object_entity_id, o.name,
+               o.entity_type, f.literal_type, f.literal_value, f.confidence, f.status, f.valid_from,
+               f.valid_to, f.recorded_at, a.name, f.session_id, f.data_subject, f.source_event_id,
+               (SELECT count(*) FROM {FactProvenance._meta.db_table} v WHERE v.fact_id = f.id)
+        FROM wanted w
+        JOIN {fact} f ON f.id = w.id
+        JOIN {ent} s ON s.id = f.subject_id
+        JOIN {Predicate._meta.db_table} p ON p.id = f.predicate_id
+        JOIN {Fact._meta.get_field("agent").related_model._meta.db_table} a ON a.id = f.agent_id
+        LEFT JOIN {ent} o ON o.id = f.object_entity_id
+        WHERE f.status IN {_LIVE_SQL}
+        ORDER BY f.valid_from, f.id
+    """
+    params: list[Any] = [
+        entity.pk,
+        *cursor_params,
+        page,
+        entity.pk,
+        entity.pk,
+        *cursor_params,
+        page,
+        page,
+        list(edges),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    entities: dict[int, EntityRow] = {}
+    names: dict[str, NamedRow] = {}
+
+    def entity_row(pk: int, name: str, entity_type: str) -> EntityRow:
+        found = entities.get(pk)
+        if found is None:
+            found = entities[pk] = EntityRow(pk, name, entity_type)
+        return found
+
+    def named(name: str) -> NamedRow:
+        found = names.get(name)
+        if found is None:
+            found = names[name] = NamedRow(name)
+        return found
+
+    on_page: list[FactRow] = []
+    others: list[FactRow] = []
+    for (
+        first, pk, subject_id, s_name, s_type, predicate, object_id, o_name, o_type, literal_type,
+        literal_value, confidence, status, valid_from, valid_to, recorded_at, agent, session_id,
+        data_subject, source_event_id, assertions,
+    ) in rows:  # fmt: skip
+        if isinstance(literal_value, str):  # jsonb comes as text, as for ``JSONField.from_db_value``
+            literal_value = json.loads(literal_value)
+        row = FactRow(
+            pk,
+            entity_row(subject_id, s_name, s_type),
+            subject_id,
+            named(predicate),
+            None if object_id is None else entity_row(object_id, o_name, o_type),
+            object_id,
+            literal_type,
+            literal_value,
+            confidence,
+            status,
+            valid_from,
+            valid_to,
+            recorded_at,
+            named(agent),
+            session_id,
+            data_subject,
+            source_event_id,
+            assertions,
+        )
+        (on_page if first else others).append(row)
+    # a fact of the page that is also an edge is an edge too
+    wanted = set(edges)
+    return on_page, sorted(
+        [*others, *(r for r in on_page if r.pk in wanted)], key=lambda r: (r.valid_from, r.pk)
+    )
+
+
 @dataclass(frozen=True)
 class EntityDistance:
     """An entity of a neighbourhood and its distance from the root, in hops."""
@@ -248,7 +408,7 @@ class GraphSlice:
     backend: str
     depth: int
     entities: list[EntityDistance]
-    facts: list[Fact]
+    facts: list[RecalledFact]
     limit: int
     fanout: int
     truncated: bool
@@ -275,7 +435,7 @@ class EntityRecall:
     graph neighbourhood."""
 
     entity: Entity
-    facts: list[Fact]
+    facts: list[RecalledFact]
     graph: GraphSlice | None = None
     #: the most direct facts a page holds, and where the next page starts (None on the last)
     facts_limit: int = FACTS_LIMIT
@@ -299,7 +459,10 @@ def entity_recall(
     ``facts_limit``, after ``facts_after``; ``facts_next`` resumes) and, for ``depth`` 2 to
     ``graph.MAX_DEPTH``, one page of its neighbourhood from ``reader`` (at most ``limit`` entities,
     after the direct neighbour ``after``: see ``graph``). A hub's thousands of direct facts cost a
-    page, not the hub. Raises ``NotFound`` (field ``name``), ``ValueError`` for a ``facts_limit``
+    page, not the hub. Without ``as_of``, ``agent_name`` and ``last_sessions`` the facts are
+    ``FactRow``s read in one statement with the page's (``_live_recall``: four statements in
+    PostgreSQL at depth 2, two and two Cypher queries with Neo4j); with them, ``Fact`` instances
+    (``fact_list``). Both render the same (``FactOutputSerializer``). Raises ``NotFound`` (field ``name``), ``ValueError`` for a ``facts_limit``
     outside 1 to ``MAX_FACTS_LIMIT``."""
     if (
         isinstance(facts_limit, bool)
@@ -310,13 +473,15 @@ def entity_recall(
     entity = entity_by_name(name)
     if entity is None:
         raise NotFound(f"No entity named {name!r}.", field="name")
+    if as_of is None and agent_name is None and last_sessions is None:
+        return _live_recall(entity, reader, depth, limit, after, facts_limit, facts_after)
     qs = fact_list(entity=entity, as_of=as_of, agent_name=agent_name, last_sessions=last_sessions)
     if facts_after is not None:
         qs = qs.filter(
             Q(valid_from__gt=facts_after.valid_from)
             | Q(valid_from=facts_after.valid_from, pk__gt=facts_after.id)
         )
-    facts = list(qs[: facts_limit + 1])  # one more tells whether a next page exists
+    facts: list[RecalledFact] = list(qs[: facts_limit + 1])  # one more tells whether a next page exists
     facts_next = None
     if len(facts) > facts_limit:
         facts = facts[:facts_limit]
@@ -336,16 +501,69 @@ def entity_recall(
     return EntityRecall(
         entity,
         facts,
-        GraphSlice(
-            reader.name,
-            depth,
-            entities,
-            edges,
-            limit=hood.limit,
-            fanout=hood.fanout,
-            truncated=hood.truncated,
-            next_after=hood.next_after,
-        ),
+        _graph_slice(reader, depth, entities, list(edges), hood),
+        facts_limit=facts_limit,
+        facts_next=facts_next,
+    )
+
+
+def _graph_slice(
+    reader: GraphBackend,
+    depth: int,
+    entities: list[EntityDistance],
+    edges: list[RecalledFact],
+    hood: Neighbourhood,
+) -> GraphSlice:
+    return GraphSlice(
+        reader.name,
+        depth,
+        entities,
+        edges,
+        limit=hood.limit,
+        fanout=hood.fanout,
+        truncated=hood.truncated,
+        next_after=hood.next_after,
+    )
+
+
+def _live_recall(
+    entity: Entity,
+    reader: GraphBackend,
+    depth: int,
+    limit: int,
+    after: int | None,
+    facts_limit: int,
+    facts_after: FactsCursor | None,
+) -> EntityRecall:
+    """``entity_recall`` without filters (the live facts): the neighbourhood first, then the page of
+    direct facts and the neighbourhood's facts in one statement, as rows (``_recall_rows``); the
+    neighbourhood's entity names from those rows (every entity of a page but the root is an end of
+    one of its facts), any missing one read by primary key. Statements: the entity, the graph's
+    (two in PostgreSQL, two Cypher queries in Neo4j, at depth 2), the rows."""
+    hood = reader.neighbourhood(entity.pk, depth, limit, after) if depth > 1 else None
+    facts, edges = _recall_rows(entity, facts_limit + 1, facts_after, hood.facts if hood else ())
+    facts_next = None
+    if len(facts) > facts_limit:  # one more tells whether a next page exists
+        facts = facts[:facts_limit]
+        facts_next = FactsCursor(facts[-1].valid_from, facts[-1].pk)
+    if hood is None:
+        return EntityRecall(entity, list(facts), facts_limit=facts_limit, facts_next=facts_next)
+    names: dict[int, str | None] = {entity.pk: entity.name}
+    for fact in edges:
+        names[fact.subject_id] = fact.subject.name
+        if fact.object_entity is not None:
+            names[fact.object_entity.pk] = fact.object_entity.name
+    missing = [pk for pk in hood.distances if pk not in names]
+    if missing:
+        names.update(Entity.objects.filter(pk__in=missing).values_list("pk", "name"))
+    entities = sorted(
+        (EntityDistance(pk, names.get(pk), d) for pk, d in hood.distances.items()),
+        key=lambda e: (e.distance, e.id),
+    )
+    return EntityRecall(
+        entity,
+        list(facts),
+        _graph_slice(reader, depth, entities, list(edges), hood),
         facts_limit=facts_limit,
         facts_next=facts_next,
     )
