@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import timedelta
 
+from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
 from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
-from core.tenancy import activate_tenant
+from core.db.base import fetch_prepared
+from core.tenancy import activate_tenant, quote_ident
 from tenants.models import Tenant
 
 from .models import Agent, ApiKey
@@ -43,6 +46,37 @@ def _tenant_for_schema(schema_name: str) -> Tenant | None:
 def clear_tenant_cache() -> None:
     """Forget cached tenants (tests; after deactivating a tenant)."""
     _tenant_cache.clear()
+
+
+@functools.cache
+def _key_lookup() -> tuple[str, list[str], list[str]]:
+    """The key lookup's statement (a key and its agent by ``key_id``, one row or none) and the
+    attribute names of its columns: the key's, then the agent's. Built from the models' metadata
+    once, so it selects exactly the columns the ORM's ``select_related("agent")`` did."""
+    key_fields = ApiKey._meta.concrete_fields
+    agent_fields = Agent._meta.concrete_fields
+    key_cols = {f.name: quote_ident(str(f.column)) for f in key_fields}
+    agent_cols = {f.name: quote_ident(str(f.column)) for f in agent_fields}
+    columns = [f"k.{c}" for c in key_cols.values()] + [f"a.{c}" for c in agent_cols.values()]
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {quote_ident(ApiKey._meta.db_table)} k "
+        f"JOIN {quote_ident(Agent._meta.db_table)} a ON a.{agent_cols['id']} = k.{key_cols['agent']} "
+        f"WHERE k.{key_cols['key_id']} = %s"
+    )
+    return sql, [f.attname for f in key_fields], [f.attname for f in agent_fields]
+
+
+def _api_key_get(key_id: str) -> ApiKey | None:
+    """The key ``key_id`` of the current tenant's schema with its agent loaded (``api_key.agent``
+    needs no query), or ``None``. One prepared statement (``core.db.base.fetch_prepared``): the
+    ORM's query for the same row cost ~0.4 ms of CPU per request to compile, plan and load."""
+    sql, key_names, agent_names = _key_lookup()
+    row = fetch_prepared(sql, [key_id])
+    if row is None:
+        return None
+    api_key = ApiKey.from_db(DEFAULT_DB_ALIAS, key_names, row[: len(key_names)])
+    api_key.agent = Agent.from_db(DEFAULT_DB_ALIAS, agent_names, row[len(key_names) :])
+    return api_key
 
 
 def parse_bearer(header: bytes | str | None) -> str | None:
@@ -83,7 +117,7 @@ def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
     # the key's row lives in the tenant's schema; the connection stays on its previous schema (the
     # public one) until the key is proven, so a rejected key never leaves it in the tenant's
     with tenant_context(tenant):
-        api_key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
+        api_key = _api_key_get(key_id)
         if api_key is None or not api_key.check_secret(secret):
             raise exceptions.AuthenticationFailed("Invalid API key.")
         if api_key.is_revoked:

@@ -110,3 +110,37 @@ def test_a_rejected_key_leaves_the_connection_on_the_public_schema(alice: Caller
     with pytest.raises(exceptions.AuthenticationFailed):
         resolve_api_key(raw)
     assert connection.schema_name == "public"
+
+
+def test_an_authenticated_request_sends_one_statement(alice: Caller) -> None:
+    """The key and its agent are one prepared statement (``EXECUTE``); nothing else is sent for
+    ``/me`` once the tenant is cached and ``last_used_at`` is fresh."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    assert alice.get("/api/v1/me").status_code == 200  # prepares, caches the tenant, records last use
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as captured:
+            assert alice.get("/api/v1/me").status_code == 200
+        statements = [q["sql"] for q in captured.captured_queries]
+        assert len(statements) == 1, statements
+        assert statements[0].startswith("EXECUTE engram_"), statements
+
+
+def test_the_key_lookup_loads_what_the_orm_loads(alice: Caller) -> None:
+    from agents.authentication import _api_key_get
+
+    key_id = alice.key.split(".")[2]
+    with tenant_context(alice.tenant):
+        ApiKey.objects.filter(key_id=key_id).update(last_used_at=timezone.now(), name="ci")
+        want = ApiKey.objects.select_related("agent").get(key_id=key_id)
+        got = _api_key_get(key_id)
+        assert _api_key_get("0" * len(key_id)) is None
+    assert got is not None
+    fields = [f.attname for f in ApiKey._meta.concrete_fields]
+    assert {f: getattr(got, f) for f in fields} == {f: getattr(want, f) for f in fields}
+    agent_fields = [f.attname for f in Agent._meta.concrete_fields]
+    assert {f: getattr(got.agent, f) for f in agent_fields} == {
+        f: getattr(want.agent, f) for f in agent_fields
+    }
+    assert got._state.adding is False and got._state.db == "default"
