@@ -20,7 +20,8 @@ def _statements() -> dict[str, tuple[int, int]]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
-            "WHERE name LIKE 'engram!_%' ESCAPE '!'"
+            "WHERE name LIKE 'engram!_%%' ESCAPE '!' AND statement LIKE %s",
+            ["%memory_semanticmemory%"],  # not the API-key lookup each request also prepares
         )
         return {name: (generic, custom) for name, generic, custom in cursor.fetchall()}
 
