@@ -191,6 +191,32 @@ def web_server(kind: str, workers: int = 2, threads: int = 2) -> Iterator[Server
                 proc.wait()
 
 
+def checkout_worker(name: str, root: str, argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """Start ``python argv...`` as a worker running the code of checkout ``root`` (for a before /
+    after in one run) and wait for its ``ready <path of the engram code it loaded>`` line.
+
+    The checkout's code comes first on the worker's path from its first statement, and the worker
+    runs in the checkout's folder: Celery's Django fixup (run by ``django.setup()`` through the
+    project's Celery app) puts the working directory first on ``sys.path``, so a worker started in
+    this checkout imported this checkout's packages whatever came before (an A/A run).
+
+    Returns the process (stdin and stdout text pipes) and the loaded code's path. Raises
+    ``SystemExit`` if the worker does not start or loaded code from outside ``root``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if not line.startswith("ready "):
+        raise SystemExit(f"{name}: the worker did not start (it said {line!r}; its stderr above)")
+    code = line.removeprefix("ready ")
+    if not os.path.realpath(code).startswith(os.path.join(root, "")):
+        raise SystemExit(f"{name}: the worker loaded {code}, not the code of {root}")
+    print(f"  {name}: {code}", flush=True)
+    return proc, code
+
+
 def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
     """p50/p95/p99/mean/max of ``values_ms`` (linear interpolation, like numpy's default)."""
     import numpy as np

@@ -55,7 +55,7 @@ from urllib.parse import quote
 
 import corpus
 import numpy as np
-from _common import ROOT, bench_key, django_setup, percentiles
+from _common import ROOT, bench_key, checkout_worker, django_setup, percentiles
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
@@ -361,31 +361,11 @@ class BaseWorker:
     runs a round when told: the same rounds, interleaved with this checkout's and LangGraph's."""
 
     def __init__(self, base: str, seed: int, name: str = "Engram base") -> None:
-        import subprocess
-
         self.name = name
         self.root = os.path.realpath(base)
-        # The checkout's code first on the worker's path from its first statement, and the worker
-        # in the checkout's folder: Celery's Django fixup (run by django.setup() through the
-        # project's Celery app) puts the working directory first on sys.path, so a worker started
-        # in this checkout imported this checkout's packages whatever came before (an A/A run).
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([self.root, os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--checkpoint-worker", self.root, str(seed), name],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=self.root,
+        self.proc, self.code = checkout_worker(
+            name, self.root, [os.path.abspath(__file__), "--checkpoint-worker", self.root, str(seed), name]
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("ready "):
-            raise SystemExit(f"{name}: the worker did not start (it said {line!r}; its stderr above)")
-        self.code = line.removeprefix("ready ")
-        if not os.path.realpath(self.code).startswith(os.path.join(self.root, "")):
-            raise SystemExit(f"{name}: the worker loaded {self.code}, not the code of {self.root}")
-        print(f"  {name}: {self.code}", flush=True)
 
     def round(self, latencies: dict[tuple[str, str], list[float]]) -> None:
         import json

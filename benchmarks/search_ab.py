@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
-from _common import ROOT, percentiles
+from _common import ROOT, checkout_worker, percentiles
 
 
 def worker(root: str, tenant_slug: str, touch: bool) -> None:
@@ -67,24 +66,9 @@ def worker(root: str, tenant_slug: str, touch: bool) -> None:
 class Worker:
     def __init__(self, name: str, root: str, tenant: str, touch: bool) -> None:
         self.name, self.root = name, os.path.realpath(root)
-        # the checkout's code first on the path and as the working directory (see peers.BaseWorker)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([self.root, os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--worker", self.root, tenant, str(int(touch))],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=self.root,
+        self.proc, _ = checkout_worker(
+            name, self.root, [os.path.abspath(__file__), "--worker", self.root, tenant, str(int(touch))]
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("ready "):
-            raise SystemExit(f"{name}: the worker did not start ({line!r}; its stderr above)")
-        code = line.removeprefix("ready ")
-        if not os.path.realpath(code).startswith(os.path.join(self.root, "")):
-            raise SystemExit(f"{name}: the worker loaded {code}, not the code of {self.root}")
-        print(f"  {name}: {code}", flush=True)
 
     def run(self, questions: list[str]) -> list[float]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
