@@ -15,37 +15,7 @@
 
 from django.db import migrations, models
 
-# The neighbours' lookup, unchanged but for ``enable_bitmapscan = off``: plpgsql's generic plan
-# (from the sixth call of a connection) estimated one row and read the session's rows before the
-# position with a bitmap scan and a sort, all of them, instead of the index backwards to the first
-# two: 6.5 ms against 0.1 ms at 2,000 memories in a session, so a statement touching N memories of
-# one session (a bulk erase, a bulk insert: N calls) cost O(N^2) (benchmarks/context_refresh.py).
-AROUND = """
-CREATE OR REPLACE FUNCTION memory_context_around(
-    p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
-    p_at timestamptz, p_id uuid
-) RETURNS SETOF uuid LANGUAGE plpgsql STABLE ROWS 4
-    SET enable_bitmapscan = off AS $$
-BEGIN
-    -- two ordered scans of semantic_session_order_idx, LIMIT 2 each: bounded whatever the corpus
-    -- (ROWS 4 tells the planner so: with its default of 1,000 it joined them to a table scan)
-    RETURN QUERY
-    (SELECT s.id FROM memory_semanticmemory s
-     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
-       AND (s.created_at, s.id) < (p_at, p_id)
-       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
-     ORDER BY s.session_id DESC, s.agent_id DESC, s.scope DESC, s.created_at DESC, s.id DESC LIMIT 2)
-    UNION ALL
-    (SELECT s.id FROM memory_semanticmemory s
-     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
-       AND (s.created_at, s.id) > (p_at, p_id)
-       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
-     ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
-END $$;
-"""
-
+# migration 0020's neighbours' lookup, as it was
 OLD_AROUND = """
 CREATE OR REPLACE FUNCTION memory_context_around(
     p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
@@ -70,6 +40,14 @@ BEGIN
      ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
 END $$;
 """
+
+# The neighbours' lookup, unchanged but for ``enable_bitmapscan = off``: plpgsql's generic plan
+# (from the sixth call of a connection) estimated one row and read the session's rows before the
+# position with a bitmap scan and a sort, all of them, instead of the index backwards to the first
+# two: 6.5 ms against 0.1 ms at 2,000 memories in a session, so a statement touching N memories of
+# one session (a bulk erase, a bulk insert: N calls) cost O(N^2) (benchmarks/context_refresh.py).
+AROUND = OLD_AROUND.replace("ROWS 4 AS $$", "ROWS 4\n    SET enable_bitmapscan = off AS $$", 1)
+assert AROUND != OLD_AROUND
 
 REFRESH = """
 CREATE OR REPLACE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
