@@ -76,7 +76,7 @@ def main() -> None:
     assert migrate(SELF, slug, back, 3600) is not None
     connection.set_schema_to_public()  # type: ignore[attr-defined]
     embedder = get_embedder()
-    cache = search_latency.CACHE_DIR / f"{embedder.name.replace('/', '_')}-seed{args.seed}.npy"
+    cache = search_latency.vectors_cache(embedder.name, args.seed)
     if not cache.exists():
         search_latency.corpus_vectors(corpus.memories(args.cache, args.seed), embedder.name, args.seed, 2)
     search_latency.fill_bulk(tenant, agents, args.size, args.seed)
