@@ -125,7 +125,8 @@ class SemanticMemory(models.Model):
             ),
         ]
         indexes = [
-            GinIndex(fields=["search"], name="semantic_search_gin"),
+            # no index on ``search``: nothing reads the tsvector by index since the lexical arm
+            # moved to ``LexicalPosting`` (migration 0024 dropped it)
             GinIndex(fields=["tags"], name="semantic_tags_gin"),
             models.Index(fields=["agent", "created_at"], name="semantic_agent_idx"),
             # a session's memories of one agent and scope in time order: a memory's neighbours
