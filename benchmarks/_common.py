@@ -13,9 +13,11 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +63,28 @@ def bench_key(slug: str, agent_names: Sequence[str]) -> tuple[object, dict[str, 
             agents[name] = agent
             keys[name] = api_key_create(agent=agent, name="benchmark")[1]
     return tenant, agents, keys
+
+
+def drop_tenant(tenant: Any) -> None:
+    """Drop a benchmark's scratch tenant: its row, schema and role (``Tenant._drop_schema``)."""
+    from django.db import connection
+
+    connection.set_schema_to_public()  # type: ignore[attr-defined]  # django-tenants deletes from public
+    tenant.auto_drop_schema = True
+    tenant.delete(force_drop=True)
+
+
+@contextlib.contextmanager
+def scratch_tenant(
+    prefix: str, agent_names: Sequence[str]
+) -> Iterator[tuple[object, dict[str, object], dict[str, str]]]:
+    """``bench_key`` for a new tenant ``<prefix>_<random>``, dropped on exit (``drop_tenant``), even
+    after an error: figures taken from an empty tenant without leaving one per run behind."""
+    tenant, agents, keys = bench_key(f"{prefix}_{uuid.uuid4().hex[:8]}", agent_names)
+    try:
+        yield tenant, agents, keys
+    finally:
+        drop_tenant(tenant)
 
 
 def server_command(kind: str, port: int, workers: int, threads: int) -> list[str]:

@@ -1,7 +1,7 @@
 """Semantic memory write throughput: batches of 500 and single writes, the service and over HTTP.
 
-Every figure is taken in a fresh tenant (``bench_mwrites_<random>``, one agent), so runs of two
-checkouts start from the same table sizes; each line prints the load average. Steps:
+Every figure is taken in a fresh tenant (``bench_mwrites_<random>``, one agent, dropped at the end),
+so runs of two checkouts start from the same table sizes; each line prints the load average. Steps:
 
 1. **The embedder alone**: ms per text at batch 1 and in one call of ``--batch`` texts (what a
    batch write asks of it): the ceiling of any write path that embeds.
@@ -29,12 +29,11 @@ import argparse
 import json
 import os
 import time
-import uuid
 from typing import Any
 
 import corpus
 import httpx
-from _common import bench_key, django_setup, web_server
+from _common import django_setup, scratch_tenant, web_server
 
 
 def load() -> str:
@@ -94,9 +93,8 @@ def main() -> None:
             memories_create(agent=agent, items=items, policy=policy, batch=True)
         return time.perf_counter() - t0
 
-    tenant, agents, keys = bench_key(f"bench_mwrites_{uuid.uuid4().hex[:8]}", ["writer"])
-    agent = agents["writer"]
-    with tenant_context(tenant):
+    with scratch_tenant("bench_mwrites", ["writer"]) as (tenant, agents, _), tenant_context(tenant):
+        agent = agents["writer"]
         policy = tenant.retrieval_policy
         rate(f"batches of {args.batch}, embedded by the service", n_batch, batches(agent, policy, 0, None))
         rate(
@@ -111,10 +109,10 @@ def main() -> None:
 
     if not args.http:
         return
-    tenant, agents, keys = bench_key(f"bench_mwrites_{uuid.uuid4().hex[:8]}", ["writer"])
     start = 2 * n_batch + 2 * args.singles
     http_vectors = embedder.embed(texts[start + n_batch : start + 2 * n_batch])
     with (
+        scratch_tenant("bench_mwrites", ["writer"]) as (_, _, keys),
         web_server("uvicorn", workers=2) as server,
         httpx.Client(
             base_url=server.url, headers={"Authorization": f"Bearer {keys['writer']}"}, timeout=120

@@ -10,7 +10,10 @@ Peers (the optional ``peers`` extra: ``.venv/bin/pip install -e '.[peers]'``; ne
 
 Each system gets the same corpus (``benchmarks/corpus.py``, the vectors cached by
 ``search_latency.py``) in its own schema or table of the one database; Engram's tenant is
-``bench_search_<N>`` (shared with ``search_latency.py``). Rounds are interleaved: round r runs
+``bench_search_<N>`` (shared with ``search_latency.py``); these corpora are kept for the next run.
+The writes go into an empty tenant, schema or table per system and run (``bench_peers_writes_<hex>``,
+``peer_langgraph_writes_<hex>``, ``peer_mem0_writes_<hex>``), dropped at the end, even after an
+error. Rounds are interleaved: round r runs
 every system on its slice of the questions before round r + 1 starts, so a change in the machine's
 load hits all of them alike. Measures:
 
@@ -50,12 +53,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import corpus
 import numpy as np
-from _common import ROOT, bench_key, checkout_worker, django_setup, percentiles
+from _common import ROOT, bench_key, checkout_worker, django_setup, drop_tenant, percentiles
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
@@ -120,6 +124,11 @@ class Engram:
 
             self.ckpt_agent = Agent.objects.filter(name="saver").first() or agent_create(name="saver")
         self.context = tenant_context
+
+    def close(self) -> None:
+        """Drop this run's writes tenant (its schema and role); the corpus tenant is kept for the next run."""
+        if hasattr(self, "writes"):
+            drop_tenant(self.writes)
 
     def search(self, query: str) -> int:
         from memory.embeddings import embed_query
@@ -212,10 +221,18 @@ class LangGraph:
             conn.execute("ANALYZE store")
             conn.execute("ANALYZE store_vectors")
         self._filling = False
-        _ensure_schema("peer_langgraph_writes")
-        writes: Any = Connection.connect(_libpq_url("peer_langgraph_writes"), **kw)
-        self.writes = PostgresStore(writes, index=index)
+        self.writes_schema = f"peer_langgraph_writes_{uuid.uuid4().hex[:6]}"  # fresh, as Engram's and mem0's
+        _ensure_schema(self.writes_schema)
+        self.writes_conn: Any = Connection.connect(_libpq_url(self.writes_schema), **kw)
+        self.writes = PostgresStore(self.writes_conn, index=index)
         self.writes.setup()
+
+    def close(self) -> None:
+        """Drop this run's writes schema; the corpus schema and the saver's are kept."""
+        schema = getattr(self, "writes_schema", None)
+        if schema is not None:  # by the connection that made its tables (their owner)
+            self.writes_conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            self.writes_conn.close()
 
     def search(self, query: str) -> int:
         return len(self.store.search(("memories",), query=query, limit=10))
@@ -316,7 +333,15 @@ class Mem0:
             with store._get_cursor(commit=True) as cur:
                 cur.execute(f"ANALYZE peer_mem0_{n}")
         self.embedder.filling = False
-        self.writes = make(f"peer_mem0_writes_{uuid.uuid4().hex[:6]}")
+        self.writes_collection = f"peer_mem0_writes_{uuid.uuid4().hex[:6]}"
+        self.writes = make(self.writes_collection)
+
+    def close(self) -> None:
+        """Drop this run's writes table (mem0 makes one table per collection, in public) and its
+        history file; the corpus collection is kept for the next run."""
+        with self.writes.vector_store._get_cursor(commit=True) as cursor:  # the table's owner
+            cursor.execute(f'DROP TABLE IF EXISTS public."{self.writes_collection}"')
+        Path(f"/tmp/mem0-history-{self.writes_collection}.db").unlink(missing_ok=True)
 
     def search(self, query: str) -> int:
         return len(self.memory.search(query, filters={"user_id": "bench"}, top_k=10)["results"])
@@ -523,54 +548,67 @@ def main() -> int:
     results: dict[str, dict[str, dict[str, float]]] = {}
     missing: dict[str, str] = {}
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s]
-    for n in sizes:
-        print(f"\n== {n:,} memories", flush=True)
-        texts = corpus.memories(n, args.seed)
-        from memory.embeddings import get_embedder
+    opened: list[Any] = []  # whose writes tables are dropped at the end, even after an error
+    try:
+        for n in sizes:
+            print(f"\n== {n:,} memories", flush=True)
+            texts = corpus.memories(n, args.seed)
+            from memory.embeddings import get_embedder
 
-        vectors = Vectors(texts, corpus_vectors(texts, get_embedder().name, args.seed, 2))
-        systems: list[Any] = [Engram(n, texts, vectors, args.seed)]
-        for cls in (Mem0, LangGraph):
-            if cls.name.lower() in skip:
-                missing[cls.name] = "left out (--skip)"
-                continue
-            try:
-                systems.append(cls(n, texts, vectors))
-            except ImportError as exc:
-                missing[cls.name] = f"not installed ({exc.name}): pip install -e '.[peers]'"
-        questions = corpus.questions(args.queries + 30)
-        warm, measured = questions[:30], questions[30:]
-        for system in systems:
-            for q in warm:
-                system.search(q)
-        per_round = max(1, len(measured) // args.rounds)
-        fresh_texts = corpus.memories(n + args.rounds * WRITES_PER_ROUND * 2, args.seed + 1)
-        rng = random.Random(args.seed)
-        latencies: dict[tuple[str, str], list[float]] = {}
-        for r in range(args.rounds):
-            for system in systems:  # interleaved: every system in round r before round r + 1
-                name = system.name
-                for q in measured[r * per_round : (r + 1) * per_round]:
-                    latencies.setdefault((name, f"search k=10 at {n:,}"), []).append(
-                        _time(functools.partial(system.search, q))
+            vectors = Vectors(texts, corpus_vectors(texts, get_embedder().name, args.seed, 2))
+            systems: list[Any] = [Engram(n, texts, vectors, args.seed)]
+            opened.extend(systems)
+            for cls in (Mem0, LangGraph):
+                if cls.name.lower() in skip:
+                    missing[cls.name] = "left out (--skip)"
+                    continue
+                try:
+                    systems.append(cls(n, texts, vectors))
+                    opened.append(systems[-1])
+                except ImportError as exc:
+                    missing[cls.name] = f"not installed ({exc.name}): pip install -e '.[peers]'"
+            questions = corpus.questions(args.queries + 30)
+            warm, measured = questions[:30], questions[30:]
+            for system in systems:
+                for q in warm:
+                    system.search(q)
+            per_round = max(1, len(measured) // args.rounds)
+            fresh_texts = corpus.memories(n + args.rounds * WRITES_PER_ROUND * 2, args.seed + 1)
+            rng = random.Random(args.seed)
+            latencies: dict[tuple[str, str], list[float]] = {}
+            for r in range(args.rounds):
+                for system in systems:  # interleaved: every system in round r before round r + 1
+                    name = system.name
+                    for q in measured[r * per_round : (r + 1) * per_round]:
+                        latencies.setdefault((name, f"search k=10 at {n:,}"), []).append(
+                            _time(functools.partial(system.search, q))
+                        )
+                    if n != sizes[0] or args.search_only:
+                        continue  # writes and checkpoints do not depend on the corpus: measured once
+                    writes = fresh_texts[(2 * r + (name == "LangGraph")) * WRITES_PER_ROUND :][
+                        :WRITES_PER_ROUND
+                    ]
+                    t0 = time.perf_counter()
+                    for text in writes:
+                        system.write(text)
+                    latencies.setdefault((name, "writes per second"), []).append(
+                        len(writes) / (time.perf_counter() - t0)
                     )
-                if n != sizes[0] or args.search_only:
-                    continue  # writes and checkpoints do not depend on the corpus: measured once
-                writes = fresh_texts[(2 * r + (name == "LangGraph")) * WRITES_PER_ROUND :][:WRITES_PER_ROUND]
-                t0 = time.perf_counter()
-                for text in writes:
-                    system.write(text)
-                latencies.setdefault((name, "writes per second"), []).append(
-                    len(writes) / (time.perf_counter() - t0)
-                )
-                if hasattr(system, "save"):
-                    _checkpoint_round(system, rng, latencies)
-            print(f"  round {r + 1}/{args.rounds} done; load {os.getloadavg()[0]:.1f}", flush=True)
-        for (name, measure), values in latencies.items():
-            if measure == "writes per second":
-                results.setdefault(measure, {})[name] = {"rate": float(np.mean(values))}
-            else:
-                results.setdefault(measure, {})[name] = percentiles(values)
+                    if hasattr(system, "save"):
+                        _checkpoint_round(system, rng, latencies)
+                print(f"  round {r + 1}/{args.rounds} done; load {os.getloadavg()[0]:.1f}", flush=True)
+            for (name, measure), values in latencies.items():
+                if measure == "writes per second":
+                    results.setdefault(measure, {})[name] = {"rate": float(np.mean(values))}
+                else:
+                    results.setdefault(measure, {})[name] = percentiles(values)
+
+    finally:
+        for system in opened:
+            try:
+                system.close()
+            except Exception as exc:  # the others are still dropped; the run's figures stand
+                print(f"{system.name}: its writes table was not dropped: {exc}", file=sys.stderr)
 
     peers = ["mem0", "LangGraph"]
     print(f"\n{'measure':<34}{'Engram':>18}" + "".join(f"{p:>18}" for p in peers) + "   Engram/peer")
