@@ -34,7 +34,7 @@ import sys
 import time
 from typing import Any
 
-from _common import django_setup
+from _common import django_setup, drop_tenant
 
 TARGET_ERASURE_S = 60.0
 SUBJECT = "subject-bench-42"
@@ -64,8 +64,7 @@ def fresh_tenant(slug: str):  # type: ignore[no-untyped-def]
 
     old = Tenant.objects.filter(schema_name=slug).first()
     if old is not None:
-        old.auto_drop_schema = True
-        old.delete(force_drop=True)
+        drop_tenant(old)
     tenant, _ = tenant_create(slug=slug, name=f"Benchmark {slug}")
     return tenant
 
