@@ -511,6 +511,73 @@ def checkpoints_only(rounds: int, seed: int, base: str | None = None) -> int:
     return 0
 
 
+def _measure_size(
+    n: int,
+    args: argparse.Namespace,
+    *,
+    first: bool,
+    skip: set[str],
+    opened: list[Any],
+    missing: dict[str, str],
+    results: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    """One corpus size: open the systems (each appended to ``opened`` as soon as it exists, so
+    ``main`` drops its writes tables even when a later one fails; a peer left out or not installed
+    goes into ``missing``), run the interleaved rounds and put each system's figures into ``results``.
+    Writes and checkpoints are measured only with ``first`` (they do not depend on the corpus)."""
+    from search_latency import corpus_vectors
+
+    from memory.embeddings import get_embedder
+
+    print(f"\n== {n:,} memories", flush=True)
+    texts = corpus.memories(n, args.seed)
+    vectors = Vectors(texts, corpus_vectors(texts, get_embedder().name, args.seed, 2))
+    systems: list[Any] = [Engram(n, texts, vectors, args.seed)]
+    opened.append(systems[0])
+    for cls in (Mem0, LangGraph):
+        if cls.name.lower() in skip:
+            missing[cls.name] = "left out (--skip)"
+            continue
+        try:
+            systems.append(cls(n, texts, vectors))
+            opened.append(systems[-1])
+        except ImportError as exc:
+            missing[cls.name] = f"not installed ({exc.name}): pip install -e '.[peers]'"
+    questions = corpus.questions(args.queries + 30)
+    warm, measured = questions[:30], questions[30:]
+    for system in systems:
+        for q in warm:
+            system.search(q)
+    per_round = max(1, len(measured) // args.rounds)
+    fresh_texts = corpus.memories(n + args.rounds * WRITES_PER_ROUND * 2, args.seed + 1)
+    rng = random.Random(args.seed)
+    latencies: dict[tuple[str, str], list[float]] = {}
+    for r in range(args.rounds):
+        for system in systems:  # interleaved: every system in round r before round r + 1
+            name = system.name
+            for q in measured[r * per_round : (r + 1) * per_round]:
+                latencies.setdefault((name, f"search k=10 at {n:,}"), []).append(
+                    _time(functools.partial(system.search, q))
+                )
+            if not first or args.search_only:
+                continue  # writes and checkpoints do not depend on the corpus: measured once
+            writes = fresh_texts[(2 * r + (name == "LangGraph")) * WRITES_PER_ROUND :][:WRITES_PER_ROUND]
+            t0 = time.perf_counter()
+            for text in writes:
+                system.write(text)
+            latencies.setdefault((name, "writes per second"), []).append(
+                len(writes) / (time.perf_counter() - t0)
+            )
+            if hasattr(system, "save"):
+                _checkpoint_round(system, rng, latencies)
+        print(f"  round {r + 1}/{args.rounds} done; load {os.getloadavg()[0]:.1f}", flush=True)
+    for (name, measure), values in latencies.items():
+        if measure == "writes per second":
+            results.setdefault(measure, {})[name] = {"rate": float(np.mean(values))}
+        else:
+            results.setdefault(measure, {})[name] = percentiles(values)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -542,8 +609,6 @@ def main() -> int:
     django_setup()
     if args.checkpoints_only:
         return checkpoints_only(args.rounds, args.seed, args.base)
-    from search_latency import corpus_vectors
-
     skip = {s.strip().lower() for s in args.skip.split(",") if s.strip()}
     results: dict[str, dict[str, dict[str, float]]] = {}
     missing: dict[str, str] = {}
@@ -551,58 +616,9 @@ def main() -> int:
     opened: list[Any] = []  # whose writes tables are dropped at the end, even after an error
     try:
         for n in sizes:
-            print(f"\n== {n:,} memories", flush=True)
-            texts = corpus.memories(n, args.seed)
-            from memory.embeddings import get_embedder
-
-            vectors = Vectors(texts, corpus_vectors(texts, get_embedder().name, args.seed, 2))
-            systems: list[Any] = [Engram(n, texts, vectors, args.seed)]
-            opened.extend(systems)
-            for cls in (Mem0, LangGraph):
-                if cls.name.lower() in skip:
-                    missing[cls.name] = "left out (--skip)"
-                    continue
-                try:
-                    systems.append(cls(n, texts, vectors))
-                    opened.append(systems[-1])
-                except ImportError as exc:
-                    missing[cls.name] = f"not installed ({exc.name}): pip install -e '.[peers]'"
-            questions = corpus.questions(args.queries + 30)
-            warm, measured = questions[:30], questions[30:]
-            for system in systems:
-                for q in warm:
-                    system.search(q)
-            per_round = max(1, len(measured) // args.rounds)
-            fresh_texts = corpus.memories(n + args.rounds * WRITES_PER_ROUND * 2, args.seed + 1)
-            rng = random.Random(args.seed)
-            latencies: dict[tuple[str, str], list[float]] = {}
-            for r in range(args.rounds):
-                for system in systems:  # interleaved: every system in round r before round r + 1
-                    name = system.name
-                    for q in measured[r * per_round : (r + 1) * per_round]:
-                        latencies.setdefault((name, f"search k=10 at {n:,}"), []).append(
-                            _time(functools.partial(system.search, q))
-                        )
-                    if n != sizes[0] or args.search_only:
-                        continue  # writes and checkpoints do not depend on the corpus: measured once
-                    writes = fresh_texts[(2 * r + (name == "LangGraph")) * WRITES_PER_ROUND :][
-                        :WRITES_PER_ROUND
-                    ]
-                    t0 = time.perf_counter()
-                    for text in writes:
-                        system.write(text)
-                    latencies.setdefault((name, "writes per second"), []).append(
-                        len(writes) / (time.perf_counter() - t0)
-                    )
-                    if hasattr(system, "save"):
-                        _checkpoint_round(system, rng, latencies)
-                print(f"  round {r + 1}/{args.rounds} done; load {os.getloadavg()[0]:.1f}", flush=True)
-            for (name, measure), values in latencies.items():
-                if measure == "writes per second":
-                    results.setdefault(measure, {})[name] = {"rate": float(np.mean(values))}
-                else:
-                    results.setdefault(measure, {})[name] = percentiles(values)
-
+            _measure_size(
+                n, args, first=n == sizes[0], skip=skip, opened=opened, missing=missing, results=results
+            )
     finally:
         for system in opened:
             try:

@@ -6,40 +6,34 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _peers():  # type: ignore[no-untyped-def]
-    # the script imports its siblings (corpus, _common) as top-level modules
+def _benchmark(module: str):  # type: ignore[no-untyped-def]
+    """Import ``module`` (``benchmarks.peers``, ``_common``) with ``benchmarks/`` on the path: the
+    scripts import their siblings (corpus, _common) as top-level modules."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        return importlib.import_module("benchmarks.peers")
+        return importlib.import_module(module)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_a_worker_finds_the_modules_loaded_from_another_checkout(tmp_path: Path) -> None:
-    peers = _peers()
+    peers = _benchmark("benchmarks.peers")
     assert peers.loaded_elsewhere(str(ROOT)) == []
     wrong = peers.loaded_elsewhere(str(tmp_path))
     assert any(line.startswith("memory.checkpoints.services: ") for line in wrong)
     assert all(line.split(": ", 1)[1].startswith(str(ROOT)) for line in wrong)
 
 
-def _common():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("_common")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-
-
 def test_a_scratch_tenant_goes_with_its_schema_and_role_even_after_an_error(
-    django_db_setup, django_db_blocker
-) -> None:  # type: ignore[no-untyped-def]
+    django_db_setup: None, django_db_blocker: Any
+) -> None:
     """Benchmarks that measure in a fresh tenant per run (peers.py's writes, memory_writes.py)
     drop it at the end, so a bench database does not gain a tenant, a schema and a role per run."""
     from django.db import connection
@@ -52,7 +46,7 @@ def test_a_scratch_tenant_goes_with_its_schema_and_role_even_after_an_error(
             cursor.execute(sql, [value])
             return cursor.fetchone() is not None
 
-    common = _common()
+    common = _benchmark("_common")
     with django_db_blocker.unblock():
         with (
             pytest.raises(RuntimeError),
