@@ -1,0 +1,677 @@
+"""What a near duplicate may not change: whether two texts an embedding puts close together say the
+same thing (a write that rewords a memory reinforces it) or not (a write that differs in what
+matters is an update: stored as a memory of its own, never merged).
+
+Sentence embeddings place a statement and its negation, or two statements that differ in a number,
+a date or a name, within a cosine of 0.93-0.99 of each other (all-MiniLM-L6-v2: "... runs every
+night at 2am UTC" / "... at 3am UTC" 0.98, "... has 16 GB of RAM and four cores" / "32 GB" 0.99;
+the static model2vec one: "Patient X is allergic to penicillin" / "... is not allergic ..." 0.99),
+so a threshold on the cosine cannot tell a rewording from an update. ``differences`` compares the
+two texts token by token (no model, no LLM; English) and names what differs; an empty answer means
+nothing that matters does.
+
+What is compared (``features`` computes it once per text):
+
+- **negation**: how many negations each text holds: ``not``, ``no``, ``never``, ``nothing``,
+  ``nobody``, ``none``, ``neither``, ``nor``, ``nowhere``, ``cannot``, ``without``, every ``n't``
+  contraction (``isn't``, ``won't``, ``can't``, with a curly apostrophe too, or none: ``doesnt``), ``no
+  longer``, ``no one``, a ``non-`` prefix; and, counted apart, the weak ones (``hardly``,
+  ``barely``, ``scarcely``, ``rarely``, ``seldom``). "Never" and "does not" are one negation each,
+  so they reword each other; "not only" is no negation.
+- **number**: every quantity, as its value and unit: digits (``5,000`` = ``5000``, ``4.50`` =
+  ``4.5``, ``-18``, ``3rd`` = ``3``, ``9:00`` = ``9``), number words (``twenty-one`` = ``21``,
+  ``two hundred and five``, ``third`` = ``3``, ``a dozen``, ``twice``), scales (``3 million``,
+  ``10k``) and the unit written on or after it (``2am`` / ``2 pm``, ``16 GB`` / ``16 TB``, ``10%``,
+  ``$5`` = ``5 dollars``, ``35 days``). The two texts' quantities must be the same multiset: a
+  quantity only one text has (``"at 9"`` against nothing) is a difference too, since merging
+  would drop it.
+- **date**: weekdays, months, years (a four-digit number from 1900 to 2099), ``today``,
+  ``tomorrow``, ``yesterday``, ``tonight``, ``weekend``, parts of the day (``morning``, ``noon``, ...),
+  seasons, periods and their adverbs (``day``/``daily``, ``week``/``weekly``, ...), and a period
+  with ``next`` / ``last`` / ``this`` / ``coming`` / ``previous`` before it (``next week`` is not
+  ``this week``). "May" and "March" are months only when capitalised or beside a number
+  (otherwise a verb), and the abbreviations (``Jan``, ``Sun``, ...) only when capitalised.
+- **name**: a word with a capital letter (``Alice``, ``AWS``, ``ThinkPad``, ``X``) that is no
+  negation, number or date word, and not a common word opening a sentence ("The", "We", "After",
+  ...): a name one text has and the other does not contain at all, in any case, is a difference
+  (so "Alice works at Acme" / "Bob works at Acme" differ, while "the Design Team" / "the design
+  team" do not).
+- **literal**: what must match character for character (case aside): e-mail addresses, URLs, file
+  paths, identifiers with ``_`` or a dot between words (``retry_limit``, ``config.yaml``), and text
+  in double quotes or backticks.
+- **opposite**: a word one text has where the other has its opposite: a negating prefix
+  (``available`` / ``unavailable``, ``likes`` / ``dislikes``, ``valid`` / ``invalid``) or a pair of
+  a short table (``before`` / ``after``, ``enabled`` / ``disabled``, ``passed`` / ``failed``,
+  ``allowed`` / ``forbidden``, ``always`` / ``sometimes``, ``every`` / ``some``, ...).
+
+The comparison leans one way on purpose: a false "differs" stores a rewording as a memory of its own
+(what a write did before near duplicates were merged, and recall ranks the two together), while a
+false "same" loses what the caller said. Texts that are exact duplicates (the same ``normalise_text``)
+never differ. Not covered: two names or numbers that swap places ("Alice pays Bob" / "Bob pays
+Alice"), a name written in lower case, antonyms outside the table, modality ("may move" / "will
+move"), other languages than English.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+
+
+class Difference(StrEnum):
+    """A kind of difference that makes a near duplicate an update (see the module's docstring)."""
+
+    NEGATION = "negation"
+    NUMBER = "number"
+    DATE = "date"
+    NAME = "name"
+    LITERAL = "literal"
+    OPPOSITE = "opposite"
+
+
+@dataclass(frozen=True)
+class Features:
+    """What ``differences`` compares of one text.
+
+    ``negations``: (strong, weak) negation counts; ``numbers``: the multiset of (value, unit);
+    ``dates``: canonical dates (``"monday"``, ``"2026"``, ``"next week"``); ``soft_dates``:
+    dates read from ambiguous words (``may``, ``Sun``), by the word's casefolded form, each a
+    difference only when the other text lacks that word; ``names``: casefolded names;
+    ``literals``; ``words``: every word, casefolded (possessive ``'s`` removed; a hyphenated word
+    also joined and in parts)."""
+
+    negations: tuple[int, int]
+    numbers: Counter[tuple[str, str]]
+    dates: frozenset[str]
+    soft_dates: frozenset[tuple[str, str]]
+    names: frozenset[str]
+    literals: frozenset[str]
+    words: frozenset[str]
+
+
+def differences(a: str, b: str) -> frozenset[Difference]:
+    """What differs between ``a`` and ``b`` among the kinds of ``Difference``; empty when nothing
+    that matters does (``b`` rewords ``a``). Symmetric; never raises for any text."""
+    fa, fb = features(a), features(b)
+    found: set[Difference] = set()
+    if fa.negations != fb.negations:
+        found.add(Difference.NEGATION)
+    if fa.numbers != fb.numbers:
+        found.add(Difference.NUMBER)
+    if fa.dates != fb.dates or _soft_differ(fa, fb) or _soft_differ(fb, fa):
+        found.add(Difference.DATE)
+    if any(n not in fb.words for n in fa.names) or any(n not in fa.words for n in fb.names):
+        found.add(Difference.NAME)
+    if fa.literals != fb.literals:
+        found.add(Difference.LITERAL)
+    if _opposed(fa.words - fb.words, fb.words - fa.words):
+        found.add(Difference.OPPOSITE)
+    return frozenset(found)
+
+
+def _soft_differ(fa: Features, fb: Features) -> bool:
+    hard_b = fb.dates | {d for d, _ in fb.soft_dates}
+    return any(d not in hard_b and word not in fb.words for d, word in fa.soft_dates)
+
+
+# --- vocabulary ---------------------------------------------------------------------------------
+
+_NEGATIONS = frozenset(
+    "not no never nothing nobody none neither nor nowhere cannot without noone non".split()
+)
+# contractions written without their apostrophe (informal text); "wont" and "cant" too, though words
+_NT_WORDS = frozenset(
+    "isnt arent wasnt werent dont doesnt didnt hasnt havent hadnt wont wouldnt shouldnt couldnt cant "
+    "mustnt neednt aint shant mightnt".split()
+)
+_WEAK_NEGATIONS = frozenset("hardly barely scarcely rarely seldom".split())
+
+_SMALL = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_TENS = {
+    w: 10 * i
+    for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split())
+    if i > 1
+}
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_ORDINALS = {
+    "first": "one",
+    "second": "two",
+    "third": "three",
+    "fifth": "five",
+    "eighth": "eight",
+    "ninth": "nine",
+    "twelfth": "twelve",
+}
+_VAGUE = frozenset("dozens hundreds thousands millions billions".split())
+_TIMES = {"twice": 2, "thrice": 3}
+_SUFFIX_SCALES = {"k": 1000, "bn": 10**9}
+
+_UNITS = {
+    **dict.fromkeys(["am", "a.m"], "am"),
+    **dict.fromkeys(["pm", "p.m"], "pm"),
+    **dict.fromkeys(["%", "percent", "pct"], "%"),
+    **dict.fromkeys(["$", "dollar", "dollars", "usd"], "usd"),
+    **dict.fromkeys(["€", "euro", "euros", "eur"], "eur"),
+    **dict.fromkeys(["£", "pound", "pounds", "gbp", "quid"], "gbp"),
+    **dict.fromkeys(["¥", "yen", "jpy"], "jpy"),
+    **dict.fromkeys(["b", "byte", "bytes"], "b"),
+    **{
+        u: u
+        for u in ["kb", "mb", "gb", "tb", "pb", "kib", "mib", "gib", "tib", "ghz", "mhz", "hz", "kw", "w"]
+    },
+    **dict.fromkeys(["ms", "millisecond", "milliseconds"], "ms"),
+    **dict.fromkeys(["s", "sec", "secs", "second", "seconds"], "s"),
+    **dict.fromkeys(["min", "mins", "minute", "minutes"], "min"),
+    **dict.fromkeys(["h", "hr", "hrs", "hour", "hours"], "h"),
+    **dict.fromkeys(["d", "day", "days"], "day"),
+    **dict.fromkeys(["night", "nights"], "night"),
+    **dict.fromkeys(["wk", "wks", "week", "weeks"], "week"),
+    **dict.fromkeys(["mo", "month", "months"], "month"),
+    **dict.fromkeys(["y", "yr", "yrs", "year", "years"], "year"),
+    **dict.fromkeys(["mm", "millimeter", "millimeters", "millimetre", "millimetres"], "mm"),
+    **dict.fromkeys(["cm", "centimeter", "centimeters", "centimetre", "centimetres"], "cm"),
+    **dict.fromkeys(["m", "meter", "meters", "metre", "metres"], "m"),
+    **dict.fromkeys(["km", "kilometer", "kilometers", "kilometre", "kilometres"], "km"),
+    **dict.fromkeys(["mi", "mile", "miles"], "mi"),
+    **dict.fromkeys(["ft", "foot", "feet"], "ft"),
+    **dict.fromkeys(["inch", "inches"], "inch"),
+    **dict.fromkeys(["mg", "milligram", "milligrams"], "mg"),
+    **dict.fromkeys(["g", "gram", "grams"], "g"),
+    **dict.fromkeys(["kg", "kilo", "kilos", "kilogram", "kilograms"], "kg"),
+    **dict.fromkeys(["lb", "lbs"], "lb"),
+    **dict.fromkeys(["oz", "ounce", "ounces"], "oz"),
+    **dict.fromkeys(["l", "liter", "liters", "litre", "litres"], "l"),
+    **dict.fromkeys(["ml", "milliliter", "milliliters", "millilitre", "millilitres"], "ml"),
+    **dict.fromkeys(["degree", "degrees", "°"], "degree"),
+    **dict.fromkeys(["°c", "celsius"], "°c"),
+    **dict.fromkeys(["°f", "fahrenheit"], "°f"),
+    **dict.fromkeys(["x", "times", "time"], "times"),
+    **dict.fromkeys(["o'clock", "oclock"], ""),
+}
+_ORDINAL_SUFFIXES = frozenset({"st", "nd", "rd", "th"})
+
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_MONTHS = "january february march april may june july august september october november december".split()
+_DATE_WORDS = {
+    **{d: d for d in _WEEKDAYS},
+    **{d + "s": d for d in _WEEKDAYS},
+    **{m: m for m in _MONTHS if m not in ("may", "march")},
+    **dict.fromkeys(["today", "tomorrow", "yesterday", "tonight"], None),
+    **dict.fromkeys(["weekend", "weekends"], "weekend"),
+    **dict.fromkeys(["weekday", "weekdays"], "weekday"),
+    **dict.fromkeys(["morning", "mornings"], "morning"),
+    **dict.fromkeys(["afternoon", "afternoons"], "afternoon"),
+    **dict.fromkeys(["evening", "evenings"], "evening"),
+    **dict.fromkeys(["night", "nights", "nightly", "overnight"], "night"),
+    **dict.fromkeys(["noon", "midday"], "noon"),
+    "midnight": "midnight",
+    **dict.fromkeys(["spring", "summer", "autumn", "winter"], None),
+    **dict.fromkeys(["hour", "hours", "hourly"], "hour"),
+    **dict.fromkeys(["day", "days", "daily"], "day"),
+    **dict.fromkeys(["week", "weeks", "weekly"], "week"),
+    **dict.fromkeys(["fortnight", "fortnights", "fortnightly", "biweekly"], "fortnight"),
+    **dict.fromkeys(["month", "months", "monthly"], "month"),
+    **dict.fromkeys(["quarter", "quarters", "quarterly"], "quarter"),
+    **dict.fromkeys(["year", "years", "yearly", "annual", "annually"], "year"),
+    **dict.fromkeys(["decade", "decades"], "decade"),
+}
+# words that are dates only when capitalised (or, for months, beside a number): verbs, names, nouns
+_AMBIGUOUS_DATES = {
+    "may": "may",
+    "march": "march",
+    **{a: m for m in _MONTHS for a in (m[:3],) if m not in ("may",)},
+    "sept": "september",
+    **{a: d for d in _WEEKDAYS for a in (d[:3],)},
+    "tues": "tuesday",
+    "thur": "thursday",
+    "thurs": "thursday",
+}
+_DATE_MODIFIERS = frozenset("next last this coming previous".split())
+
+# common words that open a sentence with a capital letter and are no name
+_FUNCTION_WORDS = frozenset(
+    """a an the this that these those there here it its it's i i'm i've i'll i'd we you he she they me us
+    him her them my our your his their what when where which who whom whose why how in on at for from to
+    with by of about after before during since until till as if because so but and or also then now yes
+    ok okay hi hey hello thanks thank please every each all some any both many most more few several
+    other another such is are was were be been being do does did has have had will would should could can
+    might must shall let let's just only maybe perhaps still already yet again always usually often
+    sometimes over under into through while although though however therefore meanwhile besides instead
+    otherwise once well oh wow sure very really actually anyway note remember apparently also per via
+    according our everyone everybody everything someone somebody something anyone anybody anything""".split()
+)
+
+_OPPOSITE_PAIRS: list[tuple[str, str]] = [
+    ("before", "after"),
+    ("more most", "less least fewer fewest"),
+    (
+        "increase increases increased increasing rise rises rose risen grow grows grew grown",
+        "decrease decreases decreased decreasing fall falls fell fallen drop drops dropped shrink shrinks shrank",
+    ),
+    ("higher highest high", "lower lowest low"),
+    ("above", "below"),
+    ("up", "down"),
+    ("inside", "outside"),
+    ("true", "false"),
+    (
+        "allow allows allowed permit permits permitted",
+        "deny denies denied forbid forbids forbidden prohibit prohibits prohibited ban bans banned",
+    ),
+    (
+        "accept accepts accepted approve approves approved",
+        "reject rejects rejected decline declines declined",
+    ),
+    (
+        "pass passes passed succeed succeeds succeeded success successful successfully",
+        "fail fails failed failure",
+    ),
+    ("win wins won winning winner", "lose loses lost losing loser"),
+    ("open opens opened", "close closes closed shut"),
+    ("enable enables enabled on", "disable disables disabled off"),
+    ("include includes included including", "exclude excludes excluded excluding"),
+    ("add adds added", "remove removes removed delete deletes deleted"),
+    (
+        "start starts started begin begins began begun",
+        "stop stops stopped end ends ended finish finishes finished",
+    ),
+    (
+        "like likes liked love loves loved enjoy enjoys enjoyed prefer prefers preferred",
+        "hate hates hated detest detests detested",
+    ),
+    ("buy buys bought purchase purchased", "sell sells sold"),
+    ("arrive arrives arrived arrival", "leave leaves left depart departs departed departure"),
+    ("early earlier earliest", "late later latest"),
+    ("minimum min", "maximum max"),
+    ("always", "sometimes occasionally usually often"),
+    (
+        "all every each everyone everybody everything",
+        "some someone somebody something several",
+    ),
+    ("online", "offline"),
+    ("public", "private"),
+    ("internal", "external"),
+    ("inbound incoming", "outbound outgoing"),
+    ("import imports imported", "export exports exported"),
+    ("input inputs", "output outputs"),
+    ("positive", "negative"),
+    ("present", "absent"),
+    ("alive", "dead"),
+    ("male man men boy boys", "female woman women girl girls"),
+    ("north northern", "south southern"),
+    ("east eastern", "west western"),
+    ("good better best great excellent", "bad worse worst poor terrible"),
+    ("hot warm warmer", "cold cool colder"),
+    ("cheap cheaper cheapest", "expensive"),
+    ("fast faster fastest quick quickly", "slow slower slowest slowly"),
+    ("big bigger biggest large larger largest", "small smaller smallest little"),
+    ("long longer longest", "short shorter shortest"),
+    ("new newer newest", "old older oldest"),
+    ("easy easier easiest", "hard harder hardest difficult"),
+    ("right correct", "wrong"),
+    ("married", "single divorced"),
+    ("required mandatory", "optional"),
+    ("same", "different"),
+    ("safe", "dangerous"),
+]
+_OPPOSITES: dict[str, set[str]] = {}
+for _left, _right in _OPPOSITE_PAIRS:
+    for _w in _left.split():
+        _OPPOSITES.setdefault(_w, set()).update(_right.split())
+    for _w in _right.split():
+        _OPPOSITES.setdefault(_w, set()).update(_left.split())
+# a prefix that negates what follows: "unavailable", "dislikes", "invalid", "nonexistent"
+_NEGATING_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non")
+
+
+def _opposed(only_a: frozenset[str], only_b: frozenset[str]) -> bool:
+    """Whether a word only ``a`` has and a word only ``b`` has are opposites."""
+    for x, y in ((only_a, only_b), (only_b, only_a)):
+        for word in x:
+            if _OPPOSITES.get(word, set()) & y:
+                return True
+            if len(word) >= 4 and any(p + word in y for p in _NEGATING_PREFIXES):
+                return True
+    return False
+
+
+# --- reading a text -----------------------------------------------------------------------------
+
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u02bc": "'", "\u201c": '"', "\u201d": '"', "\u2212": "-"}
+)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s<>\"'`]+", re.I)
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PATH = re.compile(r"(?<![\w/.])(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]*)*")
+_IDENTIFIER = re.compile(r"\b(?:\w*[^\W\d]\w*_\w+|\w+(?:\.[^\W\d_]\w+)+)\b")
+_QUOTED = re.compile(r'"([^"\n]{1,200})"|`([^`\n]{1,200})`')
+_TRAILING = ".,;:!?)]}'\""
+_TOKEN = re.compile(
+    r"(?P<num>(?:(?<![\w-])-)?\d+(?:[.,:/]\d+)*)(?P<suffix>[^\W\d_]+|%|°[^\W\d_]?)?"
+    r"|(?P<word>[^\W\d_]+(?:'[^\W\d_]+)*)"
+    r"|(?P<sym>[$€£¥%°])"
+)
+_SENTENCE_BREAK = frozenset(".!?;:\n•*")
+
+
+@dataclass
+class _Token:
+    kind: str  # "num", "word" or "sym"
+    text: str  # as written
+    lower: str  # casefolded, possessive removed (words)
+    suffix: str  # letters written on a number ("am", "gb", "rd"), casefolded
+    opens_sentence: bool
+    joined: bool  # written against the previous token with a hyphen ("twenty-one", "Wi-Fi")
+    after_space: bool
+
+
+def _tokens(text: str) -> list[_Token]:
+    out: list[_Token] = []
+    end = 0
+    for match in _TOKEN.finditer(text):
+        gap = text[end : match.start()]
+        opens = not out or any(c in _SENTENCE_BREAK for c in gap)
+        kind = "num" if match.lastgroup == "suffix" else str(match.lastgroup)
+        raw = match.group("num") if match.group("num") is not None else match.group(0)
+        lower = raw.casefold()
+        if kind == "word":
+            if lower.endswith("'s"):
+                lower = lower[:-2]
+            elif lower.endswith("'"):
+                lower = lower[:-1]
+        suffix = (match.group("suffix") or "").casefold() if kind == "num" else ""
+        out.append(_Token(kind, raw, lower, suffix, opens, gap == "-", bool(gap) and gap.isspace()))
+        end = match.end()
+    return out
+
+
+def _canonical_number(raw: str) -> Decimal | str:
+    """``raw`` digits as a value: thousands separators dropped, ``:00`` of a full hour dropped;
+    forms that are no single value (``1.2.3``, ``12/15/2026``, ``9:30``) as written."""
+    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", raw):
+        raw = raw.replace(",", "")
+    if re.fullmatch(r"\d{1,2}:00", raw):
+        raw = raw[:-3]
+    if re.fullmatch(r"-?\d+(?:\.\d+)?", raw):
+        try:
+            return Decimal(raw)
+        except InvalidOperation:  # pragma: no cover - the pattern admits only valid decimals
+            return raw
+    return raw
+
+
+def _number_text(value: Decimal | str) -> str:
+    if isinstance(value, Decimal):
+        return format(value.normalize(), "f")
+    return value
+
+
+def _word_number(word: str) -> int | None:
+    """The value of one number word (``seven``, ``twenty``, ``third``, ``fortieth``), else None."""
+    word = _ORDINALS.get(word, word)
+    if word in _SMALL:
+        return _SMALL[word]
+    if word in _TENS:
+        return _TENS[word]
+    if word.endswith("ieth") and word[:-4] + "y" in _TENS:
+        return _TENS[word[:-4] + "y"]
+    if word.endswith("th") and word not in ("th",):
+        base = word[:-2]
+        for candidate in (base, base + "e", base + "t"):
+            if candidate in _SMALL and _SMALL[candidate] > 3:
+                return _SMALL[candidate]
+        if base in _SCALES:
+            return _SCALES[base]
+    return None
+
+
+def _is_number_word(word: str) -> bool:
+    return _word_number(word) is not None or word in _SCALES or word == "dozen"
+
+
+def _unit(token: _Token | None) -> str | None:
+    if token is None:
+        return None
+    if token.kind == "sym":
+        return _UNITS.get(token.text)
+    if token.kind == "word":
+        return _UNITS.get(token.lower)
+    return None
+
+
+def _date_word(token: _Token, neighbours: tuple[_Token | None, _Token | None]) -> tuple[str, bool] | None:
+    """The date ``token`` names, and whether it is soft (read from an ambiguous word)."""
+    lower = token.lower
+    if lower in _DATE_WORDS:
+        return _DATE_WORDS[lower] or lower, False
+    if lower in _AMBIGUOUS_DATES:
+        titled = (token.text[:1].isupper() and token.text[1:].islower()) or token.text.isupper()
+        beside_number = lower in ("may", "march") and any(
+            n is not None and n.kind == "num" for n in neighbours
+        )
+        if titled or beside_number:
+            return _AMBIGUOUS_DATES[lower], True
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def features(text: str) -> Features:
+    """What ``differences`` compares of ``text`` (cached per text: a write meets several candidates)."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    literals: set[str] = set()
+
+    def take(match: re.Match[str]) -> str:
+        literals.add(match.group(0).rstrip(_TRAILING).casefold())
+        return " "
+
+    text = _URL.sub(take, text)
+    text = _EMAIL.sub(take, text)
+    text = _PATH.sub(take, text)
+    literals.update(m.group(0).casefold() for m in _IDENTIFIER.finditer(text))
+    literals.update((m.group(1) or m.group(2)).strip().casefold() for m in _QUOTED.finditer(text))
+
+    tokens = _tokens(text)
+    strong = weak = 0
+    numbers: Counter[tuple[str, str]] = Counter()
+    dates: set[str] = set()
+    soft_dates: set[tuple[str, str]] = set()
+    names: set[str] = set()
+    words: set[str] = set()
+    special: set[int] = set()  # tokens that are negations, numbers or dates: never names
+
+    def at(i: int) -> _Token | None:
+        return tokens[i] if 0 <= i < len(tokens) else None
+
+    def add_number(value: Decimal | str, first: int, last: int, unit: str = "") -> int:
+        """A quantity read from tokens ``first``..``last``: scaled and given its unit by what
+        follows (``3 million``, ``16 GB``) or precedes (``$5``). Returns the last token it took."""
+        nxt = at(last + 1)
+        if isinstance(value, Decimal) and nxt is not None and nxt.kind == "word" and nxt.lower in _SCALES:
+            value *= _SCALES[nxt.lower]
+            words.add(nxt.lower)
+            last += 1
+            special.add(last)
+            nxt = at(last + 1)
+        if not unit and _unit(nxt):
+            assert nxt is not None
+            unit = _unit(nxt) or ""
+            if nxt.kind == "word":
+                words.add(nxt.lower)
+            last += 1  # the unit is the number's ("16 GB": no name, "35 days": no date of its own)
+            special.add(last)
+        prev = at(first - 1)
+        if not unit and prev is not None and prev.kind == "sym" and prev.text in "$€£¥":
+            unit = _UNITS[prev.text]
+        is_year = (
+            isinstance(value, Decimal)
+            and not unit
+            and value == value.to_integral_value()
+            and 1900 <= value <= 2099
+            and tokens[first].kind == "num"
+            and len(tokens[first].text) == 4
+        )
+        if is_year:
+            dates.add(_number_text(value))
+        else:
+            numbers[(_number_text(value), unit)] += 1
+        return last
+
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.kind == "num":
+            value = _canonical_number(token.text)
+            unit = ""
+            suffix = token.suffix
+            if suffix in _ORDINAL_SUFFIXES:
+                suffix = ""
+            elif suffix in _SUFFIX_SCALES and isinstance(value, Decimal):
+                value *= _SUFFIX_SCALES[suffix]
+                suffix = ""
+            if suffix:
+                unit = _UNITS.get(suffix, suffix)
+            special.add(i)
+            i = add_number(value, i, i, unit) + 1
+            continue
+        if token.kind == "sym":
+            if token.text == "%" and (at(i - 1) is None or at(i - 1).kind != "num"):  # type: ignore[union-attr]
+                numbers[("", "%")] += 1
+            i += 1
+            continue
+        lower = token.lower
+        words.add(lower)
+        # negations
+        if lower in _NEGATIONS or lower.endswith("n't") or lower in _NT_WORDS:
+            nxt = at(i + 1)
+            if lower == "not" and nxt is not None and nxt.lower == "only":
+                special.add(i)
+                i += 1
+                continue
+            if lower == "no" and nxt is not None and nxt.kind == "num" and not nxt.after_space:
+                special.add(i)  # "No. 5": a number sign
+                i += 1
+                continue
+            strong += 1
+            special.add(i)
+            if lower == "no" and nxt is not None and nxt.lower == "one":
+                special.add(i + 1)
+                words.add("one")
+                i += 2
+                continue
+            i += 1
+            continue
+        if lower in _WEAK_NEGATIONS:
+            weak += 1
+            special.add(i)
+            i += 1
+            continue
+        # number words: a run of them is one value ("two hundred and five", "twenty-one")
+        if _is_number_word(lower) or lower in _TIMES or lower in _VAGUE:
+            if lower == "one" and at(i + 1) is not None and at(i + 1).lower == "another":  # type: ignore[union-attr]
+                i += 1
+                continue
+            if lower in _TIMES:
+                special.add(i)
+                numbers[(str(_TIMES[lower]), "times")] += 1
+                i += 1
+                continue
+            if lower in _VAGUE:
+                special.add(i)
+                numbers[(lower, "")] += 1
+                i += 1
+                continue
+            j, total, current = i, 0, 0
+            last_small: int | None = None  # the last number word since a scale ("twenty" of "twenty-one")
+            while j < len(tokens) and tokens[j].kind == "word":
+                w = tokens[j].lower
+                if w == "and" and j > i and tokens[j - 1].lower in _SCALES and j + 1 < len(tokens):
+                    if _word_number(tokens[j + 1].lower) is None:
+                        break
+                    words.add(w)
+                    j += 1
+                    continue
+                n = _word_number(w)
+                if n is not None:
+                    # "twenty one" is one number, "one two" two
+                    if last_small is not None and not (last_small >= 20 and last_small % 10 == 0 and n < 10):
+                        break
+                    current += n
+                    last_small = n
+                elif w in _SCALES:
+                    if _SCALES[w] == 100:
+                        current = max(current, 1) * 100
+                    else:
+                        total += max(current, 1) * _SCALES[w]
+                        current = 0
+                    last_small = None
+                elif w == "dozen":
+                    current = max(current, 1) * 12
+                    last_small = None
+                else:
+                    break
+                words.add(w)
+                special.add(j)
+                j += 1
+            i = add_number(Decimal(total + current), i, j - 1) + 1
+            continue
+        # dates
+        found = _date_word(token, (at(i - 1), at(i + 1)))
+        if found is not None:
+            date, soft = found
+            prev = at(i - 1)
+            special.add(i)
+            if (
+                prev is not None
+                and prev.kind == "word"
+                and prev.lower in _DATE_MODIFIERS
+                and not token.opens_sentence
+            ):
+                dates.add(f"{prev.lower} {date}")
+                special.add(i - 1)
+            elif soft:
+                soft_dates.add((date, lower))
+            else:
+                dates.add(date)
+            i += 1
+            continue
+        i += 1
+
+    # words and names; a hyphenated word is also joined ("wifi") and its parts stay words
+    i = 0
+    while i < len(tokens):
+        j = i + 1
+        while (
+            j < len(tokens) and tokens[j].joined and tokens[j].kind == "word" and tokens[j - 1].kind == "word"
+        ):
+            j += 1
+        parts = [t for t in tokens[i:j] if t.kind == "word"]
+        if len(parts) > 1:
+            words.add("".join(p.lower for p in parts))
+            words.add("-".join(p.lower for p in parts))
+        candidates = [k for k in range(i, j) if tokens[k].kind == "word" and k not in special]
+        capitalised = [k for k in candidates if any(c.isupper() for c in tokens[k].text)]
+        if capitalised:
+            first = tokens[i]
+            common = first.opens_sentence and first.lower in _FUNCTION_WORDS and len(parts) == 1
+            if not common and not (len(parts) == 1 and first.lower in ("i", "i'm", "i've", "i'll", "i'd")):
+                names.add("".join(tokens[k].lower for k in candidates) if len(parts) > 1 else first.lower)
+        i = j
+    return Features(
+        negations=(strong, weak),
+        numbers=numbers,
+        dates=frozenset(dates),
+        soft_dates=frozenset(soft_dates),
+        names=frozenset(names),
+        literals=frozenset(literals),
+        words=frozenset(words),
+    )
