@@ -26,7 +26,8 @@ class RetrievalPolicy:
     ``score = w_similarity * relevance + w_recency * exp(-lambda * hours) + w_importance * importance``
     with ``lambda = ln 2 / recency_half_life_hours`` (Park et al. 2023, "Generative Agents", §4.1).
     Writes whose cosine similarity to an existing memory is at least ``near_duplicate_threshold``
-    reinforce that memory instead of inserting a new one.
+    reinforce that memory instead of inserting a new one, when they say the same thing (no negation,
+    number, date or name differs: ``memory.semantic.differences``).
     """
 
     w_similarity: float

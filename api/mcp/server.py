@@ -193,7 +193,8 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
     ) -> CallToolResult:
         """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
-        already see reinforces it instead (`deduplicated: true`)."""
+        already see reinforces it instead (`deduplicated: true`); a near one that differs in a
+        negation, number, date or name is stored as a memory of its own."""
         body = _body(
             content=content,
             scope=scope,

@@ -397,7 +397,9 @@ class MemoriesView(ApiView):
         summary="Store a memory, or a batch",
         description="One memory (an object) or a batch (an array of 1 to 500, all or nothing, embedded in "
         "one model call; every item written the same way, `sync` or `async`). A duplicate, exact or near, "
-        "of a stored memory or of an earlier item of the batch reinforces it (`deduplicated: true`). "
+        "of a stored memory or of an earlier item of the batch reinforces it (`deduplicated: true`), a near one "
+        "only when it says the same: one that differs in a negation, number, date, name, literal (an address, "
+        "link, path or quoted text) or opposite is stored as a memory of its own. "
         "Status: 201 when something was stored, 202 when an async write was accepted, else 200.",
         request=one_or_many(MemoryInputSerializer, "MemoryInput"),
         responses={

@@ -36,6 +36,7 @@ from memory.episodic.services import agent_session, decision_record, person_sess
 from tenants.models import ConsolidationPolicy, RetrievalPolicy, Tenant
 
 from . import selectors, touches
+from .differences import differences
 from .forgetting import STABILITY_SQL, batch_stability_sql, stability_after_recall
 from .models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from .selectors import MemoryFilters
@@ -239,40 +240,45 @@ def _vector_text(vector: np.ndarray) -> str:
     return _vector_format(len(vector)) % tuple(vector.tolist())
 
 
-# The near-duplicate lookup, the one SQL of the rule: for each vector ``i`` (text, parsed once each in
-# a materialised CTE: inlined, the cast ran once per row compared, 700 ms against 2,600 rows instead
-# of 1 ms), the nearest embedded live memory of its agent and scope, kept when the cosine is at least
-# the threshold: CTE ``near(i, id, similarity)``. Each lookup walks the HNSW index (iteratively, past
-# rows of other agents and scopes) for the statement only (``_NEAR_OPTIONS``, then ``_NEAR_RESET``):
-# the planner's estimate preferred sorting every row of the agent by distance per vector, ~12-18 µs a
-# row (30-46 ms per write at 2,600 memories, seconds for a batch), against 7 ms by the index, at
-# load 10. Options, lookup and reset travel as one multi-statement query (Django's psycopg cursors
-# bind client-side): local to the caller's transaction, or to the implicit one of the query outside
-# any. Sent one statement at a time (with a savepoint around them) they took six round trips of a
-# single write's eleven.
+# The near-duplicate lookup, the SQL half of the rule (it proposes, ``_dedup_plan`` decides): for each
+# vector ``i`` (text, parsed once each in a materialised CTE: inlined, the cast ran once per row
+# compared, 700 ms against 2,600 rows instead of 1 ms), the ``limit`` nearest embedded live memories
+# of its agent and scope, kept when the cosine is at least the threshold: CTE ``near(i, id,
+# similarity, content)``. Each lookup walks the HNSW index (iteratively, past rows of other agents
+# and scopes) for the statement only (``_NEAR_OPTIONS``, then ``_NEAR_RESET``): the planner's
+# estimate preferred sorting every row of the agent by distance per vector, ~12-18 µs a row (30-46
+# ms per write at 2,600 memories, seconds for a batch), against 7 ms by the index, at load 10.
+# Options, lookup and reset travel as one multi-statement query (Django's psycopg cursors bind
+# client-side): local to the caller's transaction, or to the implicit one of the query outside any.
+# Sent one statement at a time (with a savepoint around them) they took six round trips of a single
+# write's eleven.
 _NEAR_OPTIONS = (
     "SELECT set_config('enable_sort', 'off', true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 )
 _NEAR_RESET = "SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT"
+# how many near memories a write whose nearest one says something else is compared with: the
+# nearest is looked up alone first (an iterative index scan for more rows than the agent has walks
+# on to ``hnsw.max_scan_tuples``), the others only for such a write
+NEAR_CANDIDATES = 5
 
 
-def _near_sql(dims: int) -> str:
+def _near_sql(dims: int, limit: int = 1) -> str:
     """``WITH q AS (...), near AS (...)`` for ``_near_params`` (a statement goes on after it)."""
     return f"""
         WITH q AS MATERIALIZED (
             SELECT i, agent_id, scope, v::vector({dims}) AS v
             FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
         ), near AS (
-            SELECT q.i, n.id, 1 - n.distance AS similarity
+            SELECT q.i, n.id, 1 - n.distance AS similarity, n.content
             FROM q
             CROSS JOIN LATERAL (
-                SELECT m.id, m.embedding::vector({dims}) <=> q.v AS distance
+                SELECT m.id, m.content, m.embedding::vector({dims}) <=> q.v AS distance
                 FROM memory_semanticmemory m
                 WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
                   AND m.memory_type <> 'store'
                   AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
                 ORDER BY m.embedding::vector({dims}) <=> q.v
-                LIMIT 1
+                LIMIT {int(limit)}
             ) n
             WHERE 1 - n.distance >= %s
         )
@@ -292,6 +298,16 @@ def _near_params(
     ]
 
 
+@dataclass(frozen=True)
+class NearCandidate:
+    """A live memory whose vector is within ``near_duplicate_threshold`` of a write's: its id, the
+    cosine and its text (what ``same_statement`` compares)."""
+
+    memory_id: Any
+    similarity: float
+    content: str
+
+
 def near_duplicates(
     *,
     owners: Sequence[tuple[int, str]],
@@ -299,46 +315,43 @@ def near_duplicates(
     embedder: Embedder,
     policy: RetrievalPolicy,
     texts: Sequence[str] | None = None,
-) -> list[tuple[Any, float] | None]:
-    """For each ``(agent id, scope)`` of ``owners`` and its vector, the embedded live memory of that
-    agent in that scope nearest to the vector when their cosine is at least
-    ``policy.near_duplicate_threshold``: ``(memory id, cosine)``, else None. One statement for all
+    limit: int = 1,
+) -> list[list[NearCandidate]]:
+    """For each ``(agent id, scope)`` of ``owners`` and its vector, the ``limit`` embedded live
+    memories of that agent in that scope nearest to the vector whose cosine is at least
+    ``policy.near_duplicate_threshold``, nearest first (an empty list: none). One statement for all
     (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index), sent
     with its planner options in one round trip. ``texts``: the vectors' ``_vector_text`` when the
-    caller has them already. The stored half of the one near-duplicate rule (``_dedup_plan`` adds
-    the batch's own items); pending memories (not embedded) are never candidates."""
+    caller has them already. Candidates only: whether one is a duplicate is ``_dedup_plan``'s
+    decision (``same_statement``); pending memories (not embedded) are never candidates."""
     if not vectors:
         return []
     dims = int(embedder.dimensions)
-    sql = f"{_NEAR_OPTIONS}; {_near_sql(dims)} SELECT i, id, similarity FROM near; {_NEAR_RESET}"
+    sql = f"{_NEAR_OPTIONS}; {_near_sql(dims, limit)} SELECT i, id, similarity, content FROM near; {_NEAR_RESET}"
     params = _near_params(
         owners, texts if texts is not None else [_vector_text(v) for v in vectors], embedder, policy
     )
-    out: list[tuple[Any, float] | None] = [None] * len(vectors)
+    out: list[list[NearCandidate]] = [[] for _ in vectors]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         cursor.cursor.nextset()  # past the options' row
         rows = cursor.fetchall()
-    for i, memory_id, similarity in rows:
-        out[i] = (memory_id, float(similarity))
+    for i, memory_id, similarity, content in rows:
+        out[i].append(NearCandidate(memory_id, float(similarity), content))
+    for found in out:
+        found.sort(key=lambda c: -c.similarity)
     return out
 
 
-def near_duplicate(
-    *,
-    agent: Agent,
-    scope: str,
-    vector: np.ndarray,
-    embedder: Embedder,
-    policy: RetrievalPolicy,
-) -> tuple[SemanticMemory, float] | None:
-    """The embedded live memory of ``agent`` in ``scope`` nearest to ``vector`` when its cosine is at
-    least ``policy.near_duplicate_threshold``, with that cosine; else None (``near_duplicates`` for
-    one vector)."""
-    found = near_duplicates(owners=[(agent.pk, scope)], vectors=[vector], embedder=embedder, policy=policy)[0]
-    if found is None:
-        return None
-    return SemanticMemory.objects.select_related("agent", "access").get(pk=found[0]), found[1]
+def same_statement(content: str, candidates: Sequence[NearCandidate]) -> NearCandidate | None:
+    """The rule that makes a near duplicate a duplicate: the nearest of ``candidates`` (near
+    memories, nearest first) whose text says what ``content`` says, i.e. differs from it in no
+    negation, number, date, name, literal or opposite (``memory.semantic.differences``); None when
+    each of them says something else (the write is an update: stored, never merged)."""
+    for candidate in candidates:
+        if not differences(content, candidate.content):
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)
@@ -355,6 +368,7 @@ def _dedup_plan(
     *,
     owners: Sequence[tuple[int, str]],
     vectors: Sequence[np.ndarray | None],
+    contents: Sequence[str],
     embedder: Embedder,
     policy: RetrievalPolicy,
     skip: Sequence[bool] = (),
@@ -363,22 +377,40 @@ def _dedup_plan(
     """The near-duplicate rule over a batch, as if its items were written one after another: item
     ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored memories of its
     agent and scope (``near_duplicates``) and of the batch's earlier items of the same owner that
-    are themselves new, when that cosine is at least ``policy.near_duplicate_threshold``. One
-    statement for the stored side; the batch's side is a dot product of unit vectors (NumPy).
-    ``texts``: the vectors' ``_vector_text`` by position, when the caller has them."""
+    are themselves new, among those whose cosine is at least ``policy.near_duplicate_threshold``
+    and whose text says the same (``same_statement``: a near memory that differs in a negation,
+    number, date, name, literal or opposite is no duplicate). The one place a near duplicate is
+    decided: single writes, batches and the async worker's drain all come here. One statement for
+    the stored side (a second, for the few items whose nearest memory says something else, looks
+    at ``NEAR_CANDIDATES`` of them); the batch's side is a dot product of unit vectors (NumPy).
+    ``contents``: the items' texts; ``texts``: the vectors' ``_vector_text`` by position, when the
+    caller has them."""
     n = len(vectors)
     todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
-    stored = near_duplicates(
-        owners=[owners[j] for j in todo],
-        vectors=[vectors[j] for j in todo],  # type: ignore[misc]
-        embedder=embedder,
-        policy=policy,
-        texts=[texts[j] or _vector_text(vectors[j]) for j in todo] if texts else None,  # type: ignore[arg-type]
-    )
+
+    def lookup(positions: Sequence[int], limit: int) -> list[list[NearCandidate]]:
+        return near_duplicates(
+            owners=[owners[j] for j in positions],
+            vectors=[vectors[j] for j in positions],  # type: ignore[misc]
+            embedder=embedder,
+            policy=policy,
+            texts=[texts[j] or _vector_text(vectors[j]) for j in positions] if texts else None,  # type: ignore[arg-type]
+            limit=limit,
+        )
+
     plan: list[_Match | None] = [None] * n
-    for j, found in zip(todo, stored, strict=True):
-        if found is not None:
-            plan[j] = _Match("near", found[1], memory_id=found[0])
+    unmatched = []
+    for j, found in zip(todo, lookup(todo, 1), strict=True):
+        same = same_statement(contents[j], found)
+        if same is not None:
+            plan[j] = _Match("near", same.similarity, memory_id=same.memory_id)
+        elif found:  # its nearest says something else: a farther one may still say the same
+            unmatched.append(j)
+    if unmatched:
+        for j, found in zip(unmatched, lookup(unmatched, NEAR_CANDIDATES), strict=True):
+            same = same_statement(contents[j], found)
+            if same is not None:
+                plan[j] = _Match("near", same.similarity, memory_id=same.memory_id)
     if len(todo) > 1:
         matrix = np.stack([vectors[j] for j in todo])  # type: ignore[misc]
         cosines = matrix @ matrix.T
@@ -392,9 +424,15 @@ def _dedup_plan(
             earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
             if earlier.size:
                 sims = cosines[pos, earlier]
-                k = int(np.argmax(sims))  # the first of equals, as written one after another
-                if sims[k] >= policy.near_duplicate_threshold:
-                    best = int(earlier[k])
+                near = earlier[sims >= policy.near_duplicate_threshold]
+                # nearest first, the first of equals first (as written one after another)
+                ordered = near[np.argsort(-cosines[pos, near], kind="stable")]
+                same = same_statement(
+                    contents[j],
+                    [NearCandidate(int(k), float(cosines[pos, k]), contents[todo[k]]) for k in ordered],
+                )
+                if same is not None:
+                    best = int(same.memory_id)
             current = plan[j]
             if best is not None and (current is None or cosines[pos, best] > current.similarity):
                 plan[j] = _Match("near", float(cosines[pos, best]), item=todo[best])
@@ -477,7 +515,9 @@ def memories_create(
        pending included) of a stored memory or of an earlier item: reinforce it (one query for the
        batch).
     2. Near duplicate (``_dedup_plan``: cosine >= ``policy.near_duplicate_threshold`` with a stored
-       memory of the same agent and scope, or an earlier new item): reinforce it.
+       memory of the same agent and scope, or an earlier new item, that says the same: no
+       negation, number, date, name, literal or opposite differs): reinforce it. A near memory
+       that says something else is no duplicate: the write is stored (step 3).
     3. Otherwise insert (one statement for the batch). Two concurrent identical inserts meet the
        partial unique constraint; the batch is then planned again once, and the loser's items come
        back as exact duplicates of the winner's rows.
@@ -720,7 +760,8 @@ def _create_unless_near(
     """A single write that is no exact duplicate, in one statement outside any transaction (its
     implicit one makes it all or nothing): the near-duplicate lookup (``_near_sql``) and, when it
     finds nothing, the row and its access clock. Returns the created memory, or None when the
-    lookup found a near duplicate (nothing written: the caller's transaction reinforces it). A
+    lookup found a near memory (nothing written): the caller's transaction then applies the rule
+    (``_dedup_plan``), which reinforces it or, when it says something else, stores the write. A
     write that took a transaction (BEGIN, lookup, insert, COMMIT) waited for four round trips
     instead of one, each a few ms at load 8 (LangGraph's ``put``, pipelined, waits for one)."""
     now = timezone.now()
@@ -808,6 +849,7 @@ def _write(
     near = _dedup_plan(
         owners=owners,
         vectors=[vectors.get(i) for i in range(n)],
+        contents=[d.content for d in items],
         embedder=embedder,
         policy=policy,
         skip=[m is not None for m in exact],
@@ -908,9 +950,10 @@ def pending_embed(
 ) -> PendingReport:
     """Embed up to ``limit`` pending memories (async writes), oldest first, in one batch call of the
     embedder, and give them the synchronous path's near-duplicate rule (``_dedup_plan``, the same
-    function), in order, so two near duplicates in one batch merge too: a near duplicate reinforces
-    the memory it matches and is merged into it (``merged_into``, hidden; its id still answers with
-    the memory it became). Set-based: one statement finds the stored near duplicates, one writes
+    function: a near memory that says something else is no duplicate here either), in order, so
+    two near duplicates in one batch merge too: a near duplicate reinforces the memory it matches
+    and is merged into it (``merged_into``, hidden; its id still answers with the memory it
+    became). Set-based: one statement finds the stored near duplicates, one writes
     the vectors, one marks the merged rows. Drains of a tenant take turns (a transaction's
     advisory lock, taken before the rows are claimed): two at once (a worker of two processes)
     each looked for near duplicates among the vectors committed before the other's, so a pair
@@ -931,7 +974,11 @@ def pending_embed(
             return PendingReport()
         vectors = list(embedder.embed([m.content for m in rows]))
         plan = _dedup_plan(
-            owners=[(m.agent_id, m.scope) for m in rows], vectors=vectors, embedder=embedder, policy=policy
+            owners=[(m.agent_id, m.scope) for m in rows],
+            vectors=vectors,
+            contents=[m.content for m in rows],
+            embedder=embedder,
+            policy=policy,
         )
         keep = [i for i, match in enumerate(plan) if match is None]
         with connection.cursor() as cursor:
