@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
@@ -21,8 +21,7 @@ from django.utils.safestring import SafeString
 
 from agents import admin as agents_admin
 from agents.models import Agent, ApiKey, Scope
-from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
-from core.errors import DomainError
+from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
 
 from . import admin_views, lifecycle, services
 from .models import Anchor, ChainCheck, ErasureRequest, Export, LegalHold, RetentionRule, RetentionRun
@@ -239,10 +238,10 @@ admin.site.unregister(ApiKey)
 
 
 @admin.register(Agent)
-class RecordedAgentAdmin(agents_admin.AgentAdmin):
+class RecordedAgentAdmin(ServiceSaveAdmin, agents_admin.AgentAdmin):
     """Agents: saves and key minting go through services that record the person."""
 
-    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         services.agent_save(
             agent=obj, username=_username(request), changed=form.changed_data, created=not change
         )
@@ -259,7 +258,7 @@ class RecordedAgentAdmin(agents_admin.AgentAdmin):
 class RecordedApiKeyAdmin(agents_admin.ApiKeyAdmin):
     """API keys: created, renamed and revoked through services that record the person."""
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             services.api_key_rename(api_key=obj, name=obj.name, username=_username(request))
             return
@@ -283,10 +282,10 @@ admin.site.unregister(Group)
 
 
 @admin.register(User)
-class RecordedUserAdmin(UserAdmin):
+class RecordedUserAdmin(ServiceSaveAdmin, UserAdmin):
     """The tenant's admin users: every add, change, password change and delete is recorded."""
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         services.user_save(
             user=obj, username=_username(request), created=not change, changed=form.changed_data
         )
@@ -314,10 +313,10 @@ class RecordedUserAdmin(UserAdmin):
 
 
 @admin.register(Group)
-class RecordedGroupAdmin(GroupAdmin):
+class RecordedGroupAdmin(ServiceSaveAdmin, GroupAdmin):
     """The tenant's groups (operator, compliance officer, ...): every change is recorded."""
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         services.group_save(
             group=obj, username=_username(request), created=not change, changed=form.changed_data
         )
@@ -344,7 +343,7 @@ class RetentionRuleForm(forms.ModelForm):
 
 
 @admin.register(RetentionRule)
-class RetentionRuleAdmin(admin.ModelAdmin):
+class RetentionRuleAdmin(ServiceSaveAdmin):
     """Retention rules stored for this tenant (layers without one keep their default: see the dry
     run); saves and deletes go through services that record the person."""
 
@@ -353,11 +352,10 @@ class RetentionRuleAdmin(admin.ModelAdmin):
     list_display = ["layer", "memory_type", "keep_days", "updated_by", "updated_at"]
     readonly_fields = ["updated_by", "updated_at"]
 
-    def save_model(self, request: HttpRequest, obj: RetentionRule, form: Any, change: bool) -> None:
-        try:
-            services.retention_rule_save(rule=obj, username=_username(request))
-        except DomainError as error:  # the form validated the fields; this is the layer's own rule
-            messages.error(request, error.message)
+    def service_save(self, request: HttpRequest, obj: RetentionRule, form: Any, change: bool) -> None:
+        # the form checks the fields; the service refuses a type the layer lacks, or a layer kept
+        # otherwise than by age, and the refusal is shown on the form (``ServiceSaveAdmin``)
+        services.retention_rule_save(rule=obj, username=_username(request))
 
     def delete_model(self, request: HttpRequest, obj: RetentionRule) -> None:
         services.retention_rule_delete(rule=obj, username=_username(request))
@@ -417,7 +415,7 @@ class LegalHoldForm(forms.ModelForm):
 
 
 @admin.register(LegalHold)
-class LegalHoldAdmin(admin.ModelAdmin):
+class LegalHoldAdmin(ServiceSaveAdmin):
     """Legal holds: placed here (kind, value, reason), released by the action; never edited or
     deleted, so the history of who held what and when stays."""
 
@@ -440,7 +438,7 @@ class LegalHoldAdmin(admin.ModelAdmin):
         # a placed hold is never edited (its page is read-only); "change" releases, by the action
         return obj is None and super().has_change_permission(request)
 
-    def save_model(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
         if change:
             return  # every field is read-only once placed
         hold = services.hold_place(
