@@ -146,6 +146,7 @@ EXPORT_FIELDS: tuple[str, ...] = (
     "occurred_from",
     "occurred_to",
     "status",
+    "state_text",
     "created_at",
     "started_at",
     "finished_at",
@@ -169,7 +170,7 @@ class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "short_id",
         "scope_text",
         "requested_by",
-        "status",
+        "state_text",
         "created_at",
         "events_done",
         "sha256_short",
@@ -187,6 +188,10 @@ class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def scope_text(self, obj: Export) -> str:
         return obj.scope_description()
 
+    @admin.display(description="state", ordering="status")
+    def state_text(self, obj: Export) -> str:
+        return shown(obj.state, 200)
+
     @admin.display(description="archive SHA-256")
     def sha256_short(self, obj: Export) -> str:
         return obj.sha256[:16] + "…" if obj.sha256 else ""
@@ -194,7 +199,7 @@ class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="progress and download")
     def progress_link(self, obj: Export) -> SafeString:
         url = reverse("admin:compliance_export_progress", args=[obj.pk])
-        return format_html('<a href="{}">open</a>', url)
+        return format_html('<a href="{}">{}</a>', url, "download" if obj.archive_available else "open")
 
     def get_urls(self) -> list[URLPattern]:
         site = self.admin_site

@@ -15,6 +15,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -147,38 +148,58 @@ def _export_opts() -> Any:
     return Export._meta
 
 
-@require_safe
-def export_progress_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponse:
-    """GET: the export's page with its progress bar (htmx polls the bar alone until it is done)."""
-    _require(request, VIEW_EXPORTS)
-    export = selectors.export_get(export_id=export_id)
-    if export is None:
-        raise Http404("No such export.")
+def _export_page(
+    request: HtmxHttpRequest, export: Export, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     context = _context(
         request,
         title=f"Export {str(export.pk)[:8]}",
         export=export,
-        can_download=request.user.has_perm(EXPORT) and export.status == ExportStatus.DONE,
+        can_download=request.user.has_perm(EXPORT) and export.archive_available,
         poll_seconds=POLL_SECONDS,
         opts=_export_opts(),
+        **extra,
     )
     template = (
         "admin/compliance/_export_progress.html" if request.htmx else "admin/compliance/export_progress.html"
     )
-    return TemplateResponse(request, template, context)
+    return TemplateResponse(request, template, context, status=status)
 
 
 @require_safe
-def export_download_view(request: HtmxHttpRequest, export_id: Any) -> FileResponse:
-    """GET: the archive of a finished export (the download is recorded in the trail)."""
+def export_progress_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponse:
+    """GET: the export's page with its state and progress bar (htmx polls the bar alone until it is
+    done); the download button only while the archive can be downloaded."""
+    _require(request, VIEW_EXPORTS)
+    export = selectors.export_get(export_id=export_id)
+    if export is None:
+        raise Http404("No such export.")
+    return _export_page(request, export)
+
+
+@require_safe
+def export_download_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponseBase:
+    """GET: the archive of a finished export (the download is recorded in the trail). An export
+    without an archive to give answers its own page saying why: 410 when the archive is gone
+    (withdrawn by an erasure, or no longer on the server), 409 while it is not done or failed."""
     _require(request, EXPORT)
     export = selectors.export_get(export_id=export_id)
-    if export is None or export.status != ExportStatus.DONE or not export.path:
-        raise Http404("No finished export with that id.")
+    if export is None:
+        raise Http404("No such export.")
+    if not export.archive_available:
+        gone = export.status in (ExportStatus.DONE, ExportStatus.WITHDRAWN)
+        return _export_page(
+            request,
+            export,
+            status=410 if gone else 409,
+            download_error=f"There is no archive to download: the export is {export.state}.",
+        )
     try:
         handle = open(export.path, "rb")
-    except OSError:
-        raise Http404("The archive is no longer on the server.") from None
+    except OSError:  # removed since the check above
+        return _export_page(
+            request, export, status=410, download_error="The archive is no longer on the server."
+        )
     services.export_download_record(export=export, username=request.user.get_username())
     response = FileResponse(
         handle, as_attachment=True, filename=export.filename, content_type="application/x-tar"

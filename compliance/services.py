@@ -943,7 +943,9 @@ def _exports_withdraw(seqs: Sequence[int], request: ErasureRequest) -> list[str]
         if export.path:
             Path(export.path).unlink(missing_ok=True)
         Export.objects.filter(pk=export.pk).update(
-            path="", error=f"archive withdrawn by erasure {str(request.pk)[:8]}"
+            status=ExportStatus.WITHDRAWN,
+            path="",
+            error=f"archive withdrawn by erasure {str(request.pk)[:8]}",
         )
         withdrawn.append(str(export.pk))
     return withdrawn
