@@ -397,18 +397,23 @@ HOLD_FIELDS: tuple[str, ...] = (
     "kind",
     "value",
     "reason",
+    "four_eyes",
     "placed_by",
     "placed_at",
+    "state",
+    "release_requested_by",
+    "release_requested_at",
     "released_by",
     "released_at",
     "release_reason",
+    "release_page",
 )
 
 
 class LegalHoldForm(forms.ModelForm):
     class Meta:
         model = LegalHold
-        fields = ["kind", "value", "reason"]
+        fields = ["kind", "value", "reason", "four_eyes"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -421,17 +426,17 @@ class LegalHoldForm(forms.ModelForm):
 
 @admin.register(LegalHold)
 class LegalHoldAdmin(ServiceSaveAdmin):
-    """Legal holds: placed here (kind, value, reason), released by the action; never edited or
-    deleted, so the history of who held what and when stays."""
+    """Legal holds: placed here (kind, value, reason, whether releasing needs a second officer),
+    released on each hold's release page with a reason (``admin_views.hold_release_view``); never
+    edited or deleted, so the history of who held what and when stays."""
 
     form = LegalHoldForm
-    list_display = ["id", "kind", "value", "reason", "placed_by", "placed_at", "released_by", "released_at"]
-    list_filter = ["kind", ("released_at", admin.EmptyFieldListFilter)]
+    list_display = ["id", "kind", "value", "reason", "placed_by", "placed_at", "state", "release_page"]
+    list_filter = ["kind", ("released_at", admin.EmptyFieldListFilter), "four_eyes"]
     search_fields = ["value", "reason"]
-    actions = ["release"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return HOLD_FIELDS if obj is not None else ["kind", "value", "reason"]
+        return HOLD_FIELDS if obj is not None else ["kind", "value", "reason", "four_eyes"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return HOLD_FIELDS if obj is not None else []
@@ -440,24 +445,37 @@ class LegalHoldAdmin(ServiceSaveAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        # a placed hold is never edited (its page is read-only); "change" releases, by the action
+        # a placed hold is never edited (its page is read-only); "change" releases, on the release page
         return obj is None and super().has_change_permission(request)
+
+    @admin.display(description="release")
+    def release_page(self, obj: LegalHold) -> SafeString:
+        url = reverse("admin:compliance_legalhold_release", args=[obj.pk])
+        if not obj.active:
+            return format_html('<a href="{}">{}</a>', url, "released")
+        return format_html('<a href="{}">{}</a>', url, "confirm or see" if obj.release_waiting else "release")
 
     def service_save(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
         if change:
             return  # every field is read-only once placed
         hold = services.hold_place(
-            kind=obj.kind, value=obj.value, reason=obj.reason, username=_username(request)
+            kind=obj.kind,
+            value=obj.value,
+            reason=obj.reason,
+            four_eyes=obj.four_eyes,
+            username=_username(request),
         )
         obj.pk, obj.placed_by, obj.placed_at = hold.pk, hold.placed_by, hold.placed_at
 
-    @admin.action(description="Release the selected holds", permissions=["change"])
-    def release(self, request: HttpRequest, queryset: QuerySet[LegalHold]) -> None:
-        count = 0
-        for hold in queryset.filter(released_at__isnull=True):
-            services.hold_release(hold=hold, username=_username(request))
-            count += 1
-        self.message_user(request, f"Released {count} hold(s).")
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<int:hold_id>/release/",
+                self.admin_site.admin_view(admin_views.hold_release_view),
+                name="compliance_legalhold_release",
+            ),
+            *super().get_urls(),
+        ]
 
 
 ERASURE_FIELDS: tuple[str, ...] = (

@@ -27,7 +27,16 @@ from core.errors import DomainError
 from memory.episodic.models import EventKind
 
 from . import lifecycle, selectors, services, signing
-from .models import ErasureRequest, ErasureStatus, Export, ExportStatus, RetentionRule, ScopeKind, TargetKind
+from .models import (
+    ErasureRequest,
+    ErasureStatus,
+    Export,
+    ExportStatus,
+    LegalHold,
+    RetentionRule,
+    ScopeKind,
+    TargetKind,
+)
 
 VIEW_STATUS = "compliance.view_chaincheck"
 RUN_CHECK = "compliance.run_chaincheck"
@@ -444,3 +453,66 @@ def retention_preview_view(request: HtmxHttpRequest) -> HttpResponse:
         opts=RetentionRule._meta,
     )
     return TemplateResponse(request, "admin/compliance/retention_preview.html", context)
+
+
+# --- legal holds: the release (a reason; a second officer where the hold was placed with four eyes) ----------
+
+VIEW_HOLDS = "compliance.view_legalhold"
+RELEASE_HOLD = "compliance.change_legalhold"
+
+
+class HoldReleaseForm(forms.Form):
+    """Why the hold may go (kept with the hold and in the trail)."""
+
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=2000,
+        help_text="e.g. the case is closed, the regulator's inquiry ended",
+    )
+
+
+def hold_release_view(request: HtmxHttpRequest, hold_id: int) -> HttpResponse:
+    """GET: the hold, its state and what this person may do: ask for its release with a reason, or
+    (a second officer, where the hold was placed with four eyes) confirm the release another asked
+    for. POST ``step=request`` with ``reason``, or ``step=confirm``: through ``services.hold_release``
+    and ``hold_release_confirm``, which record it; a refusal is shown on the page with its status."""
+    _require(request, VIEW_HOLDS)
+    hold = selectors.hold_get(hold_id=hold_id)
+    if hold is None:
+        raise Http404("No such legal hold.")
+    form = HoldReleaseForm()
+    status, error = 200, ""
+    if request.method == "POST":
+        _require(request, RELEASE_HOLD)
+        username = request.user.get_username()
+        confirm = request.POST.get("step") == "confirm"
+        form = HoldReleaseForm(None if confirm else request.POST)
+        if confirm or form.is_valid():
+            try:
+                if confirm:
+                    services.hold_release_confirm(hold=hold, username=username)
+                else:
+                    services.hold_release(hold=hold, username=username, reason=form.cleaned_data["reason"])
+            except DomainError as refusal:
+                status, error = refusal.status, refusal.message
+            else:
+                return HttpResponseRedirect(reverse("admin:compliance_legalhold_release", args=[hold.pk]))
+        else:
+            status = 400
+        hold = selectors.hold_get(hold_id=hold_id) or hold
+    elif request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    me = f"user:{request.user.get_username()}"
+    may_release = request.user.has_perm(RELEASE_HOLD) and hold.active
+    context = _context(
+        request,
+        title=f"Release {hold}",
+        hold=hold,
+        form=form,
+        error=error,
+        can_ask=may_release and not hold.release_waiting,
+        can_confirm=may_release and hold.release_waiting and hold.release_requested_by != me,
+        own_request=hold.release_waiting and hold.release_requested_by == me,
+        opts=LegalHold._meta,
+    )
+    return TemplateResponse(request, "admin/compliance/legalhold_release.html", context, status=status)

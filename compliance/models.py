@@ -252,13 +252,24 @@ class RetentionRun(models.Model):
 
 class LegalHold(models.Model):
     """Data that must be kept: retention skips it and erasure refuses to touch it while the hold is
-    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty)."""
+    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty).
+
+    Released with a reason (``release_reason``). ``four_eyes`` (chosen when it is placed): one
+    officer asks for the release (``release_requested_by`` / ``_at``, with the reason) and a second
+    one releases it (``released_by``); without it the officer who asks releases it at once."""
 
     kind = models.CharField(max_length=8, choices=TargetKind.choices)
     value = models.CharField(max_length=300, blank=True)
     reason = models.TextField()
+    four_eyes = models.BooleanField(
+        default=True,
+        verbose_name="release needs a second officer",
+        help_text="one officer asks for the release with the reason, another confirms it",
+    )
     placed_by = models.CharField(max_length=200)
     placed_at = models.DateTimeField(default=timezone.now)
+    release_requested_by = models.CharField(max_length=200, blank=True)
+    release_requested_at = models.DateTimeField(null=True, blank=True)
     released_by = models.CharField(max_length=200, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
     release_reason = models.TextField(blank=True)
@@ -274,6 +285,20 @@ class LegalHold(models.Model):
     @property
     def active(self) -> bool:
         return self.released_at is None
+
+    @property
+    def release_waiting(self) -> bool:
+        """Whether an officer asked for the release and a second one has yet to confirm it."""
+        return self.active and bool(self.release_requested_by)
+
+    @property
+    def state(self) -> str:
+        """``active``, ``release asked by <who>: waiting for a second officer``, or ``released``."""
+        if not self.active:
+            return "released"
+        if self.release_waiting:
+            return f"release asked by {self.release_requested_by}: waiting for a second officer"
+        return "active"
 
 
 class ErasureStatus(models.TextChoices):
