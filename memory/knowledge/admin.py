@@ -273,6 +273,7 @@ CONTRADICTION_FIELDS: tuple[str, ...] = (
     "resolved_at",
     "note",
     "created_at",
+    "decision_event",
 )
 
 
