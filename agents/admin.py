@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from core.admin import ServiceSaveAdmin
 from core.errors import InvalidInput
 
 from .models import Agent, ApiKey, Scope
@@ -101,7 +102,7 @@ class ApiKeyForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ServiceSaveAdmin):
     form = ApiKeyForm
     list_display = ["key_id", "agent", "name", "scopes", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["agent", "revoked_at"]
@@ -114,9 +115,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return self.readonly_fields + (["agent", "scopes"] if obj else [])
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: object, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: ApiKey, form: object, change: bool) -> None:
         if change:
-            super().save_model(request, obj, form, change)
+            obj.save()
             return
         key, raw = api_key_create(agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name)
         obj.pk, obj.key_id = key.pk, key.key_id

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
@@ -21,8 +21,7 @@ from django.utils.safestring import SafeString
 
 from agents import admin as agents_admin
 from agents.models import Agent, ApiKey, Scope
-from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, shown
-from core.errors import DomainError
+from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
 
 from . import admin_views, lifecycle, services
 from .models import Anchor, ChainCheck, ErasureRequest, Export, LegalHold, RetentionRule, RetentionRun
@@ -147,6 +146,7 @@ EXPORT_FIELDS: tuple[str, ...] = (
     "occurred_from",
     "occurred_to",
     "status",
+    "state_text",
     "created_at",
     "started_at",
     "finished_at",
@@ -170,7 +170,7 @@ class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "short_id",
         "scope_text",
         "requested_by",
-        "status",
+        "state_text",
         "created_at",
         "events_done",
         "sha256_short",
@@ -188,6 +188,10 @@ class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def scope_text(self, obj: Export) -> str:
         return obj.scope_description()
 
+    @admin.display(description="state", ordering="status")
+    def state_text(self, obj: Export) -> str:
+        return shown(obj.state, 200)
+
     @admin.display(description="archive SHA-256")
     def sha256_short(self, obj: Export) -> str:
         return obj.sha256[:16] + "…" if obj.sha256 else ""
@@ -195,7 +199,7 @@ class ExportAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="progress and download")
     def progress_link(self, obj: Export) -> SafeString:
         url = reverse("admin:compliance_export_progress", args=[obj.pk])
-        return format_html('<a href="{}">open</a>', url)
+        return format_html('<a href="{}">{}</a>', url, "download" if obj.archive_available else "open")
 
     def get_urls(self) -> list[URLPattern]:
         site = self.admin_site
@@ -239,10 +243,10 @@ admin.site.unregister(ApiKey)
 
 
 @admin.register(Agent)
-class RecordedAgentAdmin(agents_admin.AgentAdmin):
+class RecordedAgentAdmin(ServiceSaveAdmin, agents_admin.AgentAdmin):
     """Agents: saves and key minting go through services that record the person."""
 
-    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         services.agent_save(
             agent=obj, username=_username(request), changed=form.changed_data, created=not change
         )
@@ -259,7 +263,7 @@ class RecordedAgentAdmin(agents_admin.AgentAdmin):
 class RecordedApiKeyAdmin(agents_admin.ApiKeyAdmin):
     """API keys: created, renamed and revoked through services that record the person."""
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if change:
             services.api_key_rename(api_key=obj, name=obj.name, username=_username(request))
             return
@@ -283,10 +287,10 @@ admin.site.unregister(Group)
 
 
 @admin.register(User)
-class RecordedUserAdmin(UserAdmin):
+class RecordedUserAdmin(ServiceSaveAdmin, UserAdmin):
     """The tenant's admin users: every add, change, password change and delete is recorded."""
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         services.user_save(
             user=obj, username=_username(request), created=not change, changed=form.changed_data
         )
@@ -314,10 +318,10 @@ class RecordedUserAdmin(UserAdmin):
 
 
 @admin.register(Group)
-class RecordedGroupAdmin(GroupAdmin):
+class RecordedGroupAdmin(ServiceSaveAdmin, GroupAdmin):
     """The tenant's groups (operator, compliance officer, ...): every change is recorded."""
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         services.group_save(
             group=obj, username=_username(request), created=not change, changed=form.changed_data
         )
@@ -344,7 +348,7 @@ class RetentionRuleForm(forms.ModelForm):
 
 
 @admin.register(RetentionRule)
-class RetentionRuleAdmin(admin.ModelAdmin):
+class RetentionRuleAdmin(ServiceSaveAdmin):
     """Retention rules stored for this tenant (layers without one keep their default: see the dry
     run); saves and deletes go through services that record the person."""
 
@@ -353,11 +357,10 @@ class RetentionRuleAdmin(admin.ModelAdmin):
     list_display = ["layer", "memory_type", "keep_days", "updated_by", "updated_at"]
     readonly_fields = ["updated_by", "updated_at"]
 
-    def save_model(self, request: HttpRequest, obj: RetentionRule, form: Any, change: bool) -> None:
-        try:
-            services.retention_rule_save(rule=obj, username=_username(request))
-        except DomainError as error:  # the form validated the fields; this is the layer's own rule
-            messages.error(request, error.message)
+    def service_save(self, request: HttpRequest, obj: RetentionRule, form: Any, change: bool) -> None:
+        # the form checks the fields; the service refuses a type the layer lacks, or a layer kept
+        # otherwise than by age, and the refusal is shown on the form (``ServiceSaveAdmin``)
+        services.retention_rule_save(rule=obj, username=_username(request))
 
     def delete_model(self, request: HttpRequest, obj: RetentionRule) -> None:
         services.retention_rule_delete(rule=obj, username=_username(request))
@@ -394,18 +397,23 @@ HOLD_FIELDS: tuple[str, ...] = (
     "kind",
     "value",
     "reason",
+    "four_eyes",
     "placed_by",
     "placed_at",
+    "state",
+    "release_requested_by",
+    "release_requested_at",
     "released_by",
     "released_at",
     "release_reason",
+    "release_page",
 )
 
 
 class LegalHoldForm(forms.ModelForm):
     class Meta:
         model = LegalHold
-        fields = ["kind", "value", "reason"]
+        fields = ["kind", "value", "reason", "four_eyes"]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -417,18 +425,18 @@ class LegalHoldForm(forms.ModelForm):
 
 
 @admin.register(LegalHold)
-class LegalHoldAdmin(admin.ModelAdmin):
-    """Legal holds: placed here (kind, value, reason), released by the action; never edited or
-    deleted, so the history of who held what and when stays."""
+class LegalHoldAdmin(ServiceSaveAdmin):
+    """Legal holds: placed here (kind, value, reason, whether releasing needs a second officer),
+    released on each hold's release page with a reason (``admin_views.hold_release_view``); never
+    edited or deleted, so the history of who held what and when stays."""
 
     form = LegalHoldForm
-    list_display = ["id", "kind", "value", "reason", "placed_by", "placed_at", "released_by", "released_at"]
-    list_filter = ["kind", ("released_at", admin.EmptyFieldListFilter)]
+    list_display = ["id", "kind", "value", "reason", "placed_by", "placed_at", "state", "release_page"]
+    list_filter = ["kind", ("released_at", admin.EmptyFieldListFilter), "four_eyes"]
     search_fields = ["value", "reason"]
-    actions = ["release"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return HOLD_FIELDS if obj is not None else ["kind", "value", "reason"]
+        return HOLD_FIELDS if obj is not None else ["kind", "value", "reason", "four_eyes"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return HOLD_FIELDS if obj is not None else []
@@ -437,24 +445,37 @@ class LegalHoldAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        # a placed hold is never edited (its page is read-only); "change" releases, by the action
+        # a placed hold is never edited (its page is read-only); "change" releases, on the release page
         return obj is None and super().has_change_permission(request)
 
-    def save_model(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
+    @admin.display(description="release")
+    def release_page(self, obj: LegalHold) -> SafeString:
+        url = reverse("admin:compliance_legalhold_release", args=[obj.pk])
+        if not obj.active:
+            return format_html('<a href="{}">{}</a>', url, "released")
+        return format_html('<a href="{}">{}</a>', url, "confirm or see" if obj.release_waiting else "release")
+
+    def service_save(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
         if change:
             return  # every field is read-only once placed
         hold = services.hold_place(
-            kind=obj.kind, value=obj.value, reason=obj.reason, username=_username(request)
+            kind=obj.kind,
+            value=obj.value,
+            reason=obj.reason,
+            four_eyes=obj.four_eyes,
+            username=_username(request),
         )
         obj.pk, obj.placed_by, obj.placed_at = hold.pk, hold.placed_by, hold.placed_at
 
-    @admin.action(description="Release the selected holds", permissions=["change"])
-    def release(self, request: HttpRequest, queryset: QuerySet[LegalHold]) -> None:
-        count = 0
-        for hold in queryset.filter(released_at__isnull=True):
-            services.hold_release(hold=hold, username=_username(request))
-            count += 1
-        self.message_user(request, f"Released {count} hold(s).")
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<int:hold_id>/release/",
+                self.admin_site.admin_view(admin_views.hold_release_view),
+                name="compliance_legalhold_release",
+            ),
+            *super().get_urls(),
+        ]
 
 
 ERASURE_FIELDS: tuple[str, ...] = (

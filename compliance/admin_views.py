@@ -15,6 +15,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
@@ -26,7 +27,16 @@ from core.errors import DomainError
 from memory.episodic.models import EventKind
 
 from . import lifecycle, selectors, services, signing
-from .models import ErasureRequest, ErasureStatus, Export, ExportStatus, RetentionRule, ScopeKind, TargetKind
+from .models import (
+    ErasureRequest,
+    ErasureStatus,
+    Export,
+    ExportStatus,
+    LegalHold,
+    RetentionRule,
+    ScopeKind,
+    TargetKind,
+)
 
 VIEW_STATUS = "compliance.view_chaincheck"
 RUN_CHECK = "compliance.run_chaincheck"
@@ -147,38 +157,58 @@ def _export_opts() -> Any:
     return Export._meta
 
 
-@require_safe
-def export_progress_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponse:
-    """GET: the export's page with its progress bar (htmx polls the bar alone until it is done)."""
-    _require(request, VIEW_EXPORTS)
-    export = selectors.export_get(export_id=export_id)
-    if export is None:
-        raise Http404("No such export.")
+def _export_page(
+    request: HtmxHttpRequest, export: Export, *, status: int = 200, **extra: Any
+) -> HttpResponse:
     context = _context(
         request,
         title=f"Export {str(export.pk)[:8]}",
         export=export,
-        can_download=request.user.has_perm(EXPORT) and export.status == ExportStatus.DONE,
+        can_download=request.user.has_perm(EXPORT) and export.archive_available,
         poll_seconds=POLL_SECONDS,
         opts=_export_opts(),
+        **extra,
     )
     template = (
         "admin/compliance/_export_progress.html" if request.htmx else "admin/compliance/export_progress.html"
     )
-    return TemplateResponse(request, template, context)
+    return TemplateResponse(request, template, context, status=status)
 
 
 @require_safe
-def export_download_view(request: HtmxHttpRequest, export_id: Any) -> FileResponse:
-    """GET: the archive of a finished export (the download is recorded in the trail)."""
+def export_progress_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponse:
+    """GET: the export's page with its state and progress bar (htmx polls the bar alone until it is
+    done); the download button only while the archive can be downloaded."""
+    _require(request, VIEW_EXPORTS)
+    export = selectors.export_get(export_id=export_id)
+    if export is None:
+        raise Http404("No such export.")
+    return _export_page(request, export)
+
+
+@require_safe
+def export_download_view(request: HtmxHttpRequest, export_id: Any) -> HttpResponseBase:
+    """GET: the archive of a finished export (the download is recorded in the trail). An export
+    without an archive to give answers its own page saying why: 410 when the archive is gone
+    (withdrawn by an erasure, or no longer on the server), 409 while it is not done or failed."""
     _require(request, EXPORT)
     export = selectors.export_get(export_id=export_id)
-    if export is None or export.status != ExportStatus.DONE or not export.path:
-        raise Http404("No finished export with that id.")
+    if export is None:
+        raise Http404("No such export.")
+    if not export.archive_available:
+        gone = export.status in (ExportStatus.DONE, ExportStatus.WITHDRAWN)
+        return _export_page(
+            request,
+            export,
+            status=410 if gone else 409,
+            download_error=f"There is no archive to download: the export is {export.state}.",
+        )
     try:
         handle = open(export.path, "rb")
-    except OSError:
-        raise Http404("The archive is no longer on the server.") from None
+    except OSError:  # removed since the check above
+        return _export_page(
+            request, export, status=410, download_error="The archive is no longer on the server."
+        )
     services.export_download_record(export=export, username=request.user.get_username())
     response = FileResponse(
         handle, as_attachment=True, filename=export.filename, content_type="application/x-tar"
@@ -423,3 +453,66 @@ def retention_preview_view(request: HtmxHttpRequest) -> HttpResponse:
         opts=RetentionRule._meta,
     )
     return TemplateResponse(request, "admin/compliance/retention_preview.html", context)
+
+
+# --- legal holds: the release (a reason; a second officer where the hold was placed with four eyes) ----------
+
+VIEW_HOLDS = "compliance.view_legalhold"
+RELEASE_HOLD = "compliance.change_legalhold"
+
+
+class HoldReleaseForm(forms.Form):
+    """Why the hold may go (kept with the hold and in the trail)."""
+
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=2000,
+        help_text="e.g. the case is closed, the regulator's inquiry ended",
+    )
+
+
+def hold_release_view(request: HtmxHttpRequest, hold_id: int) -> HttpResponse:
+    """GET: the hold, its state and what this person may do: ask for its release with a reason, or
+    (a second officer, where the hold was placed with four eyes) confirm the release another asked
+    for. POST ``step=request`` with ``reason``, or ``step=confirm``: through ``services.hold_release``
+    and ``hold_release_confirm``, which record it; a refusal is shown on the page with its status."""
+    _require(request, VIEW_HOLDS)
+    hold = selectors.hold_get(hold_id=hold_id)
+    if hold is None:
+        raise Http404("No such legal hold.")
+    form = HoldReleaseForm()
+    status, error = 200, ""
+    if request.method == "POST":
+        _require(request, RELEASE_HOLD)
+        username = request.user.get_username()
+        confirm = request.POST.get("step") == "confirm"
+        form = HoldReleaseForm(None if confirm else request.POST)
+        if confirm or form.is_valid():
+            try:
+                if confirm:
+                    services.hold_release_confirm(hold=hold, username=username)
+                else:
+                    services.hold_release(hold=hold, username=username, reason=form.cleaned_data["reason"])
+            except DomainError as refusal:
+                status, error = refusal.status, refusal.message
+            else:
+                return HttpResponseRedirect(reverse("admin:compliance_legalhold_release", args=[hold.pk]))
+        else:
+            status = 400
+        hold = selectors.hold_get(hold_id=hold_id) or hold
+    elif request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET", "HEAD", "POST"])
+    me = f"user:{request.user.get_username()}"
+    may_release = request.user.has_perm(RELEASE_HOLD) and hold.active
+    context = _context(
+        request,
+        title=f"Release {hold}",
+        hold=hold,
+        form=form,
+        error=error,
+        can_ask=may_release and not hold.release_waiting,
+        can_confirm=may_release and hold.release_waiting and hold.release_requested_by != me,
+        own_request=hold.release_waiting and hold.release_requested_by == me,
+        opts=LegalHold._meta,
+    )
+    return TemplateResponse(request, "admin/compliance/legalhold_release.html", context, status=status)

@@ -5,6 +5,7 @@ delete the evidence that they existed (and each anchor also goes to a sink outsi
 
 from __future__ import annotations
 
+import os
 import uuid
 
 from django.db import models
@@ -102,6 +103,7 @@ class ExportStatus(models.TextChoices):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+    WITHDRAWN = "withdrawn"  # its archive was deleted by an erasure (``error`` says which)
 
 
 class Export(models.Model):
@@ -109,7 +111,8 @@ class Export(models.Model):
 
     Scope: ``scope`` with ``session_id``, ``agent_name`` and/or ``occurred_from`` (inclusive) /
     ``occurred_to`` (exclusive). ``events_total`` / ``events_done``: the progress bar. ``sha256``:
-    the archive's digest (hex), ``size`` its bytes, ``path`` where it is stored.
+    the archive's digest (hex), ``size`` its bytes, ``path`` where it is stored. ``withdrawn``: an
+    erasure deleted the archive (it held erased events); ``error`` names the erasure.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -119,7 +122,7 @@ class Export(models.Model):
     agent_name = models.CharField(max_length=100, blank=True)
     occurred_from = models.DateTimeField(null=True, blank=True)
     occurred_to = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=8, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
+    status = models.CharField(max_length=10, choices=ExportStatus.choices, default=ExportStatus.QUEUED)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -141,7 +144,23 @@ class Export(models.Model):
 
     @property
     def is_done(self) -> bool:
-        return self.status in (ExportStatus.DONE, ExportStatus.FAILED)
+        """Whether the export has finished (with an archive, a failure, or an archive withdrawn)."""
+        return self.status in (ExportStatus.DONE, ExportStatus.FAILED, ExportStatus.WITHDRAWN)
+
+    @property
+    def archive_available(self) -> bool:
+        """Whether the archive can be downloaded: the export is done and its file is on the server."""
+        return self.status == ExportStatus.DONE and bool(self.path) and os.path.isfile(self.path)
+
+    @property
+    def state(self) -> str:
+        """The state in words, true to the archive: ``done``, ``done, but the archive is no longer on
+        the server``, ``withdrawn: <why>``, ``failed: <error>``, ``running`` or ``queued``."""
+        if self.status == ExportStatus.DONE and not self.archive_available:
+            return "done, but the archive is no longer on the server"
+        if self.status in (ExportStatus.FAILED, ExportStatus.WITHDRAWN) and self.error:
+            return f"{self.status}: {self.error}"
+        return str(self.status)
 
     @property
     def percent(self) -> int:
@@ -233,13 +252,24 @@ class RetentionRun(models.Model):
 
 class LegalHold(models.Model):
     """Data that must be kept: retention skips it and erasure refuses to touch it while the hold is
-    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty)."""
+    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty).
+
+    Released with a reason (``release_reason``). ``four_eyes`` (chosen when it is placed): one
+    officer asks for the release (``release_requested_by`` / ``_at``, with the reason) and a second
+    one releases it (``released_by``); without it the officer who asks releases it at once."""
 
     kind = models.CharField(max_length=8, choices=TargetKind.choices)
     value = models.CharField(max_length=300, blank=True)
     reason = models.TextField()
+    four_eyes = models.BooleanField(
+        default=True,
+        verbose_name="release needs a second officer",
+        help_text="one officer asks for the release with the reason, another confirms it",
+    )
     placed_by = models.CharField(max_length=200)
     placed_at = models.DateTimeField(default=timezone.now)
+    release_requested_by = models.CharField(max_length=200, blank=True)
+    release_requested_at = models.DateTimeField(null=True, blank=True)
     released_by = models.CharField(max_length=200, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
     release_reason = models.TextField(blank=True)
@@ -255,6 +285,20 @@ class LegalHold(models.Model):
     @property
     def active(self) -> bool:
         return self.released_at is None
+
+    @property
+    def release_waiting(self) -> bool:
+        """Whether an officer asked for the release and a second one has yet to confirm it."""
+        return self.active and bool(self.release_requested_by)
+
+    @property
+    def state(self) -> str:
+        """``active``, ``release asked by <who>: waiting for a second officer``, or ``released``."""
+        if not self.active:
+            return "released"
+        if self.release_waiting:
+            return f"release asked by {self.release_requested_by}: waiting for a second officer"
+        return "active"
 
 
 class ErasureStatus(models.TextChoices):

@@ -17,7 +17,7 @@ from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import SemanticMemory
 
-from .models import Anchor, ChainCheck, CheckStatus, ErasureRequest, Export
+from .models import Anchor, ChainCheck, CheckStatus, ErasureRequest, Export, LegalHold
 
 KIND_LABELS = dict(EventKind.choices)
 ROLE_LABELS = dict(EventRole.choices)
@@ -69,6 +69,11 @@ def chain_check_get(*, check_id: int) -> ChainCheck | None:
 
 def export_get(*, export_id: Any) -> Export | None:
     return Export.objects.filter(pk=export_id).first()
+
+
+def hold_get(*, hold_id: int) -> LegalHold | None:
+    """The legal hold ``hold_id`` of the current tenant, or None."""
+    return LegalHold.objects.filter(pk=hold_id).first()
 
 
 def erasure_get(*, erasure_id: Any) -> ErasureRequest | None:

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import unicodedata
 from functools import cached_property
+from typing import Any
 from urllib.parse import urlencode
 
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
-from django.http import HttpRequest
+from django.db.models import Model
+from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django_htmx.middleware import HtmxDetails
+
+from core.errors import DomainError
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -49,6 +56,85 @@ def shown(text: str, limit: int) -> str:
         f"⟨U+{ord(ch):04X}⟩" if unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\t\n" else ch
         for ch in cut
     )
+
+
+class _SaveRefused(Exception):
+    """A service refused an admin save: carries the refusal out of the change view's transaction."""
+
+    def __init__(self, error: DomainError | ValidationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+_REFUSAL = "_engram_save_refusal"  # the request attribute that carries a refusal into the second pass
+
+
+def refusal_to_form(form: forms.BaseForm, error: DomainError | ValidationError) -> None:
+    """Put a service's refusal on ``form``: on the field it names when the form has that field,
+    else as a form-wide error (a ``DomainError``'s ``errors`` and a ``ValidationError``'s fields alike)."""
+    if isinstance(error, ValidationError):
+        found: dict[str, list[str]] = (
+            error.message_dict if hasattr(error, "error_dict") else {"": list(error.messages)}
+        )
+    else:
+        found = dict(error.errors or {}) or {error.field or "": [error.message]}
+    for field, texts in found.items():
+        for message in texts:
+            form.add_error(field if field in form.fields else None, message)
+
+
+class ServiceSaveAdmin(admin.ModelAdmin):
+    """A ModelAdmin whose add and change forms save through a service (``service_save``) that may
+    refuse: a ``DomainError``, or Django's ``ValidationError`` from the service's ``full_clean``.
+
+    Django's ``save_model`` is no veto point: once it returns, the view logs the ``LogEntry`` and
+    says "added successfully" whatever happened inside. So a refusal is raised out of the change
+    view, whose transaction rolls back everything the attempt wrote (row, trail event, log entry),
+    and the view runs once more with the refusal added to the form's validation: the person sees
+    the form as they sent it with the service's message on the field it names, and nothing else.
+    Subclasses implement ``service_save`` instead of overriding ``save_model``."""
+
+    def service_save(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """Save ``obj`` (as the validated ``form`` left it) through the service that records it;
+        raise the service's ``DomainError`` (or ``ValidationError``) to refuse."""
+        raise NotImplementedError(f"{type(self).__name__} saves through a service: define service_save")
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        try:
+            self.service_save(request, obj, form, change)
+        except (DomainError, ValidationError) as error:
+            raise _SaveRefused(error) from error
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except _SaveRefused as refused:  # the view's transaction is rolled back: show the form again
+            setattr(request, _REFUSAL, refused.error)
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def get_form(
+        self, request: HttpRequest, obj: Model | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form_class = super().get_form(request, obj, change=change, **kwargs)
+        refusal: DomainError | ValidationError | None = getattr(request, _REFUSAL, None)
+        if refusal is None:
+            return form_class
+        found = refusal
+
+        class Refused(form_class):  # type: ignore[valid-type,misc]
+            def clean(self) -> Any:
+                data = super().clean()
+                refusal_to_form(self, found)
+                return data
+
+        Refused.__name__ = form_class.__name__
+        return Refused
 
 
 class ReadOnlyAdminMixin:

@@ -104,6 +104,11 @@ TEMPLATES = [
 ]
 
 CSRF_FAILURE_VIEW = "api.views.csrf_failure"
+# The CSRF secret lives in the session (server-side, in the tenant's own schema), not in a cookie: a
+# sibling tenant host (beta.localhost beside alpha.localhost) can set cookies for the parent domain,
+# and over HTTP without an Origin header Django checks only that the token matches that cookie. The
+# admin's forms and htmx requests take the token from the page ({{ csrf_token }}), never a cookie.
+CSRF_USE_SESSIONS = True
 
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"

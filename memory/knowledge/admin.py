@@ -15,7 +15,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, session_link, shown
+from core.admin import (
+    EstimatedCountPaginator,
+    HtmxHttpRequest,
+    ReadOnlyAdminMixin,
+    ServiceSaveAdmin,
+    session_link,
+    shown,
+)
 
 from . import admin_views
 from .models import (
@@ -54,7 +61,7 @@ class PredicateForm(forms.ModelForm):
 
 
 @admin.register(Predicate)
-class PredicateAdmin(admin.ModelAdmin):
+class PredicateAdmin(ServiceSaveAdmin):
     """Predicates: the name is fixed once created (facts refer to it); cardinality and description
     can be edited. Changing the cardinality also needs ``memory.change_cardinality``."""
 
@@ -79,7 +86,7 @@ class PredicateAdmin(admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: Predicate | None = None) -> tuple[str, ...]:
         return ("name", "cardinality", "description", "created_at")
 
-    def save_model(self, request: HttpRequest, obj: Predicate, form: forms.ModelForm, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Predicate, form: forms.ModelForm, change: bool) -> None:
         """Through ``services.predicate_save``, which records the change in the trail as this person."""
         saved, changed = predicate_save(
             name=obj.name,
@@ -266,6 +273,7 @@ CONTRADICTION_FIELDS: tuple[str, ...] = (
     "resolved_at",
     "note",
     "created_at",
+    "decision_event",
 )
 
 

@@ -220,11 +220,13 @@ class Resolution(models.TextChoices):
     ACCEPT_NEW = "accept_new", "accept the new fact (the existing one is superseded)"
     KEEP_EXISTING = "keep_existing", "keep the existing fact (the new one is retracted)"
     BOTH_VALID = "both_valid", "both are valid (the predicate becomes 'many')"
-    DISMISS = "dismiss", "dismiss (no change to the facts)"
+    DISMISS = "dismiss", "dismiss (not a contradiction: the new fact stands beside the existing one)"
 
 
 class Contradiction(models.Model):
-    """Two facts with the same subject and ``one`` predicate but different objects."""
+    """Two facts with the same subject and ``one`` predicate but different objects. While it is open
+    its new fact is ``disputed``; once closed (resolved, dismissed, or by a retraction)
+    ``decision_event`` is the ``decision`` in the trail that closed it."""
 
     existing_fact = models.ForeignKey(
         Fact, on_delete=models.PROTECT, related_name="contradictions_as_existing"
@@ -238,6 +240,14 @@ class Contradiction(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    decision_event = models.ForeignKey(
+        "memory.Event",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="the decision in the trail that closed it",
+    )
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -750,6 +750,45 @@ def _record_batch(*, agent: Agent, results: list[AssertResult], groups: list[tup
     events_append(agent=agent, events=decisions)
 
 
+def _disputes_settle(facts: Sequence[Fact]) -> tuple[list[Fact], list[Contradiction]]:
+    """Bring ``facts`` back in line with the rule that a fact is ``disputed`` exactly while an open
+    contradiction names it as the new fact, after contradictions on them closed. Each disputed fact
+    no open contradiction names any more (oldest first) is judged as ``fact_assert`` would judge
+    it now: disputed again, by a new open contradiction, when its subject holds another object as
+    active on a ``one`` predicate (and that pair was not decided already); otherwise active.
+    Returns ``(facts made active, contradictions opened)``; the caller records them. Call inside
+    the transaction that closed the contradictions."""
+    made_active: list[Fact] = []
+    opened: list[Contradiction] = []
+    for fact in sorted({f.pk: f for f in facts}.values(), key=lambda f: (f.recorded_at, f.pk)):
+        fact.refresh_from_db(fields=["status"])
+        if fact.status != FactStatus.DISPUTED:
+            continue
+        advisory_xact_lock("fact", fact.subject_id, fact.predicate_id)  # as fact_assert takes it
+        if Contradiction.objects.filter(new_fact=fact, status=ContradictionStatus.OPEN).exists():
+            continue
+        holder = None
+        if Predicate.objects.filter(pk=fact.predicate_id, cardinality=Cardinality.ONE).exists():
+            holder = (
+                Fact.objects.filter(
+                    subject_id=fact.subject_id, predicate_id=fact.predicate_id, status=FactStatus.ACTIVE
+                )
+                .exclude(object_key=fact.object_key)
+                .order_by("recorded_at", "id")
+                .first()
+            )
+        if (
+            holder is not None
+            and not Contradiction.objects.filter(existing_fact=holder, new_fact=fact).exists()
+        ):
+            opened.append(Contradiction.objects.create(existing_fact=holder, new_fact=fact))
+            continue
+        fact.status = FactStatus.ACTIVE
+        fact.save(update_fields=["status"])
+        made_active.append(fact)
+    return made_active, opened
+
+
 def fact_retract(
     *,
     agent: Agent,
@@ -758,12 +797,14 @@ def fact_retract(
     may_curate: bool = False,
     session_id: str | None = None,
 ) -> Fact:
-    """An agent withdraws a fact: status ``retracted``, open contradictions on it dismissed, a
-    ``decision`` event logged in the fact's session (for a fact asserted without one: the request's
-    ``session_id``, else the agent's ``agent:<name>`` session). Only the fact's author (the agent
-    that first asserted it) may, or a key with the ``curate`` scope (``may_curate``). Raises
-    ``NotFound`` for an unknown or malformed id, ``PermissionDenied`` for another agent's fact,
-    ``Conflict`` if not live."""
+    """An agent withdraws a fact: status ``retracted``, open contradictions on it dismissed (the
+    facts that disputed it settled by ``_disputes_settle``: active, or disputing the fact their
+    subject now holds), a ``decision`` event logged in the fact's session (for a fact asserted
+    without one: the request's ``session_id``, else the agent's ``agent:<name>`` session), naming
+    the facts whose status changed and linked from the contradictions it closed
+    (``decision_event``). Only the fact's author (the agent that first asserted it) may, or a key
+    with the ``curate`` scope (``may_curate``). Raises ``NotFound`` for an unknown or malformed id,
+    ``PermissionDenied`` for another agent's fact, ``Conflict`` if not live."""
     if isinstance(fact_id, str):
         if not fact_id.isdigit() or len(fact_id) > 18:
             raise NotFound(f"No fact {fact_id}.", field="id")
@@ -786,13 +827,15 @@ def fact_retract(
             Q(existing_fact=fact) | Q(new_fact=fact), status=ContradictionStatus.OPEN
         )
         dismissed = list(open_ones.values_list("pk", flat=True))
+        challengers = [c.new_fact for c in open_ones.filter(existing_fact=fact).select_related("new_fact")]
         open_ones.update(
             status=ContradictionStatus.DISMISSED,
             resolved_at=timezone.now(),
             note=f"fact #{fact_id} was retracted by {agent.name}",
         )
-        _queue_projection([fact])
-        decision_record(
+        made_active, opened = _disputes_settle(challengers)
+        _queue_projection([fact, *made_active])
+        decision = decision_record(
             agent=agent,
             session_id=fact.session_id or session_id or agent_session(agent),
             content=f"Retracted fact #{fact.pk}: {fact}.",
@@ -801,8 +844,11 @@ def fact_retract(
                 "fact_id": fact.pk,
                 "reason": reason,
                 "contradictions_dismissed": dismissed,
+                "facts_changed": {str(f.pk): str(f.status) for f in made_active},
+                "contradictions_opened": [c.pk for c in opened],
             },
         )
+        Contradiction.objects.filter(pk__in=dismissed).update(decision_event=decision)
     return fact
 
 
@@ -817,9 +863,13 @@ def contradiction_resolve(
     - ``keep_existing``: the new fact is ``retracted``.
     - ``both_valid``: the predicate becomes ``many``; both facts active; every other open
       contradiction on the predicate is dismissed and its disputed fact made active.
-    - ``dismiss``: closed without changing the facts.
+    - ``dismiss``: not a contradiction: closed, and the new fact stands beside the existing one
+      (active; the predicate is unchanged).
 
-    Writes a ``decision`` event. Raises ``NotFound``, ``Conflict`` (not open) or ``InvalidInput``.
+    Whatever the resolution, no fact is left ``disputed`` without an open contradiction naming it
+    (``_disputes_settle``). Writes a ``decision`` event naming the facts whose status changed, and
+    links it from every contradiction it closed (``decision_event``). Raises ``NotFound``,
+    ``Conflict`` (not open) or ``InvalidInput``.
     """
     if resolution not in Resolution.values:
         raise InvalidInput(f"Unknown resolution {resolution!r}.", field="resolution")
@@ -882,9 +932,12 @@ def contradiction_resolve(
         contradiction.resolution, contradiction.reviewer = resolution, reviewer
         contradiction.resolved_at, contradiction.note = now, note
         contradiction.save()
+        also = Contradiction.objects.filter(pk__in=dismissed).select_related("new_fact")
+        made_active, opened = _disputes_settle([new, *(c.new_fact for c in also)])
+        changed += made_active
         if changed:
             _queue_projection(changed)
-        decision_record(
+        decision = decision_record(
             agent=system_agent_get(),
             # the session the disputed fact came from; a person's own session when neither fact has one
             session_id=new.session_id or old.session_id or person_session(reviewer),
@@ -900,17 +953,23 @@ def contradiction_resolve(
                 "existing_fact": old.pk,
                 "new_fact": new.pk,
                 "also_dismissed": dismissed,
+                "facts_changed": {str(f.pk): str(f.status) for f in {f.pk: f for f in changed}.values()},
+                "contradictions_opened": [c.pk for c in opened],
             },
         )
+        Contradiction.objects.filter(pk__in=[contradiction.pk, *dismissed]).update(decision_event=decision)
+        contradiction.decision_event = decision
     return contradiction
 
 
 @dataclass(frozen=True)
 class FactsErased:
-    """What ``facts_erase`` removed: fact ids, entity ids (asked for, or left without a fact)."""
+    """What ``facts_erase`` removed: fact ids, entity ids (asked for, or left without a fact);
+    ``undisputed``: ids of kept facts that disputed an erased one and are active now."""
 
     fact_ids: list[int]
     entity_ids: list[int]
+    undisputed: tuple[int, ...] = ()
 
 
 def facts_erase(*, fact_ids: Sequence[int], entity_ids: Sequence[int] = ()) -> FactsErased:
@@ -919,8 +978,8 @@ def facts_erase(*, fact_ids: Sequence[int], entity_ids: Sequence[int] = ()) -> F
     tenant, from PostgreSQL and from the Neo4j projection, in one transaction: Neo4j first, under
     the graph lock (shared, as drains take it; ``graph_rebuild`` waits) and the facts' locks, so
     neither a drain nor a rebuild can project them again; then the rows. Entities the facts touched
-    that are left without any fact go too (their names are data of the facts). A retried call
-    skips what is gone.
+    that are left without any fact go too (their names are data of the facts). Kept facts that
+    disputed an erased one are settled (``_disputes_settle``). A retried call skips what is gone.
 
     Raises ``Conflict`` when one of ``entity_ids`` still has a fact not in ``fact_ids`` and
     :class:`core.neo4j.Neo4jUnavailable` when Neo4j cannot be reached (nothing is deleted then).
@@ -950,9 +1009,19 @@ def facts_erase(*, fact_ids: Sequence[int], entity_ids: Sequence[int] = ()) -> F
         )
         doomed_entities = sorted((touched - still_used) | wanted)
         unproject(fact_ids=ids, entity_ids=doomed_entities, touched_ids=sorted(touched))
+        challengers = list(
+            Fact.objects.filter(
+                pk__in=Contradiction.objects.filter(existing_fact_id__in=ids, status=ContradictionStatus.OPEN)
+                .exclude(new_fact_id__in=ids)
+                .values("new_fact_id")
+            )
+        )
         Contradiction.objects.filter(Q(existing_fact_id__in=ids) | Q(new_fact_id__in=ids)).delete()
         GraphOutbox.objects.filter(fact_id__in=ids).delete()
         FactProvenance.objects.filter(fact_id__in=ids).delete()
         Fact.objects.filter(pk__in=ids).delete()
         Entity.objects.filter(pk__in=doomed_entities).delete()
-    return FactsErased(sorted(ids), doomed_entities)
+        made_active, _opened = _disputes_settle(challengers)
+        if made_active:
+            _queue_projection(made_active)
+    return FactsErased(sorted(ids), doomed_entities, tuple(sorted(f.pk for f in made_active)))

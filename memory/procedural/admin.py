@@ -15,7 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, shown
+from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
 from core.errors import DomainError
 from memory.embeddings import get_embedder
 
@@ -115,7 +115,7 @@ class SkillForm(forms.ModelForm):
 
 
 @admin.register(Skill)
-class SkillAdmin(admin.ModelAdmin):
+class SkillAdmin(ServiceSaveAdmin):
     """Skills with their published version, its success rate and their open drafts; the change page
     lists every version with links to the editor, its diff and the publish controls."""
 
@@ -189,7 +189,7 @@ class SkillAdmin(admin.ModelAdmin):
             {"skill": obj, "versions": admin_views.version_rows(obj)},
         )
 
-    def save_model(self, request: HttpRequest, obj: Skill, form: forms.ModelForm, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: Skill, form: forms.ModelForm, change: bool) -> None:
         """Through ``services.skill_create`` / ``skill_update``, which record the change as this person."""
         actor = services.Actor(username=request.user.get_username())
         data = services.SkillData(

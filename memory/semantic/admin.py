@@ -8,14 +8,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, session_link, shown
+from core.admin import EstimatedCountPaginator, ServiceSaveAdmin, session_link, shown
 
 from .models import MemoryType, SemanticMemory
 from .services import memories_restore, memory_forget
 
 
 @admin.register(SemanticMemory)
-class SemanticMemoryAdmin(admin.ModelAdmin):
+class SemanticMemoryAdmin(ServiceSaveAdmin):
     list_display = [
         "short_content",
         "agent",
@@ -98,7 +98,7 @@ class SemanticMemoryAdmin(admin.ModelAdmin):
     def has_restore_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("memory.restore_semanticmemory")
 
-    def save_model(self, request: HttpRequest, obj: SemanticMemory, form: object, change: bool) -> None:
+    def service_save(self, request: HttpRequest, obj: SemanticMemory, form: object, change: bool) -> None:
         """Nothing to save: every field is read-only, and the one change is ``forget`` (a service
         that records the person); a posted change form must not rewrite the row unrecorded."""
 

@@ -359,7 +359,9 @@ def test_a_hold_refuses_the_erasure_naming_it(alice: Caller) -> None:
         )
     )
     with tenant_context(alice.tenant):
-        hold = services.hold_place(kind="session", value="s-court", reason="case 12/2026", username="olga")
+        hold = services.hold_place(
+            kind="session", value="s-court", reason="case 12/2026", username="olga", four_eyes=False
+        )
         with pytest.raises(Conflict, match=f"legal hold #{hold.pk} on session s-court .case 12/2026."):
             services.erasure_request(
                 kind="subject", value=SUBJECT, legal_basis="Art. 17", note="", username="olga"
@@ -369,10 +371,12 @@ def test_a_hold_refuses_the_erasure_naming_it(alice: Caller) -> None:
         request = services.erasure_request(
             kind="subject", value=SUBJECT, legal_basis="Art. 17", note="", username="olga"
         )
-        again = services.hold_place(kind="subject", value=SUBJECT, reason="audit", username="olga")
+        again = services.hold_place(
+            kind="subject", value=SUBJECT, reason="audit", username="olga", four_eyes=False
+        )
         with pytest.raises(Conflict, match="legal hold"):
             services.erasure_approve(request_id=request.pk, username="pavel")
-        services.hold_release(hold=again, username="olga")
+        services.hold_release(hold=again, username="olga", reason="audit done")
         services.erasure_approve(request_id=request.pk, username="pavel")
         services.hold_place(kind="tenant", value="", reason="regulator", username="olga")
         failed = services.erasure_run(request_id=request.pk)

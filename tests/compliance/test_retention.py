@@ -217,13 +217,14 @@ def test_officers_edit_rules_and_holds_in_the_admin_and_see_the_dry_run(
     assert missing.status_code == 200 and "Name what the hold is on" in missing.content.decode()
     with tenant_context(alice.tenant):
         hold = LegalHold.objects.get()
-    olga.post(
-        "/admin/compliance/legalhold/",
-        {"action": "release", "_selected_action": [hold.pk], "index": "0"},
+    # placed without four eyes: its release takes one officer, with a reason
+    released = olga.post(
+        f"/admin/compliance/legalhold/{hold.pk}/release/", {"step": "request", "reason": "audit done"}
     )
+    assert released.status_code == 302
     with tenant_context(alice.tenant):
         hold.refresh_from_db()
-        assert hold.released_by == "user:olga"
+        assert hold.released_by == "user:olga" and hold.release_reason == "audit done"
         actions = list(
             Event.objects.filter(actor="user:olga").values_list("payload_index__action", flat=True)
         )

@@ -149,11 +149,12 @@ def test_both_valid_makes_the_predicate_many_and_dismisses_the_rest(alice: Calle
     assert _decision(alice, cid).payload["also_dismissed"]
 
 
-def test_dismiss_changes_no_fact(alice: Caller) -> None:
+def test_dismiss_keeps_both_facts_and_ends_the_dispute(alice: Caller) -> None:
     old, new, cid = _open_contradiction(alice)
     resolved = _resolve(alice, cid, "dismiss")
     assert resolved.status == "dismissed"
-    assert _statuses(alice, old, new) == ["active", "disputed"]
+    # not a contradiction: the new fact stands beside the existing one, disputed by nothing
+    assert _statuses(alice, old, new) == ["active", "active"]
     with pytest.raises(Exception, match="already dismissed"):
         _resolve(alice, cid, "accept_new")
 
