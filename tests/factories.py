@@ -147,9 +147,11 @@ def behind_the_triggers() -> Iterator[CursorWrapper]:
 
 def test_database_env(**extra: str) -> dict[str, str]:
     """Environment for a child process (Celery worker, web server) using this run's test database
-    on the suite's PostgreSQL server, and the suite's Redis and Neo4j."""
+    on the suite's PostgreSQL server, and the suite's Redis and Neo4j; with tenant logins on, as in
+    production (this process switches with ``SET ROLE``: config/settings/test.py)."""
     url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test", **extra}
+    env = {"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test", "ENGRAM_TENANT_LOGINS": "1"}
+    return {**os.environ, **env, **extra}
 
 
 @contextmanager
