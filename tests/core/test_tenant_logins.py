@@ -18,18 +18,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, connections, transaction
 from django.db.transaction import TransactionManagementError
 
 from core.tenancy import maintenance_role, quote_ident, tenant_password, tenant_role
-from tests.factories import Caller, asgi_server
+from tests.factories import INVALID_PASSWORD, Caller, asgi_server, connect_as
 
 INSUFFICIENT_PRIVILEGE = "42501"
-#: what PostgreSQL says to a login with the wrong password (libpq reports no SQLSTATE for it)
-INVALID_PASSWORD = "password authentication failed"
 ALIAS = "tenant_logins_probe"
 
 
@@ -145,19 +142,6 @@ def test_a_connection_changes_login_between_units_never_inside_a_transaction(  #
             fetch(wrapper, probe)
     wrapper.set_tenant(a.tenant)
     assert fetch(wrapper, probe)[:2] == (role_a, role_a)
-
-
-def connect_as(role: str, password: str) -> str:
-    """``"ok"`` if ``role`` may connect to this run's database with ``password``, else
-    ``INVALID_PASSWORD`` or the error's message."""
-    params = connection.get_connection_params()
-    params = {name: params[name] for name in ("dbname", "host", "port") if params.get(name)}
-    try:
-        with psycopg.connect(**params, user=role, password=password, connect_timeout=10) as raw:
-            raw.execute("SELECT 1")
-    except psycopg.OperationalError as exc:
-        return INVALID_PASSWORD if INVALID_PASSWORD in str(exc) else str(exc)
-    return "ok"
 
 
 def test_a_tenants_login_needs_the_password_the_application_derives(  # type: ignore[no-untyped-def]
