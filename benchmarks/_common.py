@@ -168,8 +168,11 @@ class Server:
 
 
 @contextlib.contextmanager
-def web_server(kind: str, workers: int = 2, threads: int = 2) -> Iterator[Server]:
-    """Run the project's web server in a child process (DEBUG off) until the block ends."""
+def web_server(
+    kind: str, workers: int = 2, threads: int = 2, env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    """Run the project's web server in a child process (DEBUG off; ``env`` added to this process's
+    environment) until the block ends."""
     import httpx
 
     from devstack import free_port
@@ -180,6 +183,7 @@ def web_server(kind: str, workers: int = 2, threads: int = 2) -> Iterator[Server
         "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings.local"),
         "DJANGO_DEBUG": "false",
         "PYTHONUNBUFFERED": "1",
+        **(env or {}),
     }
     proc = subprocess.Popen(
         server_command(kind, port, workers, threads), cwd=ROOT, env=env, start_new_session=True

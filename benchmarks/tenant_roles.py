@@ -18,26 +18,44 @@ would set it), this script measures:
   Redis copy gone (served from PostgreSQL), through Django's test client in this process, so the
   per-request overhead is about (added cost per ORM read) x (``SET`` per request).
 
+Then what tenant logins cost (``ENGRAM["TENANT_LOGINS"]``, docs/decisions/0001-tenant-logins.md:
+a tenant's unit runs on a connection authenticated as the tenant's login instead of ``SET ROLE``
+on the shared login's), the modes alternating block by block as above (the sections before run in
+the ``SET ROLE`` mode):
+
+- a unit of work as a request runs it: borrow a connection, one ORM read in the tenant, give it
+  back (the pool's, ``DATABASE_POOL``: the shared login's pool, or the tenant login's);
+- a read in the public schema then one in the tenant in one unit (an admin request: the domain
+  lookup, then the tenant's work): with logins, a give-back and a borrow in between;
+- a new connection (what each switch costs without the pool): the shared login (``trust`` on the
+  embedded server) against a tenant's login (SCRAM), raw psycopg;
+- through HTTP, two uvicorn servers (one worker each) on the same database side by side, logins on
+  and off, taking turns request by request over ``--tenants`` tenants (``GET /api/v1/me``, ``POST
+  /api/v1/memories/search`` over an empty tenant); then the connections each tenant's login holds.
+
 End to end, run ``search_latency.py`` and ``checkpoint_restore.py`` twice on the same services, with
 ``ENGRAM_TENANT_ROLES=0`` (search path only, as before issue 12) and without (see README,
-Operations). Needs PostgreSQL and Redis (``DATABASE_URL``, ``REDIS_URL``) and the embedding model::
+Operations). Needs PostgreSQL and Redis (``DATABASE_URL``, ``REDIS_URL``) and the embedding model;
+the roles-off blocks read as the login itself, so the login must be the superuser (the bench
+profile's, without ``ENGRAM_PG_APP_USER``)::
 
     ./engram services --profile bench > /tmp/bench-svc.log 2>&1 &
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/tenant_roles.py [--statements 20000] [--blocks 10]
+    .venv/bin/python benchmarks/tenant_roles.py [--statements 20000] [--blocks 10] [--requests 1000] [--tenants 4]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import bench_key, django_setup, percentiles
+from _common import bench_key, django_setup, percentiles, scratch_tenant, web_server
 
 TENANT = "bench_roles"
 AGENT = "bench-roles"
@@ -54,20 +72,33 @@ def switch(enabled: bool) -> None:
             cursor.execute("RESET ROLE")
 
 
-def alternate(blocks: int, per_block: int, call: Callable[[], object]) -> dict[bool, list[float]]:
-    """Time ``call`` ``per_block`` times per block, ``blocks`` blocks of each mode, alternating;
-    returns the latencies (ms) by mode (True: roles on)."""
+def logins(enabled: bool) -> None:
+    """Turn tenant logins of this thread's connection on or off (off: the ``SET ROLE`` mode); the
+    next statement takes a connection of the login its unit needs."""
+    from django.db import connection
+
+    connection.close()
+    connection.tenant_logins = enabled  # type: ignore[attr-defined]
+    connection.login = None  # type: ignore[attr-defined]
+    connection.search_path_set_schemas = None  # type: ignore[attr-defined]
+
+
+def alternate(
+    blocks: int, per_block: int, call: Callable[[], object], mode: Callable[[bool], None] = switch
+) -> dict[bool, list[float]]:
+    """Time ``call`` ``per_block`` times per block, ``blocks`` blocks of each mode (``mode(True)``:
+    on), alternating; returns the latencies (ms) by mode (True: on)."""
     out: dict[bool, list[float]] = {True: [], False: []}
     for block in range(2 * blocks):
         enabled = block % 2 == 0
-        switch(enabled)
+        mode(enabled)
         for _ in range(per_block // 10):  # warm the mode's path
             call()
         for _ in range(per_block):
             t0 = time.perf_counter()
             call()
             out[enabled].append((time.perf_counter() - t0) * 1000)
-    switch(True)
+    mode(True)
     return out
 
 
@@ -90,9 +121,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--statements", type=int, default=20_000, help="timed SETs per mode")
     parser.add_argument("--blocks", type=int, default=10, help="alternating blocks per mode")
+    parser.add_argument("--requests", type=int, default=1000, help="HTTP requests per mode and path")
+    parser.add_argument("--tenants", type=int, default=4, help="tenants the HTTP requests go to")
     args = parser.parse_args()
     django_setup()
     from django.db import connection
+
+    logins(False)  # the sections before the logins' measure the SET ROLE mode
     from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
     from rest_framework.test import APIClient
 
@@ -185,6 +220,9 @@ def main() -> None:
         client, "get", "/api/v1/sessions/bench-roles/checkpoints/latest"
     )
 
+    login_results = measure_logins(tenant, key_id, args.blocks, per_block)
+    http, held = measure_http(args.requests, args.tenants)
+
     n = per_block * args.blocks
     print(
         f"\nTenant roles: cost per statement, {n:,} timed per mode in {args.blocks} alternating blocks (ms)"
@@ -216,8 +254,127 @@ def main() -> None:
     print("SET statements per request, and the estimated overhead (added per ORM read x SETs):")
     for path, count in counts.items():
         print(f"  {path:<46}{count:>3}  ~{count * read:,.0f} µs")
+    print(f"\nTenant logins against the SET ROLE mode (ms; in process: {n:,} per mode, alternating blocks)")
+    print(f"{'what':<52}{'mode':>8}{'p50':>9}{'p95':>9}{'p99':>9}{'mean':>9}")
+    for what, by_mode in {**login_results, **http}.items():
+        for mode, label in ((False, "SET ROLE"), (True, "logins")):
+            stats = percentiles(by_mode[mode])
+            print(
+                f"{what:<52}{label:>8}{stats['p50']:>9.3f}{stats['p95']:>9.3f}"
+                f"{stats['p99']:>9.3f}{stats['mean']:>9.3f}"
+            )
+    print(f"connections each tenant login held after the HTTP run (one server process): {held}")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} CPUs")
+
+
+def measure_logins(
+    tenant: Any, key_id: str, blocks: int, per_block: int
+) -> dict[str, dict[bool, list[float]]]:
+    """In this process, logins on and off in alternating blocks: a unit of work in the tenant (one
+    ORM read between a borrow and a give-back), a public read then a tenant read in one unit, and a
+    new connection of each kind of login. Returns the latencies (ms) by what and mode (True: logins)."""
+    import psycopg
+    from django.db import connection
+    from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
+
+    from agents.models import ApiKey
+    from core.tenancy import tenant_password, tenant_role
+    from tenants.models import Domain
+
+    def unit() -> None:
+        with tenant_context(tenant):
+            ApiKey.objects.filter(key_id=key_id).first()
+        connection.close()  # the unit ends: its connection goes back to its pool
+
+    def public_then_tenant() -> None:
+        with schema_context(get_public_schema_name()):
+            Domain.objects.filter(domain="bench.invalid").first()
+        unit()
+
+    out = {
+        "unit: borrow, ORM read in the tenant, give back": alternate(blocks, per_block, unit, logins),
+        "unit: read in public, then in the tenant": alternate(
+            blocks, per_block // 2, public_then_tenant, logins
+        ),
+    }
+    logins(False)
+    params = connection.get_connection_params()
+    params = {name: params[name] for name in ("dbname", "host", "port", "user") if params.get(name)}
+    role = tenant_role(tenant.schema_name)
+    as_tenant = {**params, "user": role, "password": tenant_password(role)}
+    connects: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(max(1, blocks)):
+        for mode, kwargs in ((False, params), (True, as_tenant)):
+            for _ in range(20):
+                t0 = time.perf_counter()
+                psycopg.connect(**kwargs).close()
+                connects[mode].append((time.perf_counter() - t0) * 1000)
+    out["new connection (no pool), shared vs tenant login"] = connects
+    return out
+
+
+def measure_http(requests: int, tenants: int) -> tuple[dict[str, dict[bool, list[float]]], dict[str, int]]:
+    """Two uvicorn servers (one worker each), tenant logins on and off, on the same database,
+    taking turns request by request (which goes first alternates) over ``tenants`` scratch tenants.
+    Returns the latencies (ms) by path and mode (True: logins), and the connections each tenant's
+    login holds at the end (``pg_stat_activity``)."""
+    import httpx
+    from django.db import connection
+
+    from core.tenancy import tenant_role
+
+    connection.set_schema_to_public()  # type: ignore[attr-defined]  # the in-process requests left a tenant's
+    out: dict[str, dict[bool, list[float]]] = {}
+    with contextlib.ExitStack() as stack:
+        made = [stack.enter_context(scratch_tenant("bench_logins", [AGENT])) for _ in range(tenants)]
+        keys = [keys[AGENT] for _, _, keys in made]
+        servers = {
+            mode: stack.enter_context(
+                web_server("uvicorn", workers=1, env={"ENGRAM_TENANT_LOGINS": "1" if mode else "0"})
+            )
+            for mode in (True, False)
+        }
+        clients = {
+            mode: stack.enter_context(httpx.Client(base_url=servers[mode].url, timeout=30))
+            for mode in servers
+        }
+        paths = {
+            "HTTP GET /api/v1/me": ("GET", "/api/v1/me", None, requests),
+            "HTTP POST /api/v1/memories/search (k=10)": (
+                "POST",
+                "/api/v1/memories/search",
+                {"query": "Where does Alice live?", "k": 10},
+                max(1, requests // 5),
+            ),
+        }
+        for label, (method, path, body, count) in paths.items():
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for i in range(-2 * tenants, count):  # the first round of each tenant warms both servers
+                headers = {"Authorization": f"Bearer {keys[i % tenants]}"}
+                for mode in (True, False) if i % 2 else (False, True):
+                    t0 = time.perf_counter()
+                    response = clients[mode].request(method, path, json=body, headers=headers)
+                    took = (time.perf_counter() - t0) * 1000
+                    assert response.status_code == 200, (
+                        mode,
+                        path,
+                        response.status_code,
+                        response.text[:300],
+                    )
+                    if i >= 0:
+                        times[mode].append(took)
+            out[label] = times
+        roles = [tenant_role(tenant.schema_name) for tenant, _, _ in made]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT usename, count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND usename = ANY(%s) GROUP BY usename",
+                [roles],
+            )
+            counts = dict(cursor.fetchall())
+        held = {role.rsplit("_t_", 1)[-1]: int(counts.get(role, 0)) for role in roles}
+    return out, held
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ tenant, the platform admin, migrations, provisioning) the connection runs as the
 which owns the schemas and tables. ``maintenance()`` asks for that role inside a tenant's schema
 (migrations, ``ANALYZE``); ``login_role()`` for the login role itself (preparing the database before
 migrations).
+
+With ``logins_enabled()`` (the default outside the test process) a tenant's unit of work does not
+switch role on the shared connection: it runs on a connection authenticated as the tenant's role,
+a login of its own (``tenant_password``), so no SQL sent there can become another tenant or the
+maintenance role (docs/decisions/0001-tenant-logins.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, Literal, cast
 
 from django.conf import settings
 from django.db import connection
+from django.utils.crypto import salted_hmac
 
 #: PostgreSQL truncates identifiers to 63 bytes (NAMEDATALEN - 1)
 MAX_IDENTIFIER_BYTES = 63
@@ -52,6 +58,21 @@ def roles_enabled() -> bool:
     """Whether units of work switch to their tenant's role (``ENGRAM["TENANT_ROLES"]``, env
     ``ENGRAM_TENANT_ROLES``; on unless turned off)."""
     return bool(settings.ENGRAM.get("TENANT_ROLES", True))
+
+
+def logins_enabled() -> bool:
+    """Whether a tenant's unit of work connects as the tenant's own login instead of switching the
+    shared login with ``SET ROLE`` (``ENGRAM["TENANT_LOGINS"]``, env ``ENGRAM_TENANT_LOGINS``; on
+    unless turned off, off in the test process). Needs ``roles_enabled()``."""
+    return roles_enabled() and bool(settings.ENGRAM.get("TENANT_LOGINS", True))
+
+
+def tenant_password(role: str) -> str:
+    """The password of the tenant login ``role`` (``tenant_role``): 64 hex digits of an HMAC-SHA256
+    of the role's name keyed by ``ENGRAM["DB_TENANT_SECRET"]`` (``SECRET_KEY`` when empty). Only
+    the application, which holds the secret, can connect as a tenant."""
+    secret = settings.ENGRAM.get("DB_TENANT_SECRET") or settings.SECRET_KEY
+    return salted_hmac("engram.tenant-login", role, secret=secret, algorithm="sha256").hexdigest()
 
 
 def quote_ident(name: str) -> str:

@@ -51,7 +51,10 @@ class EmbeddedPostgres:
         )
         self._server.ensure_pgdata_inited()
         self._tune()
+        hba_changed = self._hba(app_user or "postgres")
         self._server.start()
+        if hba_changed:  # a server already running (another process's) reads it now
+            self._server.psql("SELECT pg_reload_conf();")
         self._users(add=os.getpid())
         socket_dir = self._server.get_postmaster_info().socket_dir
         exists = self._server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}';")
@@ -88,6 +91,30 @@ class EmbeddedPostgres:
             GRANT CREATE ON SCHEMA public TO "{maint}";
             """
         )
+
+    def _hba(self, login: str) -> bool:
+        """Write ``pg_hba.conf``: the superuser and ``login`` (the shared login of ``DATABASE_URL``)
+        connect without a password, as pgserver lets everyone; every other role, the tenants' logins
+        among them, must give its password (SCRAM): if anyone could connect as a tenant's login,
+        that login would contain nothing. Returns whether the file changed."""
+        if not login.replace("_", "").isalnum():
+            raise ValueError(f"unexpected role name {login!r}")
+        path = self.data_dir / "pg_hba.conf"
+        trusted = sorted({"postgres", login})
+        lines = ["# written by devstack/postgres.py"]
+        for user in trusted:
+            lines += [f"local all {user} trust"]
+            lines += [f"host all {user} {net} trust" for net in ("127.0.0.1/32", "::1/128")]
+        lines += ["local all all scram-sha-256"]
+        lines += [f"host all all {net} scram-sha-256" for net in ("127.0.0.1/32", "::1/128")]
+        lines += ["local replication postgres trust"]
+        text = "\n".join(lines) + "\n"
+        if path.exists() and path.read_text() == text:
+            return False
+        stat = path.stat()
+        path.write_text(text)
+        os.chown(path, stat.st_uid, stat.st_gid)
+        return True
 
     def _tune(self) -> None:
         """Give the server memory to match the data: ``shared_buffers`` of ``shared_buffers_mb``

@@ -1,6 +1,6 @@
 """The PostgreSQL roles behind tenant isolation (issue 12): one per tenant, and the maintenance role.
 
-- A **tenant role** (``core.tenancy.tenant_role``: ``<database>_t_<schema>``, NOLOGIN) may use its
+- A **tenant role** (``core.tenancy.tenant_role``: ``<database>_t_<schema>``) may use its
   own schema and read and write the rows of its tables and sequences, including tables that later
   migrations add there (default privileges of the maintenance role, whatever app they belong to).
   Nothing else: no other tenant's schema, no table of the public schema (a tenant's unit of work
@@ -8,12 +8,17 @@
   the task's header), no DDL, no ``TRUNCATE``. PostgreSQL's defaults for ``PUBLIC`` still apply:
   ``USAGE`` on the public schema (the ``vector`` type and its functions live there), ``CONNECT``,
   ``TEMPORARY``, and reading the system catalogs (which list schema and table names, not rows).
+  It is also a login, with the password ``core.tenancy.tenant_password`` derives from a secret
+  the application holds: with tenant logins on, a tenant's unit of work connects as it, and from
+  there no ``SET ROLE`` reaches another role (docs/decisions/0001-tenant-logins.md).
 - The **maintenance role** (``core.tenancy.maintenance_role``, NOLOGIN CREATEROLE) owns the schemas
   and tables, runs migrations, creates and drops tenants and their roles, and does the public
   schema's work (routing a request to its tenant, the platform admin).
 - The **login role** (``DATABASE_URL``'s user) holds both with ``SET`` and without ``INHERIT``: by
   itself it can read nothing of Engram's; it can only become one of them. It is granted each tenant
-  role when the tenant is created (or by the next ``migrate_schemas``).
+  role when the tenant is created (or by the next ``migrate_schemas``), for the ``SET ROLE`` mode
+  (tenant logins off, and the test process); taking that away would contain nothing more, since it
+  must become the maintenance role, which owns every tenant's tables.
 
 Functions here run SQL on the default connection; those that change roles do so as the maintenance
 role (``core.tenancy.maintenance()``).
@@ -29,7 +34,7 @@ from django.db import DatabaseError, connection
 from django.db.backends.utils import CursorWrapper
 from django_tenants.utils import get_public_schema_name, schema_exists
 
-from core.tenancy import login_role, maintenance, maintenance_role, quote_ident, tenant_role
+from core.tenancy import login_role, maintenance, maintenance_role, quote_ident, tenant_password, tenant_role
 
 TABLE_PRIVILEGES = "SELECT, INSERT, UPDATE, DELETE"
 SEQUENCE_PRIVILEGES = "USAGE, SELECT"
@@ -191,9 +196,10 @@ def _login_is_superuser(cursor: CursorWrapper) -> bool:
 
 
 def tenant_role_ensure(schema_name: str) -> str:
-    """Create the role of the tenant whose schema is ``schema_name`` if it is missing, grant it what
-    a unit of work of that tenant needs (see the module docstring) and let the login role switch to
-    it. Idempotent (also under concurrent calls). Returns the role's name.
+    """Create the role of the tenant whose schema is ``schema_name`` if it is missing, make it a
+    login with its derived password (``tenant_password``: so a new secret takes effect here), grant
+    it what a unit of work of that tenant needs (see the module docstring) and let the login role
+    switch to it. Idempotent (also under concurrent calls). Returns the role's name.
 
     Raises ``ValueError`` for the public schema (it has no tenant role: its work runs as the
     maintenance role) and ``DatabaseError`` when the schema does not exist.
@@ -207,6 +213,10 @@ def tenant_role_ensure(schema_name: str) -> str:
             f"DO $$ BEGIN CREATE ROLE {r} NOLOGIN NOINHERIT; "
             "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
         )
+        # the SCRAM verifier, computed here (libpq): the password itself never reaches the server
+        raw = connection.connection.pgconn
+        verifier = raw.encrypt_password(tenant_password(role).encode(), role.encode(), b"scram-sha-256")
+        cursor.execute(f"ALTER ROLE {r} LOGIN PASSWORD %s", [verifier.decode()])
         for statement in (
             f"GRANT USAGE ON SCHEMA {s} TO {r}",
             f"GRANT {TABLE_PRIVILEGES} ON ALL TABLES IN SCHEMA {s} TO {r}",

@@ -114,6 +114,19 @@ def scratch_tenant(django_db_setup, django_db_blocker) -> Iterator[Tenant]:  # t
 
 
 @pytest.fixture
+def two_tenants(scratch_tenant: Tenant, django_db_blocker) -> Iterator[tuple[Caller, Caller]]:  # type: ignore[no-untyped-def]
+    """Agents with committed keys in two committed tenants (for a server process to see)."""
+    with django_db_blocker.unblock():
+        other, _ = tenant_create(slug=f"scratch_{uuid.uuid4().hex[:8]}")
+        connection.set_schema_to_public()
+        try:
+            yield make_caller(scratch_tenant, "pool-a"), make_caller(other, "pool-b")
+        finally:
+            connection.set_schema_to_public()
+            other.delete(force_drop=True)
+
+
+@pytest.fixture
 def neo4j_driver():  # type: ignore[no-untyped-def]
     """The shared ``neo4j.Driver`` for the Neo4j that ``./engram test`` starts (or ``NEO4J_URI``).
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
@@ -147,9 +148,28 @@ def behind_the_triggers() -> Iterator[CursorWrapper]:
 
 def test_database_env(**extra: str) -> dict[str, str]:
     """Environment for a child process (Celery worker, web server) using this run's test database
-    on the suite's PostgreSQL server, and the suite's Redis and Neo4j."""
+    on the suite's PostgreSQL server, and the suite's Redis and Neo4j; with tenant logins on, as in
+    production (this process switches with ``SET ROLE``: config/settings/test.py)."""
     url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
-    return {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test", **extra}
+    env = {"DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.test", "ENGRAM_TENANT_LOGINS": "1"}
+    return {**os.environ, **env, **extra}
+
+
+#: what PostgreSQL says to a login with the wrong password (libpq reports no SQLSTATE for it)
+INVALID_PASSWORD = "password authentication failed"
+
+
+def connect_as(role: str, password: str) -> str:
+    """``"ok"`` if ``role`` may connect to this run's database with ``password``, else
+    ``INVALID_PASSWORD`` or the error's message."""
+    params = connection.get_connection_params()
+    params = {name: params[name] for name in ("dbname", "host", "port") if params.get(name)}
+    try:
+        with psycopg.connect(**params, user=role, password=password, connect_timeout=10) as raw:
+            raw.execute("SELECT 1")
+    except psycopg.OperationalError as exc:
+        return INVALID_PASSWORD if INVALID_PASSWORD in str(exc) else str(exc)
+    return "ok"
 
 
 @contextmanager

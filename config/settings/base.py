@@ -385,6 +385,19 @@ ENGRAM = {
     # Tenant isolation by the database (core/tenancy.py): each unit of work runs as its tenant's
     # role, the public schema's work as the maintenance role. Off: search_path only (for measuring).
     "TENANT_ROLES": env.bool("ENGRAM_TENANT_ROLES", default=True),
+    # ...and connects as that role: each tenant's role is a login of its own whose password only the
+    # application can derive, so SQL run in a tenant's unit cannot become another tenant
+    # (docs/decisions/0001-tenant-logins.md). Off: the shared login switches with SET ROLE.
+    "TENANT_LOGINS": env.bool("ENGRAM_TENANT_LOGINS", default=True),
+    # the tenants' login passwords are derived from this (empty: from SECRET_KEY); after changing
+    # it, run manage.py tenant_logins_sync
+    "DB_TENANT_SECRET": env_secret("ENGRAM_DB_TENANT_SECRET", "") or "",
+    # with DATABASE_POOL, each tenant's login has a pool per process: up to max_size connections,
+    # none kept open longer than max_idle seconds unused
+    "TENANT_POOL": {
+        "max_size": env.int("DATABASE_TENANT_POOL_MAX_SIZE", default=4),
+        "max_idle": env.float("DATABASE_TENANT_POOL_MAX_IDLE", default=60.0),
+    },
     "DB_MAINTENANCE_ROLE": env("ENGRAM_DB_MAINTENANCE_ROLE", default="engram_maint"),
     # empty: "<database name>_t_" (roles are per cluster; the prefix keeps databases apart)
     "DB_TENANT_ROLE_PREFIX": env("ENGRAM_DB_TENANT_ROLE_PREFIX", default=""),

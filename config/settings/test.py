@@ -3,10 +3,15 @@
 import os
 
 from .base import *  # noqa: F403
+from .base import env
 
 DEBUG = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# Each test runs in one transaction on one connection and switches tenants inside it, which a
+# login per tenant cannot do: this process switches with SET ROLE (still one role per tenant). The
+# servers and workers the tests start run with logins (tests/factories.py test_database_env).
+ENGRAM["TENANT_LOGINS"] = env.bool("ENGRAM_TENANT_LOGINS", default=False)  # noqa: F405
 # One test database per run, so several test runs can share one PostgreSQL server.
 DATABASES["default"]["TEST"] = {"NAME": f"test_engram_{os.getpid()}"}  # noqa: F405
 

@@ -17,6 +17,18 @@ again), so no tenant's role survives its request or task, whether it ended well 
 the pool (persistent connections), the next unit's first cursor sets its own role before its first
 query all the same.
 
+With tenant logins (``core.tenancy.logins_enabled``), a tenant's unit of work does not ``SET ROLE``
+on the shared login's connection: the connection itself is authenticated as the tenant's role (a
+login with a password derived by ``tenant_password``), so no statement sent on it can switch to
+another tenant's role or to the maintenance role (it is a member of neither). ``unit_login`` names
+the login a unit needs (the tenant's, or ``None``: the shared login of ``DATABASE_URL`` for the
+public schema, ``maintenance()`` and ``login_role()``); ``ensure_connection`` gives back a
+connection of another login before the unit's first statement (to its pool, or closed without the
+pool) and takes one of the right login. A switch of login inside a transaction is refused
+(``TransactionManagementError``): one transaction cannot span two connections. With the pool on,
+each login has a pool of its own per process (``pool``: the shared login's as Django builds it; a
+tenant's from ``ENGRAM["TENANT_POOL"]``, opening connections on demand and closing idle ones).
+
 ``fetch_prepared`` runs one statement as a server-side prepared statement of the connection (a hot
 path's fixed statement: parsed and planned once per connection, not on every call), under the same
 role and search path as a cursor.
@@ -29,13 +41,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import psycopg
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import NO_DB_ALIAS
+from django.db.transaction import TransactionManagementError
 from django_tenants.postgresql_backend.base import DatabaseWrapper as TenantsDatabaseWrapper
 from django_tenants.utils import get_limit_set_calls, get_public_schema_name, quote_schema_name
 
 from core.db.prepared import execute_prepared
-from core.tenancy import RoleOverride, maintenance_role, quote_ident, roles_enabled, tenant_role
+from core.tenancy import (
+    RoleOverride,
+    logins_enabled,
+    maintenance_role,
+    quote_ident,
+    roles_enabled,
+    tenant_password,
+    tenant_role,
+)
 
 RESET_SQL = "RESET ROLE; RESET search_path"
 
@@ -58,9 +80,12 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         #: None, or the role that ``core.tenancy.maintenance()`` / ``login_role()`` asked for
         self.role_override: RoleOverride | None = None
-        self._unit_roles: dict[tuple[RoleOverride | None, str, str], str | None] = {}
+        self._unit_roles: dict[tuple[bool, RoleOverride | None, str, str], tuple[str | None, str | None]] = {}
+        #: the tenant login the connection is (or will be) authenticated as; None: the shared login
+        self.login: str | None = None
         super().__init__(*args, **kwargs)
         self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
+        self.tenant_logins = self.tenant_roles and logins_enabled()
         pool = self.settings_dict["OPTIONS"].get("pool")
         if pool and self.tenant_roles:
             options = {} if pool is True else dict(pool)
@@ -78,24 +103,104 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         if getattr(self, "tenant_roles", False):  # set_tenant runs inside __init__ too
             self.search_path_set_schemas = sent
 
-    def unit_role(self) -> str | None:
-        """The role the connection's next statement runs as (``None``: the login role)."""
-        key = (self.role_override, self.schema_name, self.settings_dict["NAME"])
+    def _unit(self) -> tuple[str | None, str | None]:
+        """(``unit_role``, ``unit_login``) of the current schema and override."""
+        key = (self.tenant_logins, self.role_override, self.schema_name, self.settings_dict["NAME"])
         try:
             return self._unit_roles[key]
         except KeyError:
             pass
         role: str | None
+        login: str | None = None
         if self.role_override == "login":
             role = None
         elif self.role_override == "maintenance" or self.schema_name == get_public_schema_name():
             role = maintenance_role()
         else:
             role = tenant_role(self.schema_name, database=self.settings_dict["NAME"])
+            if self.tenant_logins:  # the connection is the tenant's: its own role, no SET ROLE
+                role, login = None, role
         # the names follow from settings: looked up once, not ~5 µs of settings reads per cursor (the
         # database's name is in the key because the test runner renames it after connecting)
-        self._unit_roles[key] = role
-        return role
+        self._unit_roles[key] = (role, login)
+        return role, login
+
+    def unit_role(self) -> str | None:
+        """The role the connection's next statement switches to (``None``: the role it logged in as)."""
+        return self._unit()[0]
+
+    def unit_login(self) -> str | None:
+        """The tenant login the unit's connection must be authenticated as (``None``: the shared
+        login of ``DATABASE_URL``); always ``None`` without tenant logins."""
+        return self._unit()[1]
+
+    def ensure_connection(self) -> None:
+        """Django's, after giving back a connection of another login than the unit's (see the
+        module docstring). Raises ``TransactionManagementError`` when that connection is inside a
+        transaction."""
+        if self.tenant_logins:
+            login = self.unit_login()
+            if login != self.login:
+                if self.connection is not None:
+                    if self.in_atomic_block or not self.autocommit:
+                        raise TransactionManagementError(
+                            f"cannot run as {login or 'the shared login'} inside a transaction of "
+                            f"{self.login or 'the shared login'}: with tenant logins a transaction "
+                            "belongs to one tenant (or to the public schema's work)"
+                        )
+                    self.close()
+                self.login = login
+        super().ensure_connection()
+
+    def get_connection_params(self) -> dict[str, Any]:
+        """Django's, as the tenant's login (user and derived password) when the unit needs one."""
+        params: dict[str, Any] = super().get_connection_params()
+        if self.login is not None:
+            params["user"] = self.login
+            params["password"] = tenant_password(self.login)
+        return params
+
+    @property
+    def pool(self) -> Any:
+        """The pool lending this connection: Django's (the shared login's), or the current tenant
+        login's (one per alias, database and login in this process, made on first use)."""
+        if self.login is None:
+            return super().pool
+        shared = self.settings_dict["OPTIONS"].get("pool")
+        if not shared:
+            return None
+        key = (self.alias, self.settings_dict["NAME"], self.login)
+        pools = self._connection_pools
+        if key not in pools:
+            from psycopg_pool import ConnectionPool
+
+            shared = {} if shared is True else shared
+            options = {name: shared[name] for name in ("timeout", "max_lifetime") if name in shared}
+            options |= settings.ENGRAM.get("TENANT_POOL") or {}
+            kwargs = {**self.get_connection_params(), "autocommit": True}
+            pool = ConnectionPool(
+                kwargs=kwargs,
+                open=False,
+                configure=self._configure_connection,
+                check=ConnectionPool.check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                reset=reset_pooled_connection,
+                min_size=0,  # a tenant idle for max_idle seconds holds no connection
+                num_workers=1,
+                name=f"{self.alias}:{self.login}",
+                **options,
+            )
+            pools.setdefault(key, pool)  # as Django's: the first thread to set it wins
+        return pools[key]
+
+    def close_pool(self) -> None:
+        """Close the pools of this alias: the shared login's and every tenant login's."""
+        for key in [k for k in self._connection_pools if isinstance(k, tuple) and k[0] == self.alias]:
+            self._connection_pools.pop(key).close()
+        login, self.login = self.login, None
+        try:
+            super().close_pool()
+        finally:
+            self.login = login
 
     def _handle_search_path(self, cursor: Any = None) -> None:
         if not self.tenant_roles:

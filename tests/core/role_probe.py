@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from api.views import ApiView
 from config.urls import urlpatterns as tenant_urlpatterns
+from core.tenancy import quote_ident, tenant_role
 
 OTHER = "other"
 
@@ -32,20 +33,30 @@ def probe_sql(other_schema: str) -> dict[str, object]:
             "(SELECT count(*) FROM memory_semanticmemory)"
         )
         role, login, search_path, pid, own = cursor.fetchone()
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f'SELECT count(*) FROM "{other_schema}".memory_semanticmemory')
-        outcome = "ok"
-    except DatabaseError as exc:
-        outcome = getattr(exc.__cause__, "sqlstate", None) or repr(exc)
+    read_other = f'SELECT count(*) FROM "{other_schema}".memory_semanticmemory'
     return {
         "role": role,
         "login": login,
         "search_path": search_path,
         "pid": pid,
         "own_memories": own,
-        "other_schema": outcome,
+        "other_schema": attempt(read_other),
+        # raw SQL that asks for the other tenant's role first (rolled back either way)
+        "set_role_other": attempt(f"SET LOCAL ROLE {quote_ident(tenant_role(other_schema))}", read_other),
     }
+
+
+def attempt(*statements: str) -> str:
+    """Run ``statements`` in a transaction rolled back at the end: ``"ok"``, or the SQLSTATE of the
+    first that failed (``"42501"``: insufficient_privilege)."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+            transaction.set_rollback(True)
+    except DatabaseError as exc:
+        return getattr(exc.__cause__, "sqlstate", None) or repr(exc)
+    return "ok"
 
 
 class ProbeView(ApiView):

@@ -10,8 +10,7 @@ SQLSTATE of ``SELECT count(*) FROM "<other>".memory_semanticmemory``.
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -23,14 +22,12 @@ from core.db.base import fetch_prepared, reset_pooled_connection
 from core.tenancy import login_role, maintenance, maintenance_role, tenant_role
 from memory.procedural.models import Skill
 from tenants.models import Tenant
-from tenants.services import tenant_create
 from tests.core.role_probe import probe_sql
 from tests.core.role_probe_tasks import cross_schema_probe
 from tests.factories import (
     Caller,
     admin_client,
     asgi_server,
-    make_caller,
     requires_model,
     skill_publish,
     skill_seed,
@@ -267,26 +264,15 @@ def test_a_pooled_connection_goes_back_as_the_login_role(django_db_blocker, tena
             wrapper.close_pool()
 
 
-@pytest.fixture
-def two_tenants(scratch_tenant: Tenant, django_db_blocker) -> Iterator[tuple[Caller, Caller]]:  # type: ignore[no-untyped-def]
-    """Agents with committed keys in two committed tenants (for a server process to see)."""
-    with django_db_blocker.unblock():
-        other, _ = tenant_create(slug=f"scratch_{uuid.uuid4().hex[:8]}")
-        connection.set_schema_to_public()
-        try:
-            yield make_caller(scratch_tenant, "pool-a"), make_caller(other, "pool-b")
-        finally:
-            connection.set_schema_to_public()
-            other.delete(force_drop=True)
-
-
 def test_a_server_with_one_pooled_connection_never_lends_a_tenants_role(two_tenants) -> None:  # type: ignore[no-untyped-def]
     """A real uvicorn with a pool of one connection: a request of tenant A, a request of A that fails
     half-way through a transaction (a 500), then a request of tenant B. Between them a probe
-    borrows the pool's connection and reads its state with the raw driver."""
+    borrows the pool's connection and reads its state with the raw driver. In the SET ROLE mode
+    (tenant logins off), where one connection serves every tenant; with logins, see
+    test_tenant_logins.py."""
     a, b = two_tenants
     schema_a, schema_b = a.tenant.schema_name, b.tenant.schema_name
-    env = {"DJANGO_SETTINGS_MODULE": "tests.core.role_probe_settings"}
+    env = {"DJANGO_SETTINGS_MODULE": "tests.core.role_probe_settings", "ENGRAM_TENANT_LOGINS": "0"}
     env |= {"DATABASE_POOL_MIN_SIZE": "1", "DATABASE_POOL_MAX_SIZE": "1"}
     with asgi_server(app="tests.core.role_probe_asgi:application", **env) as port:
         base = f"http://127.0.0.1:{port}"

@@ -13,10 +13,11 @@ from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 from django_tenants.utils import schema_context
 
-from core.tenancy import login_role, maintenance, maintenance_role, tenant_role
+from core.tenancy import login_role, maintenance, maintenance_role, tenant_password, tenant_role
 from tenants.models import Tenant
 from tenants.roles import database_prepare, tenant_role_drop
 from tenants.services import tenant_create
+from tests.factories import INVALID_PASSWORD, connect_as
 
 
 def fetch(sql: str, params: list[object] | None = None) -> list[tuple[object, ...]]:
@@ -48,7 +49,11 @@ def test_a_tenant_gets_a_role_that_may_use_its_own_schema_and_nothing_else(fresh
         "FROM pg_roles WHERE rolname = %s",
         [role],
     )
-    assert not any((login, superuser, createdb, createrole, bypassrls, inherit))
+    assert not any((superuser, createdb, createrole, bypassrls, inherit))
+    # a login (docs/decisions/0001-tenant-logins.md), but only with the password the app derives
+    assert login
+    assert connect_as(role, "not-the-password") == INVALID_PASSWORD
+    assert connect_as(role, tenant_password(role)) == "ok"
 
     usable = {
         name
@@ -172,7 +177,7 @@ def test_the_login_role_can_only_become_the_maintenance_role_or_a_tenants(db) ->
         name
         for (name,) in fetch(
             "SELECT r.rolname FROM pg_roles r WHERE EXISTS (SELECT 1 FROM pg_database d "
-            "WHERE starts_with(r.rolname, d.datname || '_t_')) AND NOT (r.rolcanlogin OR r.rolsuper "
+            "WHERE starts_with(r.rolname, d.datname || '_t_')) AND NOT (r.rolsuper "
             "OR r.rolcreaterole OR r.rolcreatedb OR r.rolbypassrls OR r.rolinherit)"
         )
     }
