@@ -59,7 +59,9 @@ def _call(
     name, _, port = host.partition(":")
     environ: dict[str, Any] = {
         "REQUEST_METHOD": method,
-        "PATH_INFO": path,
+        # WSGI (PEP 3333) carries the path as its bytes, one character per byte: a server decodes
+        # the URL's percent-escapes into UTF-8 bytes, and Django decodes those as UTF-8
+        "PATH_INFO": path.encode("utf-8").decode("latin-1"),
         "SCRIPT_NAME": "",
         "QUERY_STRING": urlencode({k: v for k, v in (query or {}).items() if v is not None}, doseq=True),
         "SERVER_NAME": name or "localhost",
