@@ -1,6 +1,6 @@
 """What an MCP tool passes to its REST operation arrives as REST would receive it: every tool whose
-operation has a path parameter is called with non-ASCII values in it and must answer what REST
-answers for the same request; and ``/mcp`` refuses the bodies REST refuses (not JSON, not UTF-8, too
+operation has a path parameter is called with non-ASCII values in it (and every string argument with
+a lone surrogate) and must answer what REST answers for the same request; and ``/mcp`` refuses the bodies REST refuses (not JSON, not UTF-8, too
 deep, lone surrogates) with a 400, not a 500."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 import anyio.to_thread
 import httpx
 import pytest
+from django.db import connections
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from api.mcp import dispatch, server
@@ -24,7 +25,9 @@ from tests.factories import Caller, asgi_server, assert_fact, fact, make_caller,
 
 pytestmark = requires_model
 
-NON_ASCII = ["Zürich", "北京"]
+TEXT = ["Zürich", "北京"]
+NOT_TEXT = "a\ud800"  # a lone surrogate: REST refuses it wherever it is, so must every tool
+NON_ASCII = [*TEXT, NOT_TEXT]
 # arguments each tool succeeds or fails with for a reason of its own; each string argument is then
 # replaced by each non-ASCII value in turn (recall: one set per layer, each layer calls other paths)
 BASES: dict[str, list[dict[str, Any]]] = {
@@ -74,17 +77,44 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     yield sent
 
 
+def carries(request: dict[str, Any], value: str) -> bool:
+    """Whether ``request`` has ``value`` in its path, or (for the value that is not text, which REST
+    refuses wherever it is: asking REST again writes nothing) anywhere."""
+    if value in request["path"]:
+        return True
+    if value != NOT_TEXT:
+        return False
+    stack: list[Any] = [request.get("query"), request.get("body")]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and value in item:
+            return True
+    return False
+
+
 def rest_answer(caller: Caller, request: dict[str, Any]) -> tuple[int, Any]:
-    """What REST answers for ``request`` sent over HTTP: the path percent-encoded as UTF-8."""
-    target = quote(request["path"])
+    """What REST answers for ``request`` sent over HTTP: the path percent-encoded as UTF-8. (Run in
+    a worker thread: its database connection is closed at the end, or it would outlive the test.)"""
+    try:
+        return _rest_answer(caller, request)
+    finally:
+        connections.close_all()
+
+
+def _rest_answer(caller: Caller, request: dict[str, Any]) -> tuple[int, Any]:
+    target = quote(request["path"], errors="surrogatepass")
     query = {k: v for k, v in (request.get("query") or {}).items() if v is not None}
     if query:
-        target += "?" + urlencode(query, doseq=True)
+        target += "?" + urlencode(query, doseq=True, errors="surrogatepass")
     body = request.get("body")
     response = caller.client.generic(
         request["method"],
         target,
-        data=b"" if body is None else json.dumps(body).encode(),
+        data=b"" if body is None else json.dumps(body).encode("ascii"),
         content_type="application/json",
     )
     return response.status_code, response.json() if response.content else None
@@ -95,7 +125,7 @@ def test_every_tool_passes_non_ascii_path_values_to_its_rest_operation(
 ) -> None:
     with django_db_blocker.unblock():
         caller = make_caller(scratch_tenant, "unicode-agent")
-        for name in NON_ASCII:  # so an entity's facts answer 200 only when its name arrives whole
+        for name in TEXT:  # so an entity's facts answer 200 only when its name arrives whole
             assert_fact(caller, fact(name, "located_in", {"entity": "Earth"}))
         mcp = server.build_server(lambda ctx: (caller.key, "localhost"))
         calls: list[tuple[tuple[str, ...], Any, tuple[int, Any]]] = []
@@ -112,7 +142,7 @@ def test_every_tool_passes_non_ascii_path_values_to_its_rest_operation(
                             for value in NON_ASCII:
                                 recorded.clear()
                                 result = await session.call_tool(name, {**base, arg: value})
-                                ours = [r for r in recorded if value in r["path"]]
+                                ours = [r for r in recorded if carries(r, value)]
                                 if ours:  # the value went into a path: REST's answer is the oracle
                                     # (asked at once, before the walk writes more; Django off the loop)
                                     rest = await anyio.to_thread.run_sync(rest_answer, caller, ours[-1])
