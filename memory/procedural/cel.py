@@ -458,7 +458,13 @@ def evaluate(tree: lark.Tree, variables: Mapping[str, Any], *, steps: int = EVAL
     costliest expressions that fit in ``MAX_EXPRESSION_CHARS``.
     """
     budget = _Budget(tree_size(tree) + steps)
-    safe = {**base_functions, "_&&_": _and, "_||_": _or, "duration": _duration, "matches": _matcher(budget)}
+    safe: dict[str, Callable[..., Any]] = {
+        **base_functions,
+        "_&&_": _and,
+        "_||_": _or,
+        "duration": _duration,
+        "matches": _matcher(budget),
+    }
     functions = {name: _metered(function, budget) for name, function in safe.items()}
     runner = _environment().program(tree, functions=functions)
     evaluator = _MeteredEvaluator(tree, runner.new_activation(), budget)
