@@ -12,8 +12,11 @@ folded by ``all()`` (cel-python quotes both operands in the next error), and the
 expressions (no macro: each node evaluated once). For each: its length, the outcome (refused, or
 the constant it evaluates to), the time of ``cel.check`` with the parse cache cleared (median and
 worst of ``--repeat`` runs; parsing 2,000 characters alone takes up to ~100 ms) and the worst time
-of the evaluation alone. The figures are printed and stored as JSON (``--out``, by default
-``benchmarks/results/cel_cost.json``, kept with the code).
+of the evaluation alone. Then whole skills: as many copies of
+an expression as one skill may hold (``validation.MAX_STEPS``, ``validation.MAX_CONDITION_CHARS``),
+compiled by ``validation.compile_skill`` (its conditions share ``cel.SKILL_EVALUATION_STEPS``). The
+figures are printed and stored as JSON (``--out``, by default ``benchmarks/results/cel_cost.json``,
+kept with the code).
 
 No services needed::
 
@@ -37,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from memory.procedural import cel  # noqa: E402  (the path above first)
+from memory.procedural import cel, validation  # noqa: E402  (the path above first)
 
 LIMIT = cel.MAX_EXPRESSION_CHARS
 NAMES = [f"v{i}" for i in range(200)]
@@ -147,6 +150,53 @@ def measure(text: str, repeat: int) -> dict[str, Any]:
     }
 
 
+NOOP = validation.ToolContract(
+    "noop", 1, {"type": "object", "properties": {}, "required": []}, {"type": "object", "properties": {}}
+)
+
+
+def skill(conditions: list[str]) -> list[dict[str, Any]]:
+    return [{"id": f"s{i}", "tool": "noop", "when": text} for i, text in enumerate(conditions)]
+
+
+def fill(condition: str) -> list[str]:
+    """As many copies of ``condition`` as a skill may hold (steps, and characters of conditions)."""
+    return [condition] * min(validation.MAX_STEPS, validation.MAX_CONDITION_CHARS // len(condition))
+
+
+# whole skills: the conditions of one skill share a budget (cel.SKILL_EVALUATION_STEPS) and a length
+SKILLS: dict[str, Callable[[], list[str]]] = {
+    "skill: 10 of the longest list literal": lambda: fill(FAMILIES["plain: the longest list literal"]()),
+    "skill: 10 of the widest 3-level .all()": lambda: fill(FAMILIES["nested .all(), 3 levels, widest"]()),
+    "skill: 125 of the 5-level .all()": lambda: fill(FAMILIES["nested .all(), 5 levels of 10"]()),
+    "skill: 200 of a .all() under its own budget": lambda: fill(
+        "[" + ",".join(str(i) for i in range(1, 41)) + "].all(x, x > 0)"
+    ),
+}
+
+
+def measure_skill(conditions: list[str], repeat: int) -> dict[str, Any]:
+    """``validation.compile_skill`` over one step per condition, parse cache cleared, in ms."""
+    times, refused = [], 0
+    for _ in range(repeat):
+        cel._parse.cache_clear()
+        started = time.perf_counter()
+        compiled = validation.compile_skill(
+            steps=skill(conditions), input_schema={"type": "object", "properties": {}}, tools={"noop": NOOP}
+        )
+        times.append((time.perf_counter() - started) * 1000)
+        refused = sum(
+            1 for p in compiled.problems if p.path.endswith(".when")
+        )  # over budget, or always false
+    return {
+        "conditions": len(conditions),
+        "chars": sum(map(len, conditions)),
+        "outcome": f"{refused} with a problem at their when",
+        "compile_median_ms": round(statistics.median(times), 1),
+        "compile_max_ms": round(max(times), 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -167,10 +217,18 @@ def main() -> None:
             f"{name:<{width}}  {row['chars']:>5}  {row['check_median_ms']:>9}  {row['check_max_ms']:>9}  "
             f"{row['evaluate_max_ms'] if row['evaluate_max_ms'] is not None else '-':>12}  {row['outcome']}"
         )
+    skills = {name: measure_skill(build(), args.repeat) for name, build in SKILLS.items()}
+    print(f"\n{'whole skill':<{width}}  conditions  chars  compile p50  compile max  outcome (ms)")
+    for name, row in skills.items():
+        print(
+            f"{name:<{width}}  {row['conditions']:>10}  {row['chars']:>5}  {row['compile_median_ms']:>11}  "
+            f"{row['compile_max_ms']:>11}  {row['outcome']}"
+        )
     print(
         f"worst: check {max(r['check_max_ms'] for r in rows.values())} ms, of which evaluation at most "
         f"{max(r['evaluate_max_ms'] or 0 for r in rows.values())} ms "
-        f"(step budget: tree size + {cel.EVALUATION_STEPS}); load average {os.getloadavg()[0]:.1f}"
+        f"(step budget: tree size + {cel.EVALUATION_STEPS}); a whole skill's compile "
+        f"{max(r['compile_max_ms'] for r in skills.values())} ms; load average {os.getloadavg()[0]:.1f}"
     )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +239,10 @@ def main() -> None:
         "load_average": os.getloadavg()[0],
         "evaluation_steps": cel.EVALUATION_STEPS,
         "repeat": args.repeat,
+        "skill_evaluation_steps": cel.SKILL_EVALUATION_STEPS,
+        "max_condition_chars": validation.MAX_CONDITION_CHARS,
         "expressions": rows,
+        "skills": skills,
     }
     out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"stored in {out}")

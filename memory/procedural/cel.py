@@ -39,8 +39,10 @@ from celpy.evaluation import CELEvalError, Evaluator, base_functions
 
 MAX_EXPRESSION_CHARS = 2000
 # What evaluating an expression may cost beyond one visit of each node of its tree (see ``evaluate``):
-# about 10 ms, while ``[1, 2, 3].all(x, x > 0)`` costs about 100.
+# about 10 ms, while ``[1, 2, 3].all(x, x > 0)`` costs about 100; and what the conditions of one
+# skill may cost so in all (a ``Budget`` they share).
 EVALUATION_STEPS = 1000
+SKILL_EVALUATION_STEPS = 10 * EVALUATION_STEPS
 
 
 @dataclass(frozen=True)
@@ -241,9 +243,13 @@ class _TreeCache:
 _parse = _TreeCache(max_nodes=100_000)
 
 
-def check(text: str, variables: Mapping[str, CelType], *, expect: CelType | None = BOOL) -> CheckResult:
+def check(
+    text: str, variables: Mapping[str, CelType], *, expect: CelType | None = BOOL, pool: Budget | None = None
+) -> CheckResult:
     """Parse and type-check ``text`` with ``variables`` in scope; with ``expect``, the expression
-    must have that type (or ``dyn``). Raises ``CelCheckError`` naming the first problem."""
+    must have that type (or ``dyn``). An expression that names no variable is evaluated
+    (``evaluate``, drawing on ``pool`` when given). Raises ``CelCheckError`` naming the first
+    problem (``CelCostError`` for an evaluation over its budget)."""
     tree = parse(text)
     checker = _Checker(dict(variables))
     try:
@@ -255,7 +261,7 @@ def check(text: str, variables: Mapping[str, CelType], *, expect: CelType | None
     constant = None
     if not checker.used:
         try:
-            constant = _to_python(evaluate(tree, {}))
+            constant = _to_python(evaluate(tree, {}, pool=pool))
         except CelCostError as exc:
             raise CelCostError(
                 f"{exc.message} It names no input, so it is always true or always false: write that."
@@ -271,6 +277,15 @@ class CelCostError(CelCheckError):
 
 class _OverBudget(Exception):
     pass
+
+
+class Budget:
+    """Steps that several evaluations share (``evaluate``'s ``pool``): ``left`` goes down by what
+    each spends beyond its tree's size."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.left = steps
 
 
 class _Budget:
@@ -441,10 +456,17 @@ def tree_size(tree: lark.Tree) -> int:
     )
 
 
-def evaluate(tree: lark.Tree, variables: Mapping[str, Any], *, steps: int = EVALUATION_STEPS) -> Any:
+def evaluate(
+    tree: lark.Tree,
+    variables: Mapping[str, Any],
+    *,
+    steps: int = EVALUATION_STEPS,
+    pool: Budget | None = None,
+) -> Any:
     """Evaluate a parse tree (``parse``) with ``variables`` (cel-python values) bound, within a budget
-    of ``tree_size(tree) + steps`` steps; returns the cel-python value. Raises ``CelCostError`` when
-    the budget runs out, and cel-python's errors for errors at run time (``1 / 0``).
+    of ``tree_size(tree) + steps`` steps, ``steps`` no more than what is left in ``pool`` (which pays
+    for what this evaluation spends beyond its tree's size); returns the cel-python value. Raises
+    ``CelCostError`` when the budget runs out, and cel-python's errors for errors at run time (``1 / 0``).
 
     A step is a node visited (a macro visits its body once per element, so nesting multiplies:
     ``[1,...,10].all(a, [1,...,10].all(b, ...))`` five levels deep is 100,000 visits in 159
@@ -457,7 +479,9 @@ def evaluate(tree: lark.Tree, variables: Mapping[str, Any], *, steps: int = EVAL
     condition later (at run time) must go through it. ``benchmarks/cel_cost.py`` measures the
     costliest expressions that fit in ``MAX_EXPRESSION_CHARS``.
     """
-    budget = _Budget(tree_size(tree) + steps)
+    size = tree_size(tree)
+    extra = steps if pool is None else max(0, min(steps, pool.left))
+    budget = _Budget(size + extra)
     safe: dict[str, Callable[..., Any]] = {
         **base_functions,
         "_&&_": _and,
@@ -471,10 +495,16 @@ def evaluate(tree: lark.Tree, variables: Mapping[str, Any], *, steps: int = EVAL
     try:
         return evaluator.evaluate(dict(variables))
     except _OverBudget:
+        shared = ""
+        if pool is not None and extra < steps:
+            shared = f" (the rest of the {pool.steps} it shares with the expressions checked before it)"
         raise CelCostError(
-            f"Evaluating this expression takes more than {tree_size(tree) + steps} steps (a macro "
+            f"Evaluating this expression takes more than {size + extra} steps{shared} (a macro "
             "evaluates its body once per element; nested macros multiply that)."
         ) from None
+    finally:
+        if pool is not None:
+            pool.left -= max(0, min(extra, extra - budget.left))
 
 
 def _to_python(value: Any) -> object:

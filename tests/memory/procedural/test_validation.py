@@ -397,6 +397,45 @@ def test_every_way_to_make_evaluation_costly_is_bounded(condition: str, refused:
     assert outcome is refused
 
 
+def many_steps(conditions: list[str]) -> list[dict[str, Any]]:
+    """The first password-reset step, then one step per condition."""
+    steps = [copy.deepcopy(PASSWORD_RESET_STEPS[0])]
+    for i, condition in enumerate(conditions, start=1):
+        steps.append(
+            {
+                "id": f"s{i}",
+                "tool": "send_email",
+                "when": condition,
+                "params": {"to": {"$ref": "input.email"}, "template": "follow_up", "data": {"n": i}},
+            }
+        )
+    return steps
+
+
+def test_the_constant_conditions_of_a_skill_share_one_budget() -> None:
+    # each within its own budget, together far over what a skill may take: the later ones are refused
+    condition = "[" + ",".join(str(i) for i in range(1, 41)) + "].all(x, x > 0)"
+    cel.check("true", {})
+    started = time.perf_counter()
+    errors = problems(many_steps([condition] * 100))
+    elapsed = time.perf_counter() - started
+    assert cel.check(condition, {}).constant is True
+    refused = [path for path in errors if path.endswith(".when")]
+    assert refused and "steps[1].when" not in refused and "steps[100].when" in refused, errors
+    assert "the rest of the 10000" in errors["steps[100].when"][0]
+    assert elapsed < 2.0, elapsed
+
+
+def test_the_conditions_of_a_skill_are_bounded_in_all() -> None:
+    condition = "input.email != '" + "x" * 1980 + "'"
+    assert problems(many_steps([condition] * 10)) == {}
+    assert problems(many_steps([condition] * 11)) == {
+        "steps": [
+            f"The steps' when conditions hold at most 20000 characters in all ({11 * len(condition)} here)."
+        ]
+    }
+
+
 def test_the_parse_cache_is_bounded_by_nodes_not_entries() -> None:
     cache = cel._TreeCache(max_nodes=1000)
     for i in range(100):
