@@ -18,6 +18,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_serializer
 from rest_framework import serializers
 
+from api.parameters import PATH_PARAMETERS
+
 ERROR_DESCRIPTIONS = {
     400: "Bad input: `errors` names each field by its path (`events[1].occurred_at`).",
     401: "No API key, or a malformed, unknown or revoked one.",
@@ -56,22 +58,6 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
             "bearerFormat": "egm.<tenant>.<key id>.<secret>",
             "description": "A per-agent API key, shown once when it is created.",
         }
-
-
-ID_PATTERN = "^[A-Za-z0-9._-]{1,200}$"
-# what the path parameters really accept (the views check them; the URL patterns take any segment)
-PATH_PARAMETERS: dict[str, dict[str, Any]] = {
-    "execution_id": {"type": "string", "pattern": ID_PATTERN},
-    "session_id": {"type": "string", "pattern": ID_PATTERN},
-    "key": {"type": "string", "pattern": ID_PATTERN},
-    "field": {"type": "string", "pattern": ID_PATTERN},
-    "agent": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,100}$"},
-    "memory_id": {"type": "string", "format": "uuid"},
-    "fact_id": {"type": "integer", "minimum": 1},
-    "step_index": {"type": "integer", "minimum": 0},
-    "name": {"type": "string", "minLength": 1, "maxLength": 300},
-    "number": {"type": "integer", "minimum": 1},
-}
 
 
 class EngramAutoSchema(AutoSchema):

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from agents.models import Agent, ApiKey
 from api.exceptions import error_response, flatten_errors
+from api.parameters import check_parameters
 from tenants.models import Tenant
 
 
@@ -27,7 +28,9 @@ class AgentRequest(Request):
 
 
 class ApiView(APIView):
-    """An ``APIView`` that refuses query parameters it does not know (400 naming each one).
+    """An ``APIView`` that refuses query parameters it does not know (400 naming each one), and NUL
+    characters or malformed client-chosen ids in any parameter (``api.parameters``), before its
+    handler runs.
 
     ``get_query_params``: the names a GET accepts (every other method accepts none);
     ``delete_query_params``: the names a DELETE accepts; ``repeatable_query_params``: those that may
@@ -40,6 +43,7 @@ class ApiView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
+        check_parameters(kwargs, dict(request.query_params.lists()))
         if request.method in ("GET", "HEAD"):
             allowed = self.get_query_params
         elif request.method == "DELETE":

@@ -45,6 +45,15 @@ class RestResult:
         return self.status < 400
 
 
+def _json_bytes(value: Any) -> bytes:
+    """``value`` as a client would send it: UTF-8 JSON, and a lone surrogate (not text, which UTF-8
+    cannot carry) as its JSON escape, for REST to refuse it as it refuses it from anyone."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value).encode("ascii")
+
+
 def _call(
     *,
     key: str,
@@ -55,13 +64,18 @@ def _call(
     host: str,
     idempotency_key: str | None,
 ) -> RestResult:
-    data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+    data = b"" if body is None else _json_bytes(body)
     name, _, port = host.partition(":")
     environ: dict[str, Any] = {
         "REQUEST_METHOD": method,
-        "PATH_INFO": path,
+        # WSGI (PEP 3333) carries the path as its bytes, one character per byte: a server decodes
+        # the URL's percent-escapes into UTF-8 bytes, and Django decodes those as UTF-8 (a lone
+        # surrogate's bytes are not UTF-8: Django keeps them percent-encoded, as from a client)
+        "PATH_INFO": path.encode("utf-8", "surrogatepass").decode("latin-1"),
         "SCRIPT_NAME": "",
-        "QUERY_STRING": urlencode({k: v for k, v in (query or {}).items() if v is not None}, doseq=True),
+        "QUERY_STRING": urlencode(
+            {k: v for k, v in (query or {}).items() if v is not None}, doseq=True, errors="surrogatepass"
+        ),
         "SERVER_NAME": name or "localhost",
         "SERVER_PORT": port or "80",
         "SERVER_PROTOCOL": "HTTP/1.1",

@@ -20,11 +20,18 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from api.exceptions import error_body
-from api.fields import CleanCharField, JSONValueField, StrictIntegerField, StrictSerializer
+from api.fields import (
+    CleanCharField,
+    JSONValueField,
+    StrictIntegerField,
+    StrictSerializer,
+    tenant_json_max_depth,
+)
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
 from api.views import AgentRequest, ApiView
-from core.errors import NotFound
+from core.canonical_json import json_check
+from core.errors import InvalidInput, NotFound
 from core.redis import check_id
 from memory.checkpoints import selectors, services
 from memory.checkpoints.models import (
@@ -174,16 +181,27 @@ MAX_METADATA_FILTER_LENGTH = 512
 
 
 class MetadataQueryField(CleanCharField):
-    """A JSON object in a query parameter (``{"source": "loop"}`` URL-encoded)."""
+    """A JSON object in a query parameter (``{"source": "loop"}`` URL-encoded), held to the rules of
+    a JSON value in a body: no NUL (``"\\u0000"`` decodes to one), no lone surrogate, the tenant's
+    nesting limit (as ``api.fields.JSONValueField`` and ``api.parsers.StrictJSONParser``)."""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:  # type: ignore[override]  # parsed JSON
         text = super().to_internal_value(data)
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise serializers.ValidationError("Expected a JSON object.") from None
         if not isinstance(value, dict):
             raise serializers.ValidationError("Expected a JSON object.")
+        try:
+            json_check(value, root=self.field_name or "metadata", max_depth=tenant_json_max_depth())
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except InvalidInput as exc:
+            raise serializers.ValidationError(exc.message) from None
+        except UnicodeEncodeError:
+            raise serializers.ValidationError(
+                "Lone surrogate characters (e.g. \\ud800) are not text."
+            ) from None
         return value
 
 

@@ -48,6 +48,9 @@ from . import cel
 
 MAX_STEPS = 200
 MAX_RETRIES = 10
+# all the when conditions of a skill together (one may have cel.MAX_EXPRESSION_CHARS): parsing 2,000
+# characters of CEL takes up to ~100 ms, so 200 conditions of 2,000 would hold one compile for 20 s
+MAX_CONDITION_CHARS = 20_000
 STEP_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")  # a CEL identifier too: steps.<id>.output
 STEP_KEYS = frozenset({"id", "tool", "params", "when", "on_error", "retries", "output_as"})
 ON_ERROR_KEYWORDS = ("stop", "retry", "skip")
@@ -329,6 +332,16 @@ def compile_skill(
     if len(steps) > MAX_STEPS:
         problems.append(Problem("steps", f"At most {MAX_STEPS} steps."))
         return Compiled(problems)
+    conditions = sum(len(s["when"]) for s in steps if isinstance(s, dict) and isinstance(s.get("when"), str))
+    if conditions > MAX_CONDITION_CHARS:
+        problems.append(
+            Problem(
+                "steps",
+                f"The steps' when conditions hold at most {MAX_CONDITION_CHARS} characters in all "
+                f"({conditions} here).",
+            )
+        )
+        return Compiled(problems)
 
     parsed: list[_Step] = []
     ids: dict[str, int] = {}
@@ -543,6 +556,7 @@ def _flow(
     """
     incoming: list[list[set[int]]] = [[] for _ in range(len(steps) + 1)]
     incoming[0].append(set())
+    pool = cel.Budget(cel.SKILL_EVALUATION_STEPS)  # what the skill's constant conditions may take in all
     available: list[set[int] | None] = []
     for step in steps:
         edges = incoming[step.index]
@@ -555,7 +569,7 @@ def _flow(
         condition = step.raw.get("when")
         if isinstance(condition, str):
             try:
-                result = cel.check(condition, _scope(input_type, steps, here))
+                result = cel.check(condition, _scope(input_type, steps, here), pool=pool)
             except cel.CelCheckError as exc:
                 problems.append(Problem(_step_path(step.index, "when"), f"when: {exc}", step.id, step.index))
             else:

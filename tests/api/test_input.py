@@ -26,6 +26,24 @@ def test_impossible_datetimes_are_400(alice: Caller, when: str) -> None:
     assert alice.get("/api/v1/events", {"since": when}).status_code == 400
 
 
+# JSON values that are not (JSON, Unicode text, or shallow enough to walk): each, in place of a value of
+# a body, makes the body one the API refuses with a 400 naming it. /mcp is fed the same
+# (tests/api/mcp/test_mcp_inputs.py).
+MALFORMED_VALUES = {
+    "not JSON": b'{"a": ',
+    "not UTF-8": b'"Z\xfcrich \xff\xfe"',  # Latin-1
+    "3,000 levels deep": b"[" * 3000 + b"]" * 3000,
+    "a lone surrogate": b'"a\\ud800"',
+}
+
+
+@pytest.mark.parametrize("value", MALFORMED_VALUES.values(), ids=MALFORMED_VALUES.keys())
+def test_a_body_that_is_not_json_text_is_a_400_naming_the_body(alice: Caller, value: bytes) -> None:
+    response = raw_post(alice, "/api/v1/memories", b'{"content": ' + value + b"}")
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "parse_error" and "body" in response.json()["errors"]
+
+
 @pytest.mark.parametrize(
     "path", ["/api/v1/events", "/api/v1/memories", "/api/v1/facts", "/api/v1/sessions/s1/checkpoints"]
 )

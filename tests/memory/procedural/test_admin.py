@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from django.test import Client
@@ -22,6 +23,7 @@ from tests.factories import (
     skill_publish,
     skill_seed,
 )
+from tests.memory.procedural.test_validation import nested_all
 
 pytestmark = requires_model
 
@@ -188,6 +190,22 @@ def test_publish_diff_and_rollback_through_the_admin(
             1,
             "user:op",
         )
+
+
+def test_a_stored_proposal_with_a_costly_condition_does_not_hold_up_the_queue(
+    alice: Caller, bob: Caller, draft: SkillVersion, operator: Client
+) -> None:
+    # proposed before conditions were evaluated within a budget: the queue compiles it on every load
+    response = bob.post("/api/v1/skills/reset-password/versions", {"steps": PASSWORD_RESET_STEPS})
+    number = response.json()["version"]["number"]
+    steps = [dict(step) for step in PASSWORD_RESET_STEPS]
+    steps[4]["when"] = nested_all(5)
+    with tenant_context(alice.tenant):
+        SkillVersion.objects.filter(skill_id=draft.skill_id, number=number).update(steps=steps)
+    started = time.perf_counter()
+    queue = operator.get("/admin/memory/skill/proposals/").content.decode()
+    assert time.perf_counter() - started < 2.0
+    assert f"reset-password v{number}" in queue and "Evaluating this expression takes more than" in queue
 
 
 def test_a_publish_based_on_a_stale_view_changes_nothing(

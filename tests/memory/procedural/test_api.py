@@ -22,6 +22,7 @@ from tests.factories import (
     skill_seed,
     tools_define,
 )
+from tests.memory.procedural.test_validation import nested_all
 from tests.memory.semantic.test_embedder_unavailable import embedder_endpoint
 
 pytestmark = requires_model  # skills are embedded with the tenant's model
@@ -184,6 +185,18 @@ def test_a_proposal_that_does_not_compile_is_a_400_naming_each_step_and_path(ali
     assert {p["step"] for p in body["problems"]} == {"reset", "follow_up"}
     with tenant_context(alice.tenant):
         assert not Skill.objects.exists()
+
+
+def test_a_condition_too_costly_to_evaluate_is_a_400_naming_the_step(alice: Caller) -> None:
+    tools_define(alice)
+    steps = copy.deepcopy(PASSWORD_RESET_STEPS)
+    steps[4]["when"] = nested_all(5)  # names no input, so the compiler evaluates it: 10 ** 5 times its body
+    response = alice.post("/api/v1/skills", {**PASSWORD_RESET, "steps": steps})
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert list(body["errors"]) == ["steps[4].when"]
+    assert "Evaluating this expression takes more than" in body["errors"]["steps[4].when"][0]
+    assert [p["step"] for p in body["problems"]] == ["follow_up"]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ one that passes, errors naming the step and the JSON path. Pure functions: no da
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -314,6 +315,135 @@ def test_a_step_whose_condition_is_always_false_never_runs() -> None:
     errors = problems(steps_with(4, when="1 > 2"))
     assert errors == {"steps[4].when": ["Step 'follow_up' (#5): Never runs: its condition is always false."]}
     assert problems(steps_with(4, when="2 > 1")) == {}
+
+
+# --- 7b. a condition that names no input is evaluated within a step budget ------------------------------
+
+
+def nested_all(levels: int, items: int = 10) -> str:
+    """``[1,...,items].all(v0, [1,...,items].all(v1, ... true))``: ``items ** levels`` evaluations."""
+    values = "[" + ",".join(str(i) for i in range(1, items + 1)) + "]"
+    text = "true"
+    for level in reversed(range(levels)):
+        text = f"{values}.all(v{level},{text})"
+    return text
+
+
+def doubling(levels: int) -> str:
+    """A list twice as long per level (``a + a``), 2 ** levels elements at the end."""
+    text = f"size(v{levels}) > 0"
+    for level in reversed(range(1, levels + 1)):
+        text = f"[v{level - 1}+v{level - 1}].all(v{level},{text})"
+    return f"[[1]].all(v0,{text})"
+
+
+def shared(levels: int) -> str:
+    """A list holding the one before twice; comparing the last walks 2 ** levels leaves."""
+    text = f"v{levels - 1} == v{levels - 1}"
+    for level in reversed(range(levels)):
+        prev = "1" if level == 0 else f"v{level - 1}"
+        text = f"[[{prev},{prev}]].all(v{level},{text})"
+    return text
+
+
+def test_a_constant_condition_too_costly_to_evaluate_is_refused_at_once() -> None:
+    cel.check("true", {})  # the parser is built on first use
+    condition = nested_all(5)  # 159 characters, 10 ** 5 evaluations of its body
+    assert len(condition) == 159
+    times = []
+    for _ in range(3):  # the best of three: the machine may be busy with something else
+        cel._parse.cache_clear()
+        started = time.perf_counter()
+        errors = problems(steps_with(4, when=condition))
+        times.append(time.perf_counter() - started)
+    assert list(errors) == ["steps[4].when"], errors
+    assert errors["steps[4].when"][0].startswith(
+        "Step 'follow_up' (#5): when: Evaluating this expression takes"
+    )
+    assert "always true or always false" in errors["steps[4].when"][0]
+    assert min(times) < 0.1, times
+
+
+def test_a_constant_condition_with_a_small_macro_is_still_evaluated() -> None:
+    assert cel.check("[1, 2, 3].all(x, x > 0)", {}).constant is True
+    assert cel.check("[1, 2, 3].all(a, [1, 2, 3].all(b, a + b > 1))", {}).constant is True
+    assert problems(steps_with(4, when="[1, 2, 3].exists(x, x > 5)")) == {
+        "steps[4].when": ["Step 'follow_up' (#5): Never runs: its condition is always false."]
+    }
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("condition", "refused"),
+    [
+        (doubling(24), True),  # 16 million elements
+        (shared(22), True),  # 4 million comparisons
+        (" || ".join(["1/0 > 0"] * 24), False),  # each error quoted whole in the next one: 280 MB
+        ("[" + ",".join(["0"] * 24) + "].all(x, 1/x > 0)", False),  # the same through all()
+        (f"duration('{'a' * 24}!') > duration('1s')", False),  # cel-python's check backtracks: 2 ** 24
+        (" || ".join(["'b'.matches('\\\\pL{1000}')"] * 20), True),  # 80 ms to fail to compile, each
+    ],
+    ids=["doubling", "shared", "errors-or", "errors-all", "duration", "regex"],
+)
+def test_every_way_to_make_evaluation_costly_is_bounded(condition: str, refused: bool) -> None:
+    cel.check("true", {})
+    started = time.perf_counter()
+    try:
+        cel.check(condition, {})
+        outcome = False
+    except cel.CelCostError:
+        outcome = True
+    assert time.perf_counter() - started < 1.0
+    assert outcome is refused
+
+
+def many_steps(conditions: list[str]) -> list[dict[str, Any]]:
+    """The first password-reset step, then one step per condition."""
+    steps = [copy.deepcopy(PASSWORD_RESET_STEPS[0])]
+    for i, condition in enumerate(conditions, start=1):
+        steps.append(
+            {
+                "id": f"s{i}",
+                "tool": "send_email",
+                "when": condition,
+                "params": {"to": {"$ref": "input.email"}, "template": "follow_up", "data": {"n": i}},
+            }
+        )
+    return steps
+
+
+def test_the_constant_conditions_of_a_skill_share_one_budget() -> None:
+    # each within its own budget, together far over what a skill may take: the later ones are refused
+    condition = "[" + ",".join(str(i) for i in range(1, 41)) + "].all(x, x > 0)"
+    cel.check("true", {})
+    started = time.perf_counter()
+    errors = problems(many_steps([condition] * 100))
+    elapsed = time.perf_counter() - started
+    assert cel.check(condition, {}).constant is True
+    refused = [path for path in errors if path.endswith(".when")]
+    assert refused and "steps[1].when" not in refused and "steps[100].when" in refused, errors
+    assert "the rest of the 10000" in errors["steps[100].when"][0]
+    assert elapsed < 2.0, elapsed
+
+
+def test_the_conditions_of_a_skill_are_bounded_in_all() -> None:
+    condition = "input.email != '" + "x" * 1980 + "'"
+    assert problems(many_steps([condition] * 10)) == {}
+    assert problems(many_steps([condition] * 11)) == {
+        "steps": [
+            f"The steps' when conditions hold at most 20000 characters in all ({11 * len(condition)} here)."
+        ]
+    }
+
+
+def test_the_parse_cache_is_bounded_by_nodes_not_entries() -> None:
+    cache = cel._TreeCache(max_nodes=1000)
+    for i in range(100):
+        cache(f"input.n + {i} > 3")
+    assert 900 < cache.nodes <= 1000 and cache.nodes == sum(size for _, size in cache.trees.values())
+    assert "input.n + 99 > 3" in cache.trees and "input.n + 0 > 3" not in cache.trees  # the oldest went
+    big = "[" + ",".join(["1"] * 20) + "] == []"  # over a tenth of the cache: parsed, not kept
+    assert cel.tree_size(cache(big)) > 100 and big not in cache.trees
 
 
 # --- the step's own shape -----------------------------------------------------------------------------

@@ -167,6 +167,35 @@ def test_text_relevance_knows_term_rarity(alice: Caller) -> None:
     assert all(r["components"]["text_relevance"] < 0.1 for r in results[1:])
 
 
+def test_each_tenant_ranks_by_its_own_word_statistics(alice: Caller, mallory: Caller) -> None:
+    # the statistics are cached per tenant: "meeting" is everywhere in alpha and rare in beta, "Oslo"
+    # the other way round, so a search in beta weighed by alpha's statistics (read first, and cached)
+    # would rank beta's memories the wrong way round
+    for i in range(12):
+        remember(alice, f"Weekly meeting number {i} about the roadmap.", scope="shared")
+        remember(mallory, f"Oslo office note number {i} about the lease.", scope="shared")
+    remember(alice, "The Oslo meeting got cancelled.", scope="shared")
+    remember(mallory, "The board meeting got cancelled.", scope="shared")
+    for tenant in (alice.tenant, mallory.tenant):
+        with tenant_context(tenant), maintenance(), connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_semanticmemory")
+            cursor.execute("ANALYZE memory_lexicalposting")
+    selectors._lexicon.clear()
+    try:
+        in_alpha = search(alice, "Oslo meeting", k=20)
+        in_beta = search(mallory, "Oslo meeting", k=20)
+        with tenant_context(mallory.tenant):
+            beta_idf = selectors.lexeme_idf(["oslo", "meet"])
+    finally:
+        selectors._lexicon.clear()  # the statistics roll back with the test; the cache must not outlive them
+    assert in_alpha[0]["memory"]["content"] == "The Oslo meeting got cancelled."
+    assert in_alpha[0]["components"]["text_relevance"] == 1.0
+    relevance = {r["memory"]["content"]: r["components"]["text_relevance"] for r in in_beta}
+    assert relevance.pop("The board meeting got cancelled.") == 1.0, relevance
+    assert relevance and all(value < 0.1 for value in relevance.values()), relevance
+    assert beta_idf["meet"] > 10 * beta_idf["oslo"] > 0
+
+
 def test_one_round_trip_search_sets_its_hnsw_options_for_itself_alone(scratch_tenant: Tenant) -> None:
     # outside any transaction (autocommit, as a request runs): the options travel with the statement,
     # are in force for it (an iterative scan finds every visible row behind hidden nearer ones) and
