@@ -4,6 +4,8 @@ Stateless, with JSON responses (see ``build_server``). Each request must carry `
 ``resolve_api_key`` refuses, is a 401 with the API's error body before the SDK sees it. Tool calls
 are then authorised again by the REST operation they run (scopes, tenant), so a key revoked
 between two calls is refused at once even while this gate remembers it (``KEY_CHECK_SECONDS``).
+When PostgreSQL is unavailable the key cannot be checked: a 503 with the API's error body and
+``Retry-After`` (a tool call whose key the gate remembers gets its REST operation's 503 body).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from mcp.server.fastmcp import Context, FastMCP
 from rest_framework.exceptions import AuthenticationFailed
 
 from agents.authentication import parse_bearer, resolve_api_key
-from api.exceptions import error_body
+from api.exceptions import domain_error_body, domain_error_headers, error_body
+from core.db.availability import database_errors
+from core.errors import DatabaseUnavailable
 from core.tenancy import activate_public
 
 from .server import Refused, build_server
@@ -59,7 +63,8 @@ def _refusal(raw_header: bytes | None) -> str | None:
         return None
     close_old_connections()
     try:
-        resolve_api_key(key)
+        with database_errors():  # PostgreSQL down: DatabaseUnavailable, a 503
+            resolve_api_key(key)
     except AuthenticationFailed as exc:
         return str(exc.detail)
     finally:
@@ -86,20 +91,30 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
-        reason = await anyio.to_thread.run_sync(_refusal, headers.get(b"authorization"))
+        try:
+            reason = await anyio.to_thread.run_sync(_refusal, headers.get(b"authorization"))
+        except DatabaseUnavailable as exc:  # the key could not be checked: retry later
+            await _answer(send, exc.status, domain_error_body(exc), domain_error_headers(exc))
+            return
         if reason is not None:
-            body = json.dumps(error_body(reason, "not_authenticated")).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b"Bearer"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            body = error_body(reason, "not_authenticated")
+            await _answer(send, 401, body, {"WWW-Authenticate": "Bearer"})
             return
         await self.app(scope, receive, send)
+
+
+async def _answer(send: Send, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
+    """Send a JSON response of ``status`` with ``body`` and ``headers``."""
+    content = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                *((name.lower().encode(), value.encode()) for name, value in headers.items()),
+                (b"content-length", str(len(content)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": content})

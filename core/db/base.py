@@ -17,6 +17,9 @@ again), so no tenant's role survives its request or task, whether it ended well 
 the pool (persistent connections), the next unit's first cursor sets its own role before its first
 query all the same.
 
+New connections fail fast while PostgreSQL cannot be reached, with the pool or without
+(``core.db.availability``).
+
 ``fetch_prepared`` runs one statement as a server-side prepared statement of the connection (a hot
 path's fixed statement: parsed and planned once per connection, not on every call), under the same
 role and search path as a cursor.
@@ -34,6 +37,7 @@ from django.db.backends.base.base import NO_DB_ALIAS
 from django_tenants.postgresql_backend.base import DatabaseWrapper as TenantsDatabaseWrapper
 from django_tenants.utils import get_limit_set_calls, get_public_schema_name, quote_schema_name
 
+from core.db import availability
 from core.db.prepared import execute_prepared
 from core.tenancy import RoleOverride, maintenance_role, quote_ident, roles_enabled, tenant_role
 
@@ -62,10 +66,25 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         super().__init__(*args, **kwargs)
         self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
         pool = self.settings_dict["OPTIONS"].get("pool")
-        if pool and self.tenant_roles:
-            options = {} if pool is True else dict(pool)
-            options.setdefault("reset", reset_pooled_connection)
+        if pool:
+            options = availability.pool_options({} if pool is True else dict(pool))
+            if self.tenant_roles:
+                options.setdefault("reset", reset_pooled_connection)
             self.settings_dict["OPTIONS"]["pool"] = options
+
+    @property
+    def pool(self) -> Any:
+        """Django's psycopg pool, as a ``core.db.availability.GuardedPool`` (``None``: no pool)."""
+        pool = super().pool
+        return None if pool is None else availability.guard(pool)
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        """Django's, failing fast while PostgreSQL cannot be reached (``core.db.availability``)."""
+        if self.pool is not None:
+            return super().get_new_connection(conn_params)  # the pool's attempts report themselves
+        return availability.connect_direct(
+            lambda: super(DatabaseWrapper, self).get_new_connection(conn_params), conn_params
+        )
 
     def set_tenant(self, tenant: Any, include_public: bool = True) -> None:
         """django-tenants' ``set_tenant``, keeping what the connection was last sent: the next
