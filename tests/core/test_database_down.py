@@ -250,7 +250,7 @@ def test_postgresql_down_or_hung_is_a_fast_503_at_every_door_and_the_server_reco
     host, key = hosted
     url = f"postgres://{connection.settings_dict['USER']}@127.0.0.1:{proxy.port}/{connection.settings_dict['NAME']}"
     proxy.set("hang")  # from the start: this server has no connection to fall back on
-    with asgi_server(DATABASE_URL=url, DATABASE_POOL=pool) as port:
+    with asgi_server(DATABASE_URL=url, DATABASE_POOL=pool, DATABASE_CONNECT_TIMEOUT="2") as port:
         doors = Doors(port, host, key)
         hung = assert_fast_503s(doors, HUNG_LIMIT)
 
