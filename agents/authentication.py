@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.db import DEFAULT_DB_ALIAS
 from django.utils import timezone
-from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
+from django_tenants.utils import tenant_context
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from core.db.base import fetch_prepared
 from core.tenancy import activate_tenant, quote_ident
 from tenants.models import Tenant
+from tenants.selectors import tenant_get
 
 from .models import Agent, ApiKey
 
@@ -26,19 +27,14 @@ _tenant_cache: dict[str, tuple[float, Tenant | None]] = {}
 
 
 def _tenant_for_schema(schema_name: str) -> Tenant | None:
-    """Active tenant by schema name, cached per process for a few seconds (one query saved per call).
-
-    Read in the public schema (as the maintenance role) whatever schema the connection is in: a
-    thread that last worked for a tenant runs as that tenant's role, which may not read the tenants
-    table (issue 12)."""
+    """Active tenant by schema name (``tenants.selectors.tenant_get``, which reads it in the public
+    schema whatever schema the connection is in), cached per process for a few seconds (one query
+    saved per call)."""
     now = time.monotonic()
     hit = _tenant_cache.get(schema_name)
     if hit and now - hit[0] < _TENANT_CACHE_SECONDS:
         return hit[1]
-    with schema_context(get_public_schema_name()):
-        tenant = Tenant.objects.filter(schema_name=schema_name, is_active=True).first()
-    if tenant is not None and tenant.schema_name == get_public_schema_name():
-        tenant = None
+    tenant = tenant_get(schema_name=schema_name, active_only=True)
     _tenant_cache[schema_name] = (now, tenant)
     return tenant
 

@@ -12,12 +12,13 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from core.errors import DomainError
+from core.db.availability import unavailable
+from core.errors import DomainError, ServiceUnavailable
 
 
 def error_body(
@@ -76,6 +77,42 @@ def domain_error_body(exc: DomainError) -> dict[str, Any]:
     return error_body(exc.message, exc.code, field=exc.field, errors=exc.errors, extra=exc.extra)
 
 
+def domain_error_headers(exc: DomainError) -> dict[str, str]:
+    """The headers of a ``DomainError``'s response: ``Retry-After`` (seconds) for a 503 that knows it."""
+    if isinstance(exc, ServiceUnavailable) and exc.retry_after is not None:
+        return {"Retry-After": str(exc.retry_after)}
+    return {}
+
+
+def domain_error_response(exc: DomainError) -> JsonResponse:
+    """A ``DomainError`` as a plain Django response (body and headers as the exception handler's),
+    for code outside DRF's views."""
+    return JsonResponse(domain_error_body(exc), status=exc.status, headers=domain_error_headers(exc))
+
+
+UNAVAILABLE_PAGE = (
+    '<!doctype html>\n<html lang="en">\n<head><title>Service unavailable (503)</title></head>\n'
+    "<body><h1>Service unavailable (503)</h1><p>{detail}</p></body>\n</html>\n"
+)
+
+
+def unavailable_response(request: HttpRequest, exc: BaseException) -> HttpResponse | None:
+    """The 503 for ``exc`` when it means PostgreSQL is unavailable (``None`` otherwise), outside
+    DRF's views: the API's error body under ``/api/``, a plain page elsewhere (the admin: no
+    traceback, no template that could touch the database), both with ``Retry-After``."""
+    answer = unavailable(exc)
+    if answer is None:
+        return None
+    if request.path.startswith("/api/"):
+        return domain_error_response(answer)
+    return HttpResponse(
+        UNAVAILABLE_PAGE.format(detail=answer.message),
+        status=answer.status,
+        headers=domain_error_headers(answer),
+        content_type="text/html; charset=utf-8",
+    )
+
+
 def batch_errors(errors: Any, *, name: str, single: bool) -> dict[str, Any]:
     """A ``many=True`` serializer's errors (a list of per-item dicts) as paths: ``<name>[i].<field>``
     for a batch, the plain field names when the body was one object."""
@@ -102,10 +139,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """Map domain, Django and DRF errors to ``{"detail", "code", "errors"?}`` responses.
 
     Shapes: validation errors → 400 with ``errors`` keyed by field (nested for nested input);
-    malformed JSON → 400 with ``errors.body``; ``DomainError`` → its status with ``errors[field]``.
+    malformed JSON → 400 with ``errors.body``; ``DomainError`` → its status with ``errors[field]``
+    (and ``Retry-After`` when a 503 knows it); PostgreSQL unavailable (``core.db.availability``) →
+    ``DatabaseUnavailable``'s 503.
     """
+    exc = unavailable(exc) or exc
     if isinstance(exc, DomainError):
-        return Response(domain_error_body(exc), status=exc.status)
+        return Response(domain_error_body(exc), status=exc.status, headers=domain_error_headers(exc))
     if isinstance(exc, RequestDataTooBig):
         message = "The request body is larger than this server accepts."
         return Response(error_body(message, "too_large", field="body"), status=413)

@@ -1,5 +1,6 @@
 """The API's middleware: requests start on the public schema without a hostname lookup (their key names
-their tenant), and oversized bodies are refused before they are read."""
+their tenant), oversized bodies are refused before they are read, and PostgreSQL being unavailable
+is a 503 (``api.exceptions.unavailable_response``) wherever a request meets it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django_tenants.middleware.main import TenantMainMiddleware
 
-from api.exceptions import error_response
+from api.exceptions import error_response, unavailable_response
 from core.tenancy import activate_public, current_tenant
 
 API_PREFIX = "/api/"
@@ -27,8 +28,29 @@ class TenantMiddleware(TenantMainMiddleware):
             request.tenant = current_tenant()  # type: ignore[attr-defined]
             request.urlconf = settings.PUBLIC_SCHEMA_URLCONF
             return None
-        response: HttpResponse | None = super().process_request(request)
+        try:
+            response: HttpResponse | None = super().process_request(request)
+        except Exception as exc:  # the host's tenant is read from PostgreSQL
+            answer = unavailable_response(request, exc)
+            if answer is None:
+                raise
+            return answer
         return response
+
+
+class DatabaseUnavailableMiddleware:
+    """A 503 instead of a 500 when a view (the admin's, the metrics page, anything outside DRF's
+    exception handler) fails because PostgreSQL is unavailable: ``api.exceptions.unavailable_response``.
+    ``handler500`` does the same for errors outside views (with ``DEBUG`` off)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return unavailable_response(request, exception)
 
 
 class ApiBodyLimitMiddleware:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, ClassVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -12,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from agents.models import Agent, ApiKey
-from api.exceptions import error_response, flatten_errors
+from api.exceptions import error_response, flatten_errors, unavailable_response
 from api.parameters import check_parameters
 from tenants.models import Tenant
 
@@ -94,7 +95,12 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: a JSON body for API paths (no traceback, whatever ``DEBUG`` says of pages),
-    Django's plain page elsewhere. The error itself is logged by Django's request handler."""
+    Django's plain page elsewhere; a 503 when the error is PostgreSQL being unavailable
+    (``api.exceptions.unavailable_response``, for errors outside views such as a middleware's). The
+    error itself is logged by Django's request handler."""
+    error = sys.exc_info()[1]  # Django calls this while handling the error
+    if error is not None and (answer := unavailable_response(request, error)) is not None:
+        return answer
     if _is_api(request):
         return error_response("Internal server error; it has been logged.", "server_error", status=500)
     return defaults.server_error(request)

@@ -65,7 +65,17 @@ class PayloadTooLarge(DomainError):
 
 
 class ServiceUnavailable(DomainError):
-    """A backing service (Redis for working memory) cannot be reached; retry later."""
+    """A backing service (Redis for working memory) cannot be reached; retry later. ``retry_after``:
+    the seconds to wait, when known (the ``Retry-After`` header)."""
 
     status = 503
     code = "unavailable"
+    retry_after: int | None = None
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    """PostgreSQL cannot be reached or cannot take the request now (``core.db.availability``)."""
+
+    def __init__(self, *, retry_after: int) -> None:
+        super().__init__("The database (PostgreSQL) is unavailable right now; retry later.")
+        self.retry_after = retry_after

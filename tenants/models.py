@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
-from django.db import models
+from django.db import models, transaction
 from django_tenants.models import DomainMixin, TenantMixin
 from django_tenants.utils import get_public_schema_name, schema_exists
 
@@ -176,13 +177,30 @@ class Tenant(TenantMixin):
     def __str__(self) -> str:
         return f"{self.name} ({self.schema_name})"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """django-tenants' save; a new tenant's row, schema, tables, role and grants commit in one
+        transaction (``create_schema`` runs inside it). Until then no other connection sees the
+        tenant: a sweep listing tenants, a key naming it, a task queued for it would otherwise find
+        the row while its role does not exist yet (``role ... does not exist``), for as long as the
+        tenant migrations run."""
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """django-tenants' delete (role, schema when asked, then the row) in one transaction: the
+        row never outlives its role for another connection either."""
+        with transaction.atomic():
+            return super().delete(*args, **kwargs)
+
     def create_schema(
         self, check_if_exists: bool = False, sync_schema: bool = True, verbosity: int = 1
     ) -> bool:
         """django-tenants' schema creation (the schema, then the tenant migrations in it), as the
         maintenance role, followed by the tenant's role (``tenants.roles.tenant_role_ensure``).
-        Every way of creating a tenant goes through here (``tenant_create``, the platform admin)."""
-        with maintenance():
+        Every way of creating a tenant goes through here (``tenant_create``, the platform admin),
+        inside ``save``'s transaction. A savepoint of its own: when a step fails, django-tenants'
+        clean-up (``delete``) can still run its statements before the error goes on."""
+        with transaction.atomic(), maintenance():
             created = super().create_schema(
                 check_if_exists=check_if_exists, sync_schema=sync_schema, verbosity=verbosity
             )

@@ -4,6 +4,8 @@ Stateless, with JSON responses (see ``build_server``). Each request must carry `
 ``resolve_api_key`` refuses, is a 401 with the API's error body before the SDK sees it. Tool calls
 are then authorised again by the REST operation they run (scopes, tenant), so a key revoked
 between two calls is refused at once even while this gate remembers it (``KEY_CHECK_SECONDS``).
+When PostgreSQL is unavailable the key cannot be checked: a 503 with the API's error body and
+``Retry-After`` (a tool call whose key the gate remembers gets its REST operation's 503 body).
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from mcp.types import INVALID_REQUEST, PARSE_ERROR
 from rest_framework.exceptions import AuthenticationFailed, ParseError
 
 from agents.authentication import parse_bearer, resolve_api_key
-from api.exceptions import error_body
+from api.exceptions import domain_error_body, domain_error_headers, error_body
 from api.parsers import StrictJSONParser
+from core.db.availability import database_errors
+from core.errors import DatabaseUnavailable
 from core.tenancy import activate_public
 
 from .server import Refused, build_server
@@ -63,7 +67,8 @@ def _refusal(raw_header: bytes | None) -> str | None:
         return None
     close_old_connections()
     try:
-        resolve_api_key(key)
+        with database_errors():  # PostgreSQL down: DatabaseUnavailable, a 503
+            resolve_api_key(key)
     except AuthenticationFailed as exc:
         return str(exc.detail)
     finally:
@@ -159,7 +164,12 @@ class McpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
-        reason = await anyio.to_thread.run_sync(_refusal, headers.get(b"authorization"))
+        try:
+            reason = await anyio.to_thread.run_sync(_refusal, headers.get(b"authorization"))
+        except DatabaseUnavailable as exc:  # the key could not be checked: retry later
+            extra = tuple((k.lower().encode(), v.encode()) for k, v in domain_error_headers(exc).items())
+            await _send_json(send, exc.status, domain_error_body(exc), extra)
+            return
         if reason is not None:
             body = error_body(reason, "not_authenticated")
             await _send_json(send, 401, body, ((b"www-authenticate", b"Bearer"),))
@@ -178,3 +188,4 @@ class McpHttp:
                 return
             receive = _replay(raw, receive)
         await self.app(scope, receive, send)
+

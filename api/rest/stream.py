@@ -15,13 +15,14 @@ import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
-from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
 from agents.authentication import parse_bearer, resolve_api_key
-from api.exceptions import domain_error_body, error_response
+from api.exceptions import domain_error_response, error_response
+from core.db.availability import database_errors
 from core.errors import DomainError
 from core.redis import UNAVAILABLE_MESSAGE, check_id
 from memory.working.services import updates_channel
@@ -35,7 +36,8 @@ def _authenticate(header: str | None, execution_id: str) -> tuple[str, str]:
         raw = parse_bearer(header)
         if raw is None:
             raise exceptions.NotAuthenticated("Authentication credentials were not provided.")
-        tenant, agent, api_key = resolve_api_key(raw)
+        with database_errors():  # PostgreSQL down: a 503 (DatabaseUnavailable), not a 500
+            tenant, agent, api_key = resolve_api_key(raw)
         if not api_key.has_scope("read"):
             raise exceptions.PermissionDenied("This API key lacks the 'read' scope.")
         check_id(execution_id, field="execution_id")
@@ -64,7 +66,7 @@ async def execution_stream(request: HttpRequest, execution_id: str) -> HttpRespo
     except exceptions.PermissionDenied as exc:
         return error_response(str(exc.detail), "permission_denied", status=403)
     except DomainError as exc:
-        return JsonResponse(domain_error_body(exc), status=exc.status)
+        return domain_error_response(exc)
 
     client = aioredis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5)
     pubsub = client.pubsub()

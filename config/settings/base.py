@@ -78,6 +78,7 @@ TENANT_LIMIT_SET_CALLS = True
 MIDDLEWARE = [
     "api.middleware.TenantMiddleware",  # django-tenants', without the host lookup for /api/
     "api.middleware.ApiBodyLimitMiddleware",
+    "api.middleware.DatabaseUnavailableMiddleware",  # PostgreSQL down: a 503, not a 500
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -121,6 +122,14 @@ DATABASES["default"]["ENGINE"] = "core.db"
 DATABASES["default"]["HOST"] = unquote(DATABASES["default"].get("HOST", ""))
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL down or hung is a 503 within about 2 s (core/db/availability.py), not a 500 after the
+# pool's timeout: a new connection waits at most DATABASE_CONNECT_TIMEOUT seconds (libpq's minimum is
+# 2; a hung server would hold it for psycopg's default of 130 s), and after a failure to reach the
+# server new connections are refused at once for DATABASE_UNAVAILABLE_FOR seconds (the Retry-After).
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+    "connect_timeout", env.int("DATABASE_CONNECT_TIMEOUT", default=2)
+)
+DATABASE_UNAVAILABLE_FOR = env.float("DATABASE_UNAVAILABLE_FOR", default=2.0)
 # Under ASGI (uvicorn) Django runs each request's sync code in a thread of its own, and connections
 # are per thread: persistent connections are never reused and every request would open a new
 # PostgreSQL connection (~10 ms). A psycopg pool (Django >= 5.1) lends connections to those threads;
@@ -130,6 +139,7 @@ if env.bool("DATABASE_POOL", default=True):
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
         "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=10),
+        # seconds a request waits while every pooled connection is busy (not while the server is down)
         "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

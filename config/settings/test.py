@@ -12,6 +12,11 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # login per tenant cannot do: this process switches with SET ROLE (still one role per tenant). The
 # servers and workers the tests start run with logins (tests/factories.py test_database_env).
 ENGRAM["TENANT_LOGINS"] = env.bool("ENGRAM_TENANT_LOGINS", default=False)  # noqa: F405
+# A loaded machine (CI beside other runs) may take seconds to start a backend: the suite's connections
+# wait up to 10 s, so one slow start does not make this process refuse connections for a while
+# (core/db/availability.py). tests/core/test_database_down.py gives its server the default of 2 s.
+if "DATABASE_CONNECT_TIMEOUT" not in os.environ:
+    DATABASES["default"]["OPTIONS"]["connect_timeout"] = 10  # noqa: F405
 # One test database per run, so several test runs can share one PostgreSQL server.
 DATABASES["default"]["TEST"] = {"NAME": f"test_engram_{os.getpid()}"}  # noqa: F405
 

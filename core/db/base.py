@@ -29,6 +29,9 @@ pool) and takes one of the right login. A switch of login inside a transaction i
 each login has a pool of its own per process (``pool``: the shared login's as Django builds it; a
 tenant's from ``ENGRAM["TENANT_POOL"]``, opening connections on demand and closing idle ones).
 
+New connections fail fast while PostgreSQL cannot be reached, with the pool or without
+(``core.db.availability``).
+
 ``fetch_prepared`` runs one statement as a server-side prepared statement of the connection (a hot
 path's fixed statement: parsed and planned once per connection, not on every call), under the same
 role and search path as a cursor.
@@ -48,6 +51,7 @@ from django.db.transaction import TransactionManagementError
 from django_tenants.postgresql_backend.base import DatabaseWrapper as TenantsDatabaseWrapper
 from django_tenants.utils import get_limit_set_calls, get_public_schema_name, quote_schema_name
 
+from core.db import availability
 from core.db.prepared import execute_prepared
 from core.tenancy import (
     RoleOverride,
@@ -87,10 +91,19 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
         self.tenant_logins = self.tenant_roles and logins_enabled()
         pool = self.settings_dict["OPTIONS"].get("pool")
-        if pool and self.tenant_roles:
-            options = {} if pool is True else dict(pool)
-            options.setdefault("reset", reset_pooled_connection)
+        if pool:
+            options = availability.pool_options({} if pool is True else dict(pool))
+            if self.tenant_roles:
+                options.setdefault("reset", reset_pooled_connection)
             self.settings_dict["OPTIONS"]["pool"] = options
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        """Django's, failing fast while PostgreSQL cannot be reached (``core.db.availability``)."""
+        if self.pool is not None:
+            return super().get_new_connection(conn_params)  # the pool's attempts report themselves
+        return availability.connect_direct(
+            lambda: super(DatabaseWrapper, self).get_new_connection(conn_params), conn_params
+        )
 
     def set_tenant(self, tenant: Any, include_public: bool = True) -> None:
         """django-tenants' ``set_tenant``, keeping what the connection was last sent: the next
@@ -163,26 +176,27 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
     @property
     def pool(self) -> Any:
         """The pool lending this connection: Django's (the shared login's), or the current tenant
-        login's (one per alias, database and login in this process, made on first use)."""
+        login's (one per alias, database and login in this process, made on first use); either is a
+        ``core.db.availability.GuardedPool``, failing fast while PostgreSQL cannot be reached."""
         if self.login is None:
-            return super().pool
+            pool = super().pool
+            return None if pool is None else availability.guard(pool)
         shared = self.settings_dict["OPTIONS"].get("pool")
         if not shared:
             return None
         key = (self.alias, self.settings_dict["NAME"], self.login)
         pools = self._connection_pools
         if key not in pools:
-            from psycopg_pool import ConnectionPool
-
             shared = {} if shared is True else shared
-            options = {name: shared[name] for name in ("timeout", "max_lifetime") if name in shared}
+            inherited = ("timeout", "max_lifetime", "connection_class", "reconnect_timeout")
+            options = {name: shared[name] for name in inherited if name in shared}
             options |= settings.ENGRAM.get("TENANT_POOL") or {}
             kwargs = {**self.get_connection_params(), "autocommit": True}
-            pool = ConnectionPool(
+            pool = availability.GuardedPool(
                 kwargs=kwargs,
                 open=False,
                 configure=self._configure_connection,
-                check=ConnectionPool.check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                check=availability.GuardedPool.check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
                 reset=reset_pooled_connection,
                 min_size=0,  # a tenant idle for max_idle seconds holds no connection
                 num_workers=1,

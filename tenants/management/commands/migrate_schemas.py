@@ -13,8 +13,9 @@ from typing import Any
 
 from django.db import connection
 from django_tenants.management.commands.migrate_schemas import MigrateSchemasCommand
-from django_tenants.utils import get_public_schema_name, get_tenant_model
+from django_tenants.utils import get_public_schema_name
 
+from core.tasks import tenant_schemas
 from core.tenancy import maintenance, roles_enabled
 from tenants.roles import database_prepare, tenant_roles_sync
 
@@ -33,6 +34,5 @@ class Command(MigrateSchemasCommand):
                 if self.schema_name and self.schema_name != public:
                     schemas = [self.schema_name]
                 else:
-                    tenants = get_tenant_model().objects.exclude(schema_name=public)
-                    schemas = list(tenants.values_list("schema_name", flat=True))
+                    schemas = tenant_schemas()
                 tenant_roles_sync(schema_names=schemas)
