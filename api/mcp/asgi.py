@@ -65,9 +65,9 @@ def _refusal(raw_header: bytes | None) -> str | None:
     digest = hashlib.sha256(key.encode()).hexdigest()
     if _checked.get(digest, 0.0) > time.monotonic():
         return None
-    close_old_connections()
     try:
         with database_errors():  # PostgreSQL down: DatabaseUnavailable, a 503
+            close_old_connections()
             resolve_api_key(key)
     except AuthenticationFailed as exc:
         return str(exc.detail)
@@ -188,4 +188,3 @@ class McpHttp:
                 return
             receive = _replay(raw, receive)
         await self.app(scope, receive, send)
-

@@ -165,6 +165,16 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
                 self.login = login
         super().ensure_connection()
 
+    def close_if_unusable_or_obsolete(self) -> None:
+        """Django's (run at the start and end of each request and task), but a connection of another
+        login than the unit's is given back without a round trip: Django's check of its autocommit
+        would otherwise connect as the unit's login first, only to close that."""
+        if self.tenant_logins and self.connection is not None and not self.in_atomic_block:
+            if self.unit_login() != self.login:
+                self.close()
+                return
+        super().close_if_unusable_or_obsolete()
+
     def get_connection_params(self) -> dict[str, Any]:
         """Django's, as the tenant's login (user and derived password) when the unit needs one."""
         params: dict[str, Any] = super().get_connection_params()
@@ -196,7 +206,9 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
                 kwargs=kwargs,
                 open=False,
                 configure=self._configure_connection,
-                check=availability.GuardedPool.check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                check=availability.GuardedPool.check_connection
+                if self.settings_dict["CONN_HEALTH_CHECKS"]
+                else None,
                 reset=reset_pooled_connection,
                 min_size=0,  # a tenant idle for max_idle seconds holds no connection
                 num_workers=1,

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django_tenants.utils import get_public_schema_name
 
-from tenants.models import Tenant
+from core.tasks import tenant_schemas
 from tenants.roles import tenant_roles_sync
 
 
@@ -18,8 +17,5 @@ class Command(BaseCommand):
     help = "Re-derive every tenant login's password from the current secret and check its grants."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        schemas = Tenant.objects.exclude(schema_name=get_public_schema_name()).values_list(
-            "schema_name", flat=True
-        )
-        done = tenant_roles_sync(schema_names=list(schemas))
+        done = tenant_roles_sync(schema_names=tenant_schemas())
         self.stdout.write(f"{done} tenant logins updated")
