@@ -36,7 +36,7 @@ from memory.consolidation.services import summaries_paused
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
 
-from . import lifecycle, signing
+from . import lifecycle, redaction, signing
 from .exporting import EVENT_TABLE, archive_write, scope_where
 from .models import (
     Anchor,
@@ -514,7 +514,7 @@ def export_download_record(*, export: Export, username: str) -> Event:
 
 # --- the data lifecycle: retention rules, legal holds, erasure -----------------------------------------------
 
-LIFECYCLE_SESSION = "compliance:lifecycle"  # the trail session of retention passes and erasures
+LIFECYCLE_SESSION = redaction.LIFECYCLE_SESSION  # the trail session of retention passes and erasures
 RETENTION_JOB = "retention"
 
 
@@ -599,7 +599,10 @@ def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None
     now = now or timezone.now()
     size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
     try:
-        with summaries_paused():  # see erasure_run: redactions and the summaries covering them
+        decided = redaction.redactions_decided(
+            job=RETENTION_JOB, label=f"Retention run #{run.pk}", basis={"retention_run": run.pk}
+        )
+        with summaries_paused(), decided:  # see erasure_run: redactions and the summaries covering them
             _retention_layers(run, now=now, size=size)
     except Exception as exc:  # recorded on the run; the next daily run starts afresh
         logger.exception("retention run %s failed", run.pk)
@@ -825,17 +828,22 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         signing.key_id()  # no receipt can be signed without the key: stop before erasing anything
         _refuse_if_held(kind, value)
         lap("holds")
-        for name in ERASURE_STEPS:
-            if name in PAUSED_STEPS:
-                continue
-            _erase_layer(request.pk, name, kind, value, size)
-            lap(name)
-        # no summary pass may read an event before its redaction and write its text after the
-        # summaries covering it were removed
-        with summaries_paused():
-            for name in PAUSED_STEPS:
+        # each batch of events redacted is named by a signed decision of the erasure
+        decided = redaction.redactions_decided(
+            job="erasure", label=f"Erasure {str(request.pk)[:8]}", basis={"erasure_id": str(request.pk)}
+        )
+        with decided:
+            for name in ERASURE_STEPS:
+                if name in PAUSED_STEPS:
+                    continue
                 _erase_layer(request.pk, name, kind, value, size)
                 lap(name)
+            # no summary pass may read an event before its redaction and write its text after the
+            # summaries covering it were removed
+            with summaries_paused():
+                for name in PAUSED_STEPS:
+                    _erase_layer(request.pk, name, kind, value, size)
+                    lap(name)
         with transaction.atomic():
             if kind == TargetKind.ENTITY:
                 gone = lifecycle.erase_entity_rows(value)
