@@ -63,6 +63,24 @@ def chain_status() -> ChainStatus:
     )
 
 
+@dataclass(frozen=True)
+class Head:
+    """The chain head row: the last event's ``seq`` (0: an empty log) and ``hash``."""
+
+    seq: int
+    hash: str
+
+
+def chain_head() -> Head:
+    head = ChainHead.objects.filter(pk=1).first()
+    return Head(head.last_seq, head.last_hash) if head else Head(0, "")
+
+
+def anchor_of(*, seq: int, hash_value: str) -> Anchor | None:
+    """The first anchor of the chain at (``seq``, ``hash_value``), or None."""
+    return Anchor.objects.filter(seq=seq, hash=hash_value).order_by("id").first()
+
+
 def chain_check_get(*, check_id: int) -> ChainCheck | None:
     return ChainCheck.objects.filter(pk=check_id).first()
 
