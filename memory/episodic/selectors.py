@@ -182,6 +182,14 @@ def _owner_of(hash_value: str) -> int | None:
     return None if row is None else int(row[0])
 
 
+def _last_row() -> tuple[int, str]:
+    """The seq and hash of the last row of the log (``0`` and the genesis hash when it is empty)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT seq, hash FROM {_TABLE} ORDER BY seq DESC LIMIT 1")
+        row = cursor.fetchone()
+    return (0, GENESIS_HASH) if row is None else (int(row[0]), str(row[1]))
+
+
 def _stored_hash(seq: int) -> str | None:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT hash FROM {_TABLE} WHERE seq = %s", [seq])
@@ -365,10 +373,15 @@ def chain_verify(
         if expected_prev is None:
             expected_prev = _stored_hash(segment.first - 1) if segment.first > 1 else GENESIS_HASH
         stop = None if segment.last is None else segment.last + 1
+        rows_before = scan.checked
         last_seq, last_hash = _scan_segment(
             scan, segment.first, stop, expected_prev, chunk_size=chunk_size, progress=progress
         )
         to_end = segment.last is None
+        if to_end and scan.checked == rows_before and segment.first > 1:
+            # no row from ``first`` on: the head and the anchors are held against the last row
+            # there is, not the one the segment was linked to (it may be gone)
+            last_seq, last_hash = _last_row()
     scan.settle_rest()
 
     if to_end:

@@ -167,3 +167,18 @@ def test_anchors_are_counted_once_however_many_copies_were_read(ten: Caller, tmp
         check = verify()  # reads the two anchors in the database and their two copies in the sink
     assert check.status == CheckStatus.INTACT and check.anchors_checked == 2
     assert "2 signed anchors checked" in panel(officer)
+
+
+def test_a_scheduled_check_finds_the_last_events_deleted_when_no_event_came_after(
+    ten: Caller, rotation: int
+) -> None:
+    with tenant_context(ten.tenant):
+        assert services.chain_check_scheduled().status == CheckStatus.INTACT  # type: ignore[union-attr]
+        head = Event.objects.order_by("-seq").first()
+        assert head is not None
+        with behind_the_triggers() as cursor:  # the head row still says the log ends at head.seq
+            cursor.execute("DELETE FROM memory_event WHERE seq >= %s", [head.seq - 1])
+        check = services.chain_check_scheduled()
+    assert check is not None and check.scope == "incremental" and check.status == CheckStatus.BROKEN
+    assert [f["kind"] for f in check.findings] == [FindingKind.TRUNCATED]
+    assert f"the chain head says #{head.seq}, the log ends at #{head.seq - 2}" in check.findings[0]["message"]
