@@ -689,8 +689,10 @@ def retention_run(*, run_id: int, now: datetime | None = None, batch: int | None
     their rule and under no legal hold, ``batch`` at a time (``ENGRAM_LIFECYCLE_BATCH``), each batch
     one transaction that locks only its rows (``SKIP LOCKED``: rows another transaction holds wait
     for the next run; batches follow the primary key) and adds its count to the run, so
-    no lock is held long and a run that was interrupted resumes where it stopped. When every
-    layer is done, logs one system decision (``job:retention``) with what was removed per layer.
+    no lock is held long and a run that was interrupted resumes where it stopped. Each batch of
+    events redacted is named by a signed decision of ``job:retention`` (``compliance.redaction``;
+    the run fails at once without a signing key). When every layer is done, logs one system
+    decision (``job:retention``) with what was removed per layer.
     A run already finished is returned as it is. On an error the run is ``failed`` (logged) and
     the next run takes over."""
     run = RetentionRun.objects.filter(pk=run_id).first()
