@@ -240,7 +240,7 @@ LAYERS: tuple[Layer, ...] = (
         },
         # a decision that accounts for redactions stays whole (the chain check reads it)
         pending=Q(redacted_at__isnull=True)
-        & ~Q(kind=EventKind.DECISION, payload_index__action=REDACTION_ACTION),
+        & ~Q(kind=EventKind.DECISION, payload_index__contains={"action": REDACTION_ACTION}),
         aged=lambda cutoff, _kind: Q(occurred_at__lt=cutoff),
         load=("pk", "session_id"),
         remove=_events_remove,

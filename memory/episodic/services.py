@@ -295,7 +295,8 @@ def events_redact(*, event_ids: Sequence[int], decision: RedactionDecision) -> l
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"SELECT seq FROM {Event._meta.db_table} WHERE id = ANY(%s) AND redacted_at IS NULL "
-            f"AND NOT (kind = %s AND payload_index ->> 'action' = %s) ORDER BY seq FOR UPDATE",
+            "AND NOT (kind = %s AND payload_index @> jsonb_build_object('action', %s::text)) "
+            "ORDER BY seq FOR UPDATE",
             [list(event_ids), EventKind.DECISION, REDACTION_ACTION],
         )
         seqs = [int(row[0]) for row in cursor.fetchall()]

@@ -30,7 +30,7 @@ BEGIN
             OLD.kind, OLD.occurred_at, OLD.recorded_at, OLD.hash_version, OLD.body_digest,
             OLD.prev_hash, OLD.hash)
        AND NEW.redacted_by > OLD.seq
-       AND NOT (OLD.kind = 'decision' AND OLD.payload_index ->> 'action' = 'events_redact')
+       AND NOT (OLD.kind = 'decision' AND OLD.payload_index @> '{"action": "events_redact"}')
     THEN
         RETURN NEW;  -- a redaction: the body goes, the chained fields stay (the statement's check follows)
     END IF;

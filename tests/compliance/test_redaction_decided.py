@@ -151,7 +151,9 @@ def test_retention_names_every_event_it_redacts_in_signed_decisions(alice: Calle
 
 def test_an_erasure_names_the_events_it_redacts(ten: Caller) -> None:
     with tenant_context(ten.tenant):
-        append(ten.agent, 3, session_id="s-gone")
+        append(ten.agent, 2, session_id="s-gone")
+        # an agent's own decision: no "action" in its payload, redacted like any event of the session
+        decision_record(agent=ten.agent, session_id="s-gone", content="chose plan B", payload={"plan": "B"})
         request = services.erasure_request(
             kind="session", value="s-gone", legal_basis="GDPR Art. 17", note="", username="olga"
         )
