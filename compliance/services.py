@@ -254,6 +254,7 @@ def account_delete(*, obj: User | Group, username: str) -> None:
 
 
 SCHEDULED_CHECK_JOB = "job:scheduled-verify"
+SCHEDULED_CHECKS_KEPT_DAYS = 7  # intact incremental checks kept in the history
 
 
 def chain_check_request(*, requested_by: str, scope: str = CheckScope.FULL) -> ChainCheck:
@@ -397,7 +398,8 @@ def chain_check_scheduled() -> ChainCheck | None:
     a new event is named by the next check, and a change to an older one within
     ``CHAIN_RECHECK_SECONDS`` (+ one interval). Nothing (None) while another check of the tenant,
     queued or running, was started within the last hour or ten intervals (one left by a killed
-    worker stops blocking after that)."""
+    worker stops blocking after that). Intact incremental checks older than
+    ``SCHEDULED_CHECKS_KEPT_DAYS`` are deleted from the history."""
     interval = float(settings.ENGRAM["CHAIN_CHECK_SECONDS"])
     recent = timezone.now() - timedelta(seconds=max(3600.0, 10 * interval))
     with transaction.atomic():
@@ -409,7 +411,15 @@ def chain_check_scheduled() -> ChainCheck | None:
         check = ChainCheck.objects.create(
             requested_by=SCHEDULED_CHECK_JOB, scope=CheckScope.INCREMENTAL, status=CheckStatus.RUNNING
         )
-    return chain_check_run(check_id=check.pk)
+    done = chain_check_run(check_id=check.pk)
+    # one a minute would bury the history: routine intact ones go after a week (broken, failed and
+    # full checks stay)
+    ChainCheck.objects.filter(
+        scope=CheckScope.INCREMENTAL,
+        status=CheckStatus.INTACT,
+        finished_at__lt=timezone.now() - timedelta(days=SCHEDULED_CHECKS_KEPT_DAYS),
+    ).delete()
+    return done
 
 
 # --- anchors -----------------------------------------------------------------------------------------------

@@ -182,3 +182,31 @@ def test_a_scheduled_check_finds_the_last_events_deleted_when_no_event_came_afte
     assert check is not None and check.scope == "incremental" and check.status == CheckStatus.BROKEN
     assert [f["kind"] for f in check.findings] == [FindingKind.TRUNCATED]
     assert f"the chain head says #{head.seq}, the log ends at #{head.seq - 2}" in check.findings[0]["message"]
+
+
+def test_routine_scheduled_checks_leave_the_history_after_a_week(ten: Caller, rotation: int) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    long_ago = timezone.now() - timedelta(days=8)
+    with tenant_context(ten.tenant):
+        kept = [
+            ChainCheck.objects.create(requested_by="user:x", scope="full", status=CheckStatus.INTACT),
+            ChainCheck.objects.create(
+                requested_by="job:scheduled-verify", scope="incremental", status=CheckStatus.BROKEN
+            ),
+            ChainCheck.objects.create(
+                requested_by="job:scheduled-verify", scope="incremental", status=CheckStatus.INTACT
+            ),
+        ]
+        old = ChainCheck.objects.create(
+            requested_by="job:scheduled-verify", scope="incremental", status=CheckStatus.INTACT
+        )
+        ChainCheck.objects.filter(pk__in=[c.pk for c in kept[:2]] + [old.pk]).update(
+            finished_at=long_ago, created_at=long_ago
+        )
+        ChainCheck.objects.filter(pk=kept[2].pk).update(finished_at=timezone.now() - timedelta(days=6))
+        check = services.chain_check_scheduled()
+        assert check is not None
+        assert set(ChainCheck.objects.values_list("pk", flat=True)) == {c.pk for c in kept} | {check.pk}
