@@ -33,15 +33,20 @@ def _username(request: HttpRequest) -> str:
 
 CHECK_FIELDS: tuple[str, ...] = (
     "status",
+    "scope",
     "requested_by",
     "created_at",
     "started_at",
     "finished_at",
     "total",
     "checked",
+    "from_seq",
     "head_seq",
     "head_hash",
+    "recheck_from",
+    "recheck_to",
     "anchors_checked",
+    "redacted",
     "findings_list",
     "error",
 )
@@ -54,6 +59,7 @@ class ChainCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "status",
+        "scope",
         "requested_by",
         "created_at",
         "finished_at",
@@ -61,7 +67,7 @@ class ChainCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "head_seq",
         "first_problem",
     ]
-    list_filter = ["status"]
+    list_filter = ["status", "scope"]
     ordering = ["-created_at", "-id"]
     fields = CHECK_FIELDS
     readonly_fields = CHECK_FIELDS
@@ -76,8 +82,13 @@ class ChainCheckAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if not obj.findings:
             return format_html("{}", "none")
         items = "".join(
-            format_html("<li><strong>{}</strong> {}</li>", f.get("kind"), f.get("message"))
-            for f in obj.findings
+            format_html(
+                "<li><strong>{}</strong> {}{}</li>",
+                f["kind"],
+                f["message"],
+                format_html(' <a href="{}">event #{}</a>', f["url"], f["seq"]) if f["url"] else "",
+            )
+            for f in admin_views.findings_linked(obj.findings)
         )
         return format_html("<ul>{}</ul>", SafeString(items))
 

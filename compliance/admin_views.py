@@ -56,10 +56,30 @@ def _context(request: HtmxHttpRequest, **extra: Any) -> dict[str, Any]:
     return {**admin.site.each_context(request), **extra}
 
 
+def event_urls(seqs: list[int]) -> dict[int, str]:
+    """The admin pages of the events at ``seqs`` (those that exist), by seq."""
+    base = reverse("admin:memory_event_changelist")
+    return {seq: f"{base}{pk}/change/" for seq, pk in selectors.event_ids_by_seq(seqs).items()}
+
+
+def findings_linked(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``findings`` each with ``url``: the admin page of the event it names ("" when none)."""
+    seqs = [f.get("seq") for f in findings]
+    urls = event_urls([seq for seq in seqs if isinstance(seq, int)])
+    return [
+        {**f, "url": urls.get(seq, "") if isinstance(seq, int) else ""}
+        for f, seq in zip(findings, seqs, strict=True)
+    ]
+
+
 def status_context(request: HtmxHttpRequest) -> dict[str, Any]:
-    """What the integrity panel shows (see ``selectors.chain_status``) and what the user may do."""
+    """What the integrity panel shows (see ``selectors.chain_status``), the last check's first
+    findings with the events they name linked, and what the user may do."""
+    status = selectors.chain_status()
+    findings = status.last_check.findings[:5] if status.last_check is not None else []
     return {
-        "status": selectors.chain_status(),
+        "status": status,
+        "findings": findings_linked(findings),
         "can_run": request.user.has_perm(RUN_CHECK),
         "can_export": request.user.has_perm(EXPORT),
         "can_see_anchors": request.user.has_perm(VIEW_ANCHORS),
@@ -282,6 +302,7 @@ def timeline_view(request: HtmxHttpRequest) -> HttpResponse:
                 ("contradiction", "memory_contradiction"),
                 ("checkpoint", "memory_checkpoint"),
                 ("export", "compliance_export"),
+                ("chaincheck", "compliance_chaincheck"),
             )
         },
         is_nav_sidebar_enabled=False,  # the timeline needs the width; the breadcrumbs lead back

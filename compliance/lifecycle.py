@@ -29,8 +29,7 @@ from memory.checkpoints.models import Checkpoint
 from memory.checkpoints.services import checkpoints_erase
 from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
 from memory.consolidation.services import promotions_detach, promotions_erase, summaries_erase
-from memory.episodic.models import Event
-from memory.episodic.services import events_redact
+from memory.episodic.models import REDACTION_ACTION, Event, EventKind
 from memory.knowledge.models import Entity, Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
 from memory.procedural.models import SkillRun
@@ -42,6 +41,7 @@ from memory.store.services import items_erase
 from memory.working.services import keys_holding, working_memory_erase
 
 from .models import LegalHold, RetentionRule, TargetKind
+from .redaction import events_redact_decided
 
 DAY = timedelta(days=1)
 
@@ -93,7 +93,7 @@ class Layer:
 
 
 def _events_remove(rows: list[Any]) -> Removed:
-    seqs = events_redact(event_ids=[r["pk"] for r in rows])
+    seqs = events_redact_decided(event_ids=[r["pk"] for r in rows])
     digests = list(Event.objects.filter(seq__in=seqs).order_by("seq").values_list("body_digest", flat=True))
     return Removed(seqs, {r["session_id"] for r in rows}, {"body_digests": digests})
 
@@ -238,7 +238,9 @@ LAYERS: tuple[Layer, ...] = (
             TargetKind.SESSION: lambda v: Q(session_id=v),
             TargetKind.AGENT: lambda v: Q(agent__name=v),
         },
-        pending=Q(redacted_at__isnull=True),
+        # a decision that accounts for redactions stays whole (the chain check reads it)
+        pending=Q(redacted_at__isnull=True)
+        & ~Q(kind=EventKind.DECISION, payload_index__contains={"action": REDACTION_ACTION}),
         aged=lambda cutoff, _kind: Q(occurred_at__lt=cutoff),
         load=("pk", "session_id"),
         remove=_events_remove,

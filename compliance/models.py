@@ -20,16 +20,28 @@ class CheckStatus(models.TextChoices):
     FAILED = "failed"  # the check itself could not run (an error, not a verdict on the chain)
 
 
+class CheckScope(models.TextChoices):
+    FULL = "full"  # every event, from the genesis hash
+    INCREMENTAL = "incremental"  # the events since the last intact check, and a share of the older ones
+
+
 class ChainCheck(models.Model):
     """One verification of the tenant's chain and its anchors (``compliance.services.chain_check_run``).
 
     ``requested_by``: ``user:<username>`` or ``job:<name>``. ``checked`` / ``total``: events verified
     so far and the chain length when it started (the progress bar). ``findings``: what is wrong,
     ``[{"kind", "seq", "message"}]`` (``memory.episodic.selectors.FindingKind``); ``head_seq`` /
-    ``head_hash``: the last event found; ``anchors_checked``: signed anchors compared.
+    ``head_hash``: the last event found; ``anchors_checked``: signed anchors compared (each once).
+    ``scope``: a full check verifies ``from_seq`` (1) to ``head_seq``; an incremental one the new
+    events ``from_seq`` to ``head_seq``, linked to the hash the last intact check ended on, and
+    re-verifies the older events ``recheck_from`` to ``recheck_to`` (a rotating window).
     """
 
     requested_by = models.CharField(max_length=200)
+    scope = models.CharField(max_length=12, choices=CheckScope.choices, default=CheckScope.FULL)
+    from_seq = models.BigIntegerField(null=True, blank=True, help_text="the first new event verified")
+    recheck_from = models.BigIntegerField(null=True, blank=True, help_text="older events re-verified from")
+    recheck_to = models.BigIntegerField(null=True, blank=True, help_text="older events re-verified to")
     status = models.CharField(max_length=8, choices=CheckStatus.choices, default=CheckStatus.QUEUED)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)

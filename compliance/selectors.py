@@ -4,12 +4,15 @@ the session timeline (keyset pages; no ``COUNT`` over the log)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from agents.models import Agent
 from memory.checkpoints.models import Checkpoint
@@ -17,7 +20,7 @@ from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import SemanticMemory
 
-from .models import Anchor, ChainCheck, CheckStatus, ErasureRequest, Export, LegalHold
+from .models import Anchor, ChainCheck, CheckScope, CheckStatus, ErasureRequest, Export, LegalHold
 
 KIND_LABELS = dict(EventKind.choices)
 ROLE_LABELS = dict(EventRole.choices)
@@ -29,13 +32,19 @@ NEIGHBOUR_SCAN = 200  # events looked at to find the next / previous session of 
 @dataclass(frozen=True)
 class ChainStatus:
     """What the admin index shows: the last finished check, one still running, the head and the
-    last anchor (each ``None`` when there is none yet)."""
+    last anchor (each ``None`` when there is none yet), the last full check, the last scheduled
+    (incremental) check, and the settings the scheduled checks keep (``check_seconds``, and
+    ``recheck_seconds``, within which each older event is re-verified)."""
 
     last_check: ChainCheck | None
     running: ChainCheck | None
     head_seq: int
     head_hash: str
     last_anchor: Anchor | None
+    last_full: ChainCheck | None = None
+    last_scheduled: ChainCheck | None = None
+    check_seconds: float = 0.0
+    recheck_seconds: float = 0.0
 
     @property
     def broken(self) -> bool:
@@ -44,10 +53,39 @@ class ChainStatus:
             CheckStatus.FAILED,
         )
 
+    @property
+    def covered_seq(self) -> int:
+        """Every event up to this seq was verified by the last check, intact (0: none was)."""
+        check = self.last_check
+        if check is None or check.status != CheckStatus.INTACT:
+            return 0
+        return check.head_seq or 0
+
+    @property
+    def uncovered(self) -> tuple[int, int] | None:
+        """Events after the last intact check's coverage, up to the head: no check has verified
+        them yet (``(first, last)``), or None."""
+        if self.last_check is None or self.broken or self.head_seq <= self.covered_seq:
+            return None
+        return (self.covered_seq + 1, self.head_seq)
+
+    @property
+    def scheduled_running(self) -> bool:
+        """Whether scheduled checks are keeping their pace: the last one finished within three
+        intervals (else the worker or beat is down, and older events are re-verified by no one)."""
+        check = self.last_scheduled
+        if check is None or check.finished_at is None or not self.check_seconds:
+            return False
+        return timezone.now() - check.finished_at <= timedelta(seconds=3 * self.check_seconds + 60)
+
+    @property
+    def recheck_minutes(self) -> int:
+        return max(1, math.ceil(self.recheck_seconds / 60))
+
 
 def chain_status() -> ChainStatus:
     """The current tenant's integrity status (a handful of indexed queries)."""
-    finished = ChainCheck.objects.filter(finished_at__isnull=False).order_by("-finished_at", "-id").first()
+    finished = ChainCheck.objects.filter(finished_at__isnull=False).order_by("-finished_at", "-id")
     running = (
         ChainCheck.objects.filter(status__in=[CheckStatus.QUEUED, CheckStatus.RUNNING])
         .order_by("-created_at")
@@ -55,12 +93,63 @@ def chain_status() -> ChainStatus:
     )
     head = ChainHead.objects.filter(pk=1).first()
     return ChainStatus(
-        last_check=finished,
+        last_check=finished.first(),
         running=running,
         head_seq=head.last_seq if head else 0,
         head_hash=head.last_hash if head else "",
         last_anchor=Anchor.objects.order_by("-seq", "-id").first(),
+        last_full=finished.filter(scope=CheckScope.FULL).first(),
+        last_scheduled=finished.filter(scope=CheckScope.INCREMENTAL).first(),
+        check_seconds=float(settings.ENGRAM["CHAIN_CHECK_SECONDS"]),
+        recheck_seconds=float(settings.ENGRAM["CHAIN_RECHECK_SECONDS"]),
     )
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The events the latest finished check names in its findings (none when it found nothing):
+    ``by_seq`` maps an event's seq to those findings (``{"kind", "seq", "message"}``)."""
+
+    check: ChainCheck | None
+    by_seq: dict[int, list[dict[str, Any]]]
+
+    def of(self, seq: int) -> list[dict[str, Any]]:
+        return self.by_seq.get(seq, [])
+
+
+def flagged_events() -> Flags:
+    """The events named by the latest finished chain check of the tenant (one indexed query)."""
+    check = ChainCheck.objects.filter(finished_at__isnull=False).order_by("-finished_at", "-id").first()
+    if check is None or not check.findings:
+        return Flags(check, {})
+    by_seq: dict[int, list[dict[str, Any]]] = {}
+    for finding in check.findings:
+        if isinstance(finding.get("seq"), int):
+            by_seq.setdefault(finding["seq"], []).append(finding)
+    return Flags(check, by_seq)
+
+
+def event_ids_by_seq(seqs: list[int]) -> dict[int, int]:
+    """The primary keys of the events at ``seqs`` (those that exist), by seq."""
+    return dict(Event.objects.filter(seq__in=seqs).values_list("seq", "pk"))
+
+
+@dataclass(frozen=True)
+class Head:
+    """The chain head row: the last event's ``seq`` (0: an empty log) and ``hash``."""
+
+    seq: int
+    hash: str
+
+
+def chain_head() -> Head:
+    head = ChainHead.objects.filter(pk=1).first()
+    return Head(head.last_seq, head.last_hash) if head else Head(0, "")
+
+
+def anchor_of(*, seq: int, hash_value: str) -> Anchor | None:
+    """The first anchor of the chain at (``seq``, ``hash_value``), or None."""
+    return Anchor.objects.filter(seq=seq, hash=hash_value).order_by("id").first()
 
 
 def chain_check_get(*, check_id: int) -> ChainCheck | None:
@@ -124,6 +213,8 @@ class TimelineItem:
     obj: Any = None
     payload_pretty: str = ""
     refs: dict[str, Any] = field(default_factory=dict)
+    # what the latest chain check found about this event (``Flags``): shown as a warning on its row
+    flags: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def is_decision(self) -> bool:
@@ -160,6 +251,7 @@ class TimelinePage:
     next_session: str | None
     first_at: datetime | None
     last_at: datetime | None
+    flagged_by: ChainCheck | None = None  # the check whose findings name events of this page
 
 
 def _pretty(payload_json: str) -> str:
@@ -277,6 +369,7 @@ def session_timeline(
     next_cursor = Cursor(rows[-1].occurred_at, rows[-1].seq) if rows and has_more_after else None
     prev_cursor = Cursor(rows[0].occurred_at, rows[0].seq) if rows and has_more_before else None
 
+    flags = flagged_events()
     items = [
         TimelineItem(
             e.occurred_at,
@@ -284,6 +377,7 @@ def session_timeline(
             event=e,
             payload_pretty=_pretty(e.payload_json),
             refs=_refs(e.payload_json),
+            flags=flags.of(e.seq),
         )
         for e in rows
     ]
@@ -375,6 +469,7 @@ def session_timeline(
         next_session=next_session,
         first_at=first.occurred_at if first else None,
         last_at=last.occurred_at if last else None,
+        flagged_by=flags.check if any(item.flags for item in items) else None,
     )
 
 

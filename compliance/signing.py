@@ -5,6 +5,10 @@ The private key is PEM (PKCS #8) from ``ENGRAM_SIGNING_KEY_FILE`` or ``ENGRAM_SI
 ``var/dev/secrets/signing-key.pem`` (mode 0600). The public key is published (the admin's
 "public key" download, and inside every export) so an auditor checks signatures without Engram;
 ``key_id`` names it: the SHA-256 (hex) of its 32 raw bytes.
+
+Checking needs only the public key: ``ENGRAM_SIGNING_PUBLIC_KEY_FILE`` or ``ENGRAM_SIGNING_PUBLIC_KEY``
+(PEM, settings ``ENGRAM["SIGNING_PUBLIC_KEY"]``), else the configured private key's half. A process
+that only verifies (``verify_chain``) is given the public key and no private one.
 """
 
 from __future__ import annotations
@@ -43,13 +47,52 @@ def signing_key() -> Ed25519PrivateKey:
         raise ServiceUnavailable(f"The signing key cannot be read: {exc}", field="signing_key") from None
 
 
+@functools.cache
+def _load_public(pem: str) -> Ed25519PublicKey:
+    key = serialization.load_pem_public_key(pem.encode())
+    if not isinstance(key, Ed25519PublicKey):
+        raise ServiceUnavailable("The public key is not an Ed25519 key.", field="public_key")
+    return key
+
+
+def public_key_from_pem(pem: str | bytes) -> Ed25519PublicKey:
+    """An Ed25519 public key from its PEM text (SubjectPublicKeyInfo, as ``public_key_pem`` writes
+    it). Raises ``ServiceUnavailable`` when it is not one."""
+    text = pem.decode() if isinstance(pem, bytes) else pem
+    try:
+        return _load_public(text.strip() + "\n")
+    except ValueError as exc:
+        raise ServiceUnavailable(f"The public key cannot be read: {exc}", field="public_key") from None
+
+
 def public_key() -> Ed25519PublicKey:
-    return signing_key().public_key()
+    """The key that checks signatures: the configured public key (``ENGRAM["SIGNING_PUBLIC_KEY"]``)
+    when there is one, else the signing key's public half. Raises ``ServiceUnavailable`` when
+    neither is configured, or when both are and the public key is not the signing key's half."""
+    pem = settings.ENGRAM.get("SIGNING_PUBLIC_KEY") or ""
+    has_private = bool((settings.ENGRAM.get("SIGNING_KEY") or "").strip())
+    if not pem.strip():
+        if not has_private:
+            raise ServiceUnavailable(
+                "No public key is configured (ENGRAM_SIGNING_PUBLIC_KEY_FILE, or the signing key "
+                "ENGRAM_SIGNING_KEY_FILE): signatures cannot be checked.",
+                field="public_key",
+            )
+        return signing_key().public_key()
+    key = public_key_from_pem(pem)
+    if has_private and key_id_of(key) != key_id_of(signing_key().public_key()):
+        raise ServiceUnavailable(
+            "The public key (ENGRAM_SIGNING_PUBLIC_KEY_FILE) does not match the signing key "
+            "(ENGRAM_SIGNING_KEY_FILE).",
+            field="public_key",
+        )
+    return key
 
 
-def public_key_pem() -> bytes:
-    """The public key as PEM (SubjectPublicKeyInfo), what ``openssl pkey -pubin`` reads."""
-    return public_key().public_bytes(
+def public_key_pem(key: Ed25519PublicKey | None = None) -> bytes:
+    """The public key (default: ``public_key()``) as PEM (SubjectPublicKeyInfo), what ``openssl
+    pkey -pubin`` reads."""
+    return (key or public_key()).public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
 
@@ -61,8 +104,9 @@ def key_id_of(key: Ed25519PublicKey) -> str:
 
 
 def key_id() -> str:
-    """The id of the configured key (see ``key_id_of``)."""
-    return key_id_of(public_key())
+    """The id of the signing key (see ``key_id_of``). Raises ``ServiceUnavailable`` without one:
+    signers call it before any work."""
+    return key_id_of(signing_key().public_key())
 
 
 def sign(message: bytes) -> str:

@@ -23,6 +23,15 @@ def chain_check_nightly() -> str:
 
 
 @shared_task(base=TenantTask, requires_tenant=True)
+def chain_check_scheduled() -> str | None:
+    """The frequent incremental verification of the tenant's trail (queued for every tenant by
+    Celery beat every ``ENGRAM_CHAIN_CHECK_SECONDS``); returns its status, or None when another
+    check was still running."""
+    check = services.chain_check_scheduled()
+    return None if check is None else check.status
+
+
+@shared_task(base=TenantTask, requires_tenant=True)
 def anchor_head() -> int | None:
     """Sign the tenant's chain head if it moved since the last anchor; returns the anchored seq."""
     anchor = services.anchor_head()

@@ -1,5 +1,6 @@
 """Verification of the trail with its anchors: the signatures of the anchors, then the chain
-(``memory.episodic.selectors.chain_verify``) held against what they say."""
+(``memory.episodic.selectors.chain_verify``) held against what they say, with the signatures of the
+decisions that account for redactions. Everything here needs the public key alone."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from core.canonical_json import canonical_flat
 from core.tenancy import current_schema
-from memory.episodic.selectors import ChainReport, Finding, FindingKind, TrustedAnchor, chain_verify
+from memory.episodic.selectors import ChainReport, Finding, FindingKind, Segment, TrustedAnchor, chain_verify
 
 from . import signing
 from .models import Anchor
+from .redaction import seal_check
 
 ANCHOR_VERSION = 1
 
@@ -42,13 +46,17 @@ class AnchorRecord:
     source: str = "database"
 
 
-def anchors_checked(records: Iterable[AnchorRecord]) -> tuple[list[TrustedAnchor], list[Finding]]:
-    """Split anchor records into those whose signature verifies with the configured key and whose
-    statement is about this tenant (as ``TrustedAnchor``), and a finding for each of the others."""
+def anchors_checked(
+    records: Iterable[AnchorRecord], key: Ed25519PublicKey | None = None
+) -> tuple[list[TrustedAnchor], list[Finding]]:
+    """Split anchor records into those whose signature verifies with ``key`` (default: the
+    configured public key) and whose statement is about this tenant (as ``TrustedAnchor``, each
+    anchor once however many copies were read: the database's and the sink's), and a finding for
+    each of the others."""
     tenant = current_schema()
-    trusted: list[TrustedAnchor] = []
+    trusted: dict[tuple[str, str], TrustedAnchor] = {}
     problems: list[Finding] = []
-    key = signing.public_key()
+    key = key or signing.public_key()
     for record in records:
         try:
             statement: dict[str, Any] = json.loads(record.statement)
@@ -77,8 +85,11 @@ def anchors_checked(records: Iterable[AnchorRecord]) -> tuple[list[TrustedAnchor
                 )
             )
             continue
-        trusted.append(TrustedAnchor(seq, hash_value, str(statement.get("anchored_at", ""))))
-    return trusted, problems
+        trusted.setdefault(
+            (record.statement, record.signature),
+            TrustedAnchor(seq, hash_value, str(statement.get("anchored_at", ""))),
+        )
+    return list(trusted.values()), problems
 
 
 def stored_anchor_records() -> list[AnchorRecord]:
@@ -112,11 +123,18 @@ def trail_verify(
     extra_anchors: Sequence[AnchorRecord] = (),
     progress: Callable[[int], None] | None = None,
     chunk_size: int = 10_000,
+    segments: Sequence[Segment] = (Segment(),),
+    key: Ed25519PublicKey | None = None,
 ) -> TrailReport:
     """Verify the current tenant's anchors (and ``extra_anchors``, e.g. read back from the sink) and
-    its chain against them. Raises ``ServiceUnavailable`` without a signing key."""
-    trusted, problems = anchors_checked([*stored_anchor_records(), *extra_anchors])
-    report = chain_verify(anchors=trusted, progress=progress, chunk_size=chunk_size)
+    its chain (``segments`` of it: all by default) against them, the decisions that account for
+    redactions included, with ``key`` (default: the configured public key; no private key is
+    needed). Raises ``ServiceUnavailable`` without a public key."""
+    key = key or signing.public_key()
+    trusted, problems = anchors_checked([*stored_anchor_records(), *extra_anchors], key)
+    report = chain_verify(
+        anchors=trusted, progress=progress, chunk_size=chunk_size, segments=segments, seal=seal_check(key)
+    )
     return TrailReport(report, tuple(problems), len(trusted))
 
 

@@ -21,7 +21,7 @@ import time
 
 from devstack import BASE_DIR, VAR_DIR
 from devstack.services import services
-from devstack.web import DEV_DIR, uvicorn_command, web_environment
+from devstack.web import DEV_DIR, manage_environment, uvicorn_command, web_environment
 
 
 def _manage(args: list[str], env: dict[str, str]) -> None:
@@ -112,7 +112,7 @@ def cmd_manage(args: list[str]) -> int:
     started for the command and stopped after)."""
     redis_port = int(os.environ.get("ENGRAM_REDIS_PORT", "6390"))
     with services("dev", redis_port=redis_port, neo4j=False) as svc:
-        env = {**os.environ, **svc, "DJANGO_SETTINGS_MODULE": "config.settings.local"}
+        env = manage_environment(svc)
         return subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env).returncode
 
 

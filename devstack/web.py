@@ -74,7 +74,7 @@ def private_secret(path: Path) -> Path:
 def private_signing_key(path: Path) -> Path:
     """A file holding a new Ed25519 private key (PEM, PKCS #8), readable by this user only (mode
     0600); made on first use and kept, since anchors and exports signed with it are checked against
-    its public key. Returns ``path``."""
+    its public key. Its public half is kept beside it (``public_signing_key``). Returns ``path``."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -88,6 +88,44 @@ def private_signing_key(path: Path) -> Path:
             handle.write(pem)
     os.chmod(path, 0o600)
     return path
+
+
+def public_signing_key(private: Path) -> Path:
+    """The public half of the key in ``private`` (PEM, SubjectPublicKeyInfo), written beside it as
+    ``<name>.pub.pem`` (readable by all: it is public) and rewritten when it no longer matches.
+    All that checking signatures needs (``verify_chain``). Returns its path."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(private.read_bytes(), password=None)
+    pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    path = private.with_name(private.name.removesuffix(".pem") + ".pub.pem")
+    if not path.exists() or path.read_bytes() != pem:
+        path.write_bytes(pem)
+    return path
+
+
+def signing_environment(env: dict[str, str], dev_dir: Path) -> dict[str, str]:
+    """The keys of ``./engram up`` for ``env``: the private key (``ENGRAM_SIGNING_KEY_FILE``, made on
+    first use in ``<dev_dir>/secrets/signing-key.pem`` unless ``ENGRAM_SIGNING_KEY`` is set) and its
+    public half (``ENGRAM_SIGNING_PUBLIC_KEY_FILE``), as they are in ``env`` or added."""
+    env = dict(env)
+    if not env.get("ENGRAM_SIGNING_KEY") and not env.get("ENGRAM_SIGNING_KEY_FILE"):
+        env["ENGRAM_SIGNING_KEY_FILE"] = str(private_signing_key(dev_dir / "secrets" / "signing-key.pem"))
+    if env.get("ENGRAM_SIGNING_KEY_FILE") and not (
+        env.get("ENGRAM_SIGNING_PUBLIC_KEY") or env.get("ENGRAM_SIGNING_PUBLIC_KEY_FILE")
+    ):
+        env["ENGRAM_SIGNING_PUBLIC_KEY_FILE"] = str(public_signing_key(Path(env["ENGRAM_SIGNING_KEY_FILE"])))
+    return env
+
+
+def manage_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, str]:
+    """The environment of ``./engram manage``: the services' URLs, the local settings, and the keys
+    of ``./engram up`` (``signing_environment``), so ``verify_chain`` checks and ``anchor_chain``
+    signs with the same key as the running stack."""
+    env = {**os.environ, **svc, "DJANGO_SETTINGS_MODULE": "config.settings.local"}
+    return signing_environment(env, dev_dir)
 
 
 def web_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, str]:
@@ -106,8 +144,7 @@ def web_environment(svc: dict[str, str], dev_dir: Path = DEV_DIR) -> dict[str, s
     }
     if not env.get("ENGRAM_METRICS_TOKEN") and not env.get("ENGRAM_METRICS_TOKEN_FILE"):
         env["ENGRAM_METRICS_TOKEN_FILE"] = str(private_secret(dev_dir / "secrets" / "metrics-token"))
-    if not env.get("ENGRAM_SIGNING_KEY") and not env.get("ENGRAM_SIGNING_KEY_FILE"):
-        env["ENGRAM_SIGNING_KEY_FILE"] = str(private_signing_key(dev_dir / "secrets" / "signing-key.pem"))
+    env = signing_environment(env, dev_dir)
     if not env.get("ENGRAM_ANCHOR_SINK"):
         # a copy of every anchor outside the database
         env["ENGRAM_ANCHOR_SINK"] = str(dev_dir / "anchors.jsonl")

@@ -202,6 +202,11 @@ ENGRAM_TOUCH_SWEEP_SECONDS = env.float("ENGRAM_TOUCH_SWEEP_SECONDS", default=30.
 ENGRAM_CONSOLIDATION_BEAT_SECONDS = env.float("ENGRAM_CONSOLIDATION_BEAT_SECONDS", default=3600.0)
 # How often beat deletes the store items whose TTL ran out (reads leave them out before that).
 ENGRAM_STORE_SWEEP_SECONDS = env.float("ENGRAM_STORE_SWEEP_SECONDS", default=300.0)
+# How often each tenant's chain is checked incrementally (new events, and a share of the older ones),
+# and the time within which every older event is re-verified: a change to any row is named within
+# ENGRAM_CHAIN_RECHECK_SECONDS + ENGRAM_CHAIN_CHECK_SECONDS while the worker and beat run.
+ENGRAM_CHAIN_CHECK_SECONDS = env.float("ENGRAM_CHAIN_CHECK_SECONDS", default=60.0)
+ENGRAM_CHAIN_RECHECK_SECONDS = env.float("ENGRAM_CHAIN_RECHECK_SECONDS", default=600.0)
 CELERY_BEAT_SCHEDULE = {
     "expire-store-items": {
         "task": "core.tasks.each_tenant",
@@ -219,6 +224,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "core.tasks.each_tenant",
         "args": ["compliance.tasks.chain_check_nightly"],
         "schedule": 24 * 3600.0,
+    },
+    # new events verified and older ones re-verified in rotation (compliance.services.chain_check_scheduled)
+    "verify-chains-incrementally": {
+        "task": "core.tasks.each_tenant",
+        "args": ["compliance.tasks.chain_check_scheduled"],
+        "schedule": ENGRAM_CHAIN_CHECK_SECONDS,
+        "options": {"expires": ENGRAM_CHAIN_CHECK_SECONDS},
     },
     # the chain head of every tenant signed (when it moved) and kept apart from the rows it covers
     "anchor-chain-heads": {
@@ -387,6 +399,9 @@ ENGRAM = {
     "METRICS_LOOPBACK": env.bool("ENGRAM_METRICS_LOOPBACK", default=True),
     # Ed25519 private key (PEM, PKCS #8) signing chain anchors and export manifests
     "SIGNING_KEY": env_secret("ENGRAM_SIGNING_KEY", "") or "",
+    # its public half (PEM): all that checking anchors, redactions and exports needs (verify_chain);
+    # empty: derived from SIGNING_KEY
+    "SIGNING_PUBLIC_KEY": env_secret("ENGRAM_SIGNING_PUBLIC_KEY", "") or "",
     # where each anchor is also sent: a file (one JSON line per anchor) or an http(s) URL (POST)
     "ANCHOR_SINK": env("ENGRAM_ANCHOR_SINK", default=""),
     "ANCHOR_SINK_TIMEOUT": env.float("ENGRAM_ANCHOR_SINK_TIMEOUT", default=5.0),
@@ -419,6 +434,10 @@ ENGRAM = {
         **env.dict("ENGRAM_TOKENIZERS", default={}),
     },
     "DEFAULT_TOKENIZER": env("ENGRAM_DEFAULT_TOKENIZER", default="minilm"),
+    "CHAIN_CHECK_SECONDS": ENGRAM_CHAIN_CHECK_SECONDS,
+    "CHAIN_RECHECK_SECONDS": ENGRAM_CHAIN_RECHECK_SECONDS,
+    # the fewest older events a scheduled check re-verifies (a small log is re-verified whole each time)
+    "CHAIN_RECHECK_MIN_ROWS": env.int("ENGRAM_CHAIN_RECHECK_MIN_ROWS", default=10_000),
     # rows per transaction of retention passes and erasures (each batch commits with its progress)
     "LIFECYCLE_BATCH": env.int("ENGRAM_LIFECYCLE_BATCH", default=1000),
 }

@@ -11,10 +11,12 @@ fields and keeps verifying as it always did.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import hmac
 import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -118,13 +120,45 @@ def chain_hash(*, seq: int, prev_hash: str, header: dict[str, Any], digest: str)
     return hashlib.sha256(canonical_flat(doc)).hexdigest()
 
 
+# The ``action`` of the decision event that redacts events: its payload names them (``redacts``, runs
+# of seqs), and each event it redacts points back at it (``Event.redacted_by``).
+REDACTION_ACTION = "events_redact"
+
+
+def seq_runs(seqs: Iterable[int]) -> list[list[int]]:
+    """``seqs`` as sorted runs of consecutive numbers, ``[[first, last], ...]`` (``[4, 5, 6, 9]`` ->
+    ``[[4, 6], [9, 9]]``): how a redaction decision names the events it redacts."""
+    runs: list[list[int]] = []
+    for seq in sorted(set(seqs)):
+        if runs and runs[-1][1] == seq - 1:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return runs
+
+
+def runs_hold(runs: list[list[int]], seq: int) -> bool:
+    """Whether sorted, disjoint ``runs`` (``seq_runs``) hold ``seq``; a binary search."""
+    at = bisect.bisect_right(runs, seq, key=lambda run: run[0]) - 1
+    return at >= 0 and runs[at][0] <= seq <= runs[at][1]
+
+
+def runs_text(runs: list[list[int]], *, limit: int = 12) -> str:
+    """``#4-#6, #9`` (the first ``limit`` runs, then how many more)."""
+    parts = [f"#{lo}" if lo == hi else f"#{lo}-#{hi}" for lo, hi in runs[:limit]]
+    if len(runs) > limit:
+        parts.append(f"and {len(runs) - limit} more runs")
+    return ", ".join(parts)
+
+
 class Event(models.Model):
     """One thing that happened in a session. Rows are never updated or deleted (a trigger enforces it).
 
     ``seq`` is the event's position in the tenant's chain (1, 2, ...); ``hash`` covers the row's
     fields, its ``body_digest`` (content and payload) and ``prev_hash``, the hash of event
     ``seq - 1``. A redacted event (``redacted_at``) has lost its content, payload and salt; its
-    ``body_digest`` still commits to what they were. ``payload_json`` is the payload's RFC 8785 canonical text, the record; ``payload``
+    ``body_digest`` still commits to what they were, and ``redacted_by`` names the decision that
+    redacted it. ``payload_json`` is the payload's RFC 8785 canonical text, the record; ``payload``
     (a property) is that text parsed, and ``payload_index`` a ``jsonb`` copy PostgreSQL derives from
     it for queries (``payload_index__action="..."``), never hashed or returned. ``actor`` names who
     acted when it was not the agent itself (``user:<username>`` for a person in the admin).
@@ -157,6 +191,9 @@ class Event(models.Model):
     # set when an erasure or retention removed content, payload and salt for good (the one update
     # the append-only trigger allows); the hash and body digest stay, so the chain still verifies
     redacted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # the seq of the decision event that redacted it (``REDACTION_ACTION``, later in the chain, naming
+    # this event); the trigger refuses a redaction without one, the chain check verifies it
+    redacted_by = models.BigIntegerField(null=True, blank=True, editable=False)
     search = models.GeneratedField(
         expression=SearchVector("content", config="english"),
         output_field=SearchVectorField(),

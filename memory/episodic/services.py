@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from core.errors import InvalidInput
 
 from .models import (
     CHAIN_VERSION,
+    REDACTION_ACTION,
     ChainHead,
     Event,
     EventKind,
@@ -26,6 +27,8 @@ from .models import (
     chain_hash,
     hashed_header,
     iso_utc,
+    runs_text,
+    seq_runs,
 )
 
 
@@ -160,6 +163,7 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
                 row["prev_hash"],
                 row["hash"],
                 None,
+                None,
             ],
         )
         _AGENT_FIELD.set_cached_value(event, agent)
@@ -189,6 +193,7 @@ _LOADED = (
     "prev_hash",
     "hash",
     "redacted_at",
+    "redacted_by",
 )
 _AGENT_FIELD = Event._meta.get_field("agent")
 _HEAD_SQL = f"SELECT last_seq, last_hash FROM {ChainHead._meta.db_table} WHERE id = 1 FOR UPDATE"
@@ -259,21 +264,61 @@ def decision_record(
     )[0]
 
 
-def events_redact(*, event_ids: Sequence[int]) -> list[int]:
-    """Remove for good the content, payload, salt and data subject of the events ``event_ids`` of
-    the current tenant, and set their ``redacted_at`` (the one update the append-only trigger
-    allows). The full-text vector and the ``jsonb`` copy are generated from the body, so they empty
-    too; hash, body digest and the hashed header stay, so ``chain_verify`` still passes and counts
-    them as redacted. Events already redacted are left as they are. Returns the seqs redacted now.
+@dataclass(frozen=True)
+class RedactionDecision:
+    """Who decides a redaction and on what grounds. ``events_redact`` records it as a ``decision``
+    event of ``agent`` in ``session_id`` (``actor``: the job or person, e.g. ``job:retention``) whose
+    payload names the events it redacts: ``{**basis, "action": "events_redact", "redacts": [[first,
+    last], ...], "count": n}``, plus what ``seal(payload)`` adds (the compliance app's signature).
+    ``label`` opens the event's text ("Retention redacted 3 events: #4-#6.")."""
 
-    The caller records why (an erasure or a retention pass records its own decision)."""
+    agent: Agent
+    actor: str
+    session_id: str
+    label: str
+    basis: Mapping[str, Any] = field(default_factory=dict)
+    seal: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None
+
+
+def events_redact(*, event_ids: Sequence[int], decision: RedactionDecision) -> list[int]:
+    """Remove for good the content, payload, salt and data subject of the events ``event_ids`` of
+    the current tenant, as ``decision`` decides: the events still to redact are locked, the decision
+    naming exactly them is appended, and each redacted event points at it (``redacted_by``), in one
+    transaction. The append-only trigger allows this one update, and only with such a decision; the
+    full-text vector and the ``jsonb`` copy are generated from the body, so they empty too; hash,
+    body digest and the hashed header stay, so ``chain_verify`` still passes and checks the account.
+
+    Events already redacted, and decisions that account for redactions (kept for good), are left
+    as they are. Returns the seqs redacted now (none: no decision is recorded)."""
     if not event_ids:
         return []
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
+            f"SELECT seq FROM {Event._meta.db_table} WHERE id = ANY(%s) AND redacted_at IS NULL "
+            "AND NOT (kind = %s AND payload_index @> jsonb_build_object('action', %s::text)) "
+            "ORDER BY seq FOR UPDATE",
+            [list(event_ids), EventKind.DECISION, REDACTION_ACTION],
+        )
+        seqs = [int(row[0]) for row in cursor.fetchall()]
+        if not seqs:
+            return []
+        runs = seq_runs(seqs)
+        payload: dict[str, Any] = {**decision.basis, "action": REDACTION_ACTION, "redacts": runs}
+        payload["count"] = len(seqs)
+        if decision.seal is not None:
+            payload.update(decision.seal(payload))
+        recorded = decision_record(
+            agent=decision.agent,
+            session_id=decision.session_id,
+            actor=decision.actor,
+            content=f"{decision.label} redacted {len(seqs)} event{'s' if len(seqs) != 1 else ''}: "
+            f"{runs_text(runs)}.",
+            payload=payload,
+        )
+        cursor.execute(
             f"UPDATE {Event._meta.db_table} SET content = '', payload_json = '{{}}', body_salt = '', "
-            "data_subject = '', redacted_at = now() WHERE id = ANY(%s) AND redacted_at IS NULL "
+            "data_subject = '', redacted_at = now(), redacted_by = %s WHERE seq = ANY(%s) "
             "RETURNING seq",
-            [list(event_ids)],
+            [recorded.seq, seqs],
         )
         return sorted(int(row[0]) for row in cursor.fetchall())

@@ -251,7 +251,12 @@ def test_event_json_is_what_the_output_serializer_writes(alice: Caller) -> None:
                 ),
             ],
         )
-        services.events_redact(event_ids=[appended[0].pk])
+        services.events_redact(
+            event_ids=[appended[0].pk],
+            decision=services.RedactionDecision(
+                agent=alice.agent, actor="job:test", session_id="s-redactions", label="A test"
+            ),
+        )
         stored = list(Event.objects.select_related("agent").filter(session_id="s-out").order_by("seq"))
     for event in [*appended, *stored]:
         assert event_json(event, zone) == EventOutputSerializer(event).data

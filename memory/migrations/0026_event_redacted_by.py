@@ -1,0 +1,202 @@
+"""Every redaction names the decision that made it (issue 28).
+
+``redacted_by``: the seq of the decision event that redacted the event. The append-only triggers
+now let a redaction through only when it points at a decision later in the chain whose payload is a
+redaction (``action`` ``events_redact``) naming the event in its runs of seqs (``redacts``), checked
+once per statement over all the rows it redacted; and they never redact such a decision itself. So
+the tenant's own role cannot redact an event without appending, to the chain, the decision that
+accounts for it. The chain check verifies each account (and the compliance app its signature).
+
+Events redacted before this migration were accounted for by count only. They are named here, once
+per tenant, by one decision of ``job:migration`` marked ``legacy`` (the erasure receipts and
+retention runs of their time are their account); the triggers refuse to let any later redaction
+point at a legacy decision, so only this migration (the tables' owner, triggers off) links to one.
+"""
+
+from django.db import migrations, models
+
+# Each row: a redaction (the body goes, every chained column stays) that points at a later event,
+# and never of a decision that accounts for redactions (those are kept for good).
+DECIDED_ROW = """
+CREATE OR REPLACE FUNCTION engram_event_redaction_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL
+       AND NEW.content = '' AND NEW.payload_json = '{}' AND NEW.body_salt = '' AND NEW.data_subject = ''
+       AND (NEW.id, NEW.seq, NEW.session_id, NEW.execution_id, NEW.agent_id, NEW.actor, NEW.role,
+            NEW.kind, NEW.occurred_at, NEW.recorded_at, NEW.hash_version, NEW.body_digest,
+            NEW.prev_hash, NEW.hash)
+           IS NOT DISTINCT FROM
+           (OLD.id, OLD.seq, OLD.session_id, OLD.execution_id, OLD.agent_id, OLD.actor, OLD.role,
+            OLD.kind, OLD.occurred_at, OLD.recorded_at, OLD.hash_version, OLD.body_digest,
+            OLD.prev_hash, OLD.hash)
+       AND NEW.redacted_by > OLD.seq
+       AND NOT (OLD.kind = 'decision' AND OLD.payload_index @> '{"action": "events_redact"}')
+    THEN
+        RETURN NEW;  -- a redaction: the body goes, the chained fields stay (the statement's check follows)
+    END IF;
+    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed (only a redaction that '
+        'a decision later in the chain names is)', TG_OP, TG_TABLE_NAME
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+"""
+
+# Each statement, once over all the rows it redacted (a transition table): every one is named by
+# the decision it points at, a redaction decision (not a legacy one) whose runs of seqs hold it. The
+# runs become one int8multirange per decision, so each row is a binary search in C: a batch of
+# 1,000 events scattered over 1,000 runs is checked in milliseconds, where a row trigger reading
+# the decision's payload for each row took a third of a second.
+DECIDED_STATEMENT = """
+CREATE OR REPLACE FUNCTION engram_event_redactions_decided() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    undecided bigint;
+BEGIN
+    WITH redacted_now AS (  -- the rows this statement redacted
+        SELECT n.seq, n.redacted_by FROM new_rows n JOIN prior_rows o ON o.id = n.id
+        WHERE o.redacted_at IS NULL AND n.redacted_at IS NOT NULL
+    ), decided AS (
+        SELECT d.seq AS decision,
+               range_agg(int8range((r ->> 0)::bigint, (r ->> 1)::bigint, '[]')) AS seqs
+        FROM (SELECT DISTINCT redacted_by FROM redacted_now) b
+        JOIN memory_event d ON d.seq = b.redacted_by
+        CROSS JOIN LATERAL jsonb_array_elements(d.payload_index -> 'redacts') r
+        WHERE d.kind = 'decision' AND d.redacted_at IS NULL
+          AND d.payload_index ->> 'action' = 'events_redact' AND NOT d.payload_index ? 'legacy'
+          AND jsonb_typeof(d.payload_index -> 'redacts') = 'array'
+        GROUP BY d.seq
+    )
+    SELECT n.seq INTO undecided
+    FROM redacted_now n LEFT JOIN decided ON decided.decision = n.redacted_by
+    WHERE decided.seqs IS NULL OR NOT (n.seq <@ decided.seqs)
+    LIMIT 1;
+    IF undecided IS NOT NULL THEN
+        RAISE EXCEPTION 'the episodic log is append-only: event #% may be redacted only by a decision '
+            'later in the chain that names it', undecided USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER memory_event_redactions_decided AFTER UPDATE ON memory_event
+    REFERENCING OLD TABLE AS prior_rows NEW TABLE AS new_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION engram_event_redactions_decided();
+"""
+
+# 0015's function, as it was
+UNDECIDED = """
+CREATE OR REPLACE FUNCTION engram_event_redaction_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL
+       AND NEW.content = '' AND NEW.payload_json = '{}' AND NEW.body_salt = '' AND NEW.data_subject = ''
+       AND (NEW.id, NEW.seq, NEW.session_id, NEW.execution_id, NEW.agent_id, NEW.actor, NEW.role,
+            NEW.kind, NEW.occurred_at, NEW.recorded_at, NEW.hash_version, NEW.body_digest,
+            NEW.prev_hash, NEW.hash)
+           IS NOT DISTINCT FROM
+           (OLD.id, OLD.seq, OLD.session_id, OLD.execution_id, OLD.agent_id, OLD.actor, OLD.role,
+            OLD.kind, OLD.occurred_at, OLD.recorded_at, OLD.hash_version, OLD.body_digest,
+            OLD.prev_hash, OLD.hash)
+    THEN
+        RETURN NEW;  -- a redaction: the body goes, the chained fields stay
+    END IF;
+    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed (only a redaction is)',
+        TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+DROP TRIGGER IF EXISTS memory_event_redactions_decided ON memory_event;
+DROP FUNCTION IF EXISTS engram_event_redactions_decided();
+"""
+
+LEGACY_BASIS = "redacted before redactions named their decision; the erasure receipts and retention runs of their time account for them"
+
+
+def account_legacy_redactions(apps, schema_editor):
+    """Name the events redacted before this migration in one ``legacy`` decision appended to the
+    chain (format 2, as ``events_append`` writes it) and point them at it. Runs as the tables'
+    owner with the append-only trigger off (see the operations). Nothing when there are none."""
+    import secrets
+
+    from django.utils import timezone
+
+    from core.canonical_json import canonical_json
+    from memory.episodic.models import body_digest, chain_hash, hashed_header, iso_utc, runs_text, seq_runs
+
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT seq FROM memory_event WHERE redacted_at IS NOT NULL AND redacted_by IS NULL ORDER BY seq"
+        )
+        seqs = [int(row[0]) for row in cursor.fetchall()]
+        if not seqs:
+            return
+        Agent = apps.get_model("agents", "Agent")
+        agent, _ = Agent.objects.get_or_create(
+            name="engram-system", defaults={"role": "system", "is_active": False}
+        )
+        cursor.execute("SELECT last_seq, last_hash FROM memory_chainhead WHERE id = 1 FOR UPDATE")
+        last_seq, prev = cursor.fetchone()
+        seq = int(last_seq) + 1
+        runs = seq_runs(seqs)
+        payload = canonical_json(
+            {
+                "action": "events_redact",
+                "redacts": runs,
+                "count": len(seqs),
+                "legacy": True,
+                "basis": LEGACY_BASIS,
+            },
+            root="payload",
+        )
+        content = f"Events redacted before redactions named their decision: {len(seqs)} ({runs_text(runs)})."
+        now = timezone.now()
+        salt = secrets.token_hex(16)
+        digest = body_digest(salt=salt, content=content, payload_json=payload)
+        header = hashed_header(
+            session_id="compliance:lifecycle",
+            execution_id=None,
+            agent_id=agent.pk,
+            actor="job:migration",
+            role="system",
+            kind="decision",
+            occurred_at=now,
+            recorded_at=now,
+        )
+        hash_value = chain_hash(seq=seq, prev_hash=prev, header=header, digest=digest)
+        cursor.execute(
+            "INSERT INTO memory_event (seq, session_id, execution_id, agent_id, role, kind, actor, "
+            "data_subject, content, payload_json, occurred_at, recorded_at, hash_version, body_salt, "
+            "body_digest, prev_hash, hash) VALUES (%s, 'compliance:lifecycle', NULL, %s, 'system', "
+            "'decision', 'job:migration', '', %s, %s, %s, %s, 2, %s, %s, %s, %s)",
+            [seq, agent.pk, content, payload, iso_utc(now), iso_utc(now), salt, digest, prev, hash_value],
+        )
+        cursor.execute(
+            "UPDATE memory_chainhead SET last_seq = %s, last_hash = %s WHERE id = 1", [seq, hash_value]
+        )
+        cursor.execute(
+            "UPDATE memory_event SET redacted_by = %s WHERE redacted_at IS NOT NULL AND redacted_by IS NULL",
+            [seq],
+        )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("agents", "0003_apikey_curate_scope"),
+        ("memory", "0025_contradiction_decision_event"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="event",
+            name="redacted_by",
+            field=models.BigIntegerField(blank=True, editable=False, null=True),
+        ),
+        migrations.RunSQL(DECIDED_ROW + DECIDED_STATEMENT, UNDECIDED),
+        migrations.RunSQL(
+            "SET CONSTRAINTS ALL IMMEDIATE; ALTER TABLE memory_event DISABLE TRIGGER memory_event_append_only; "
+            "ALTER TABLE memory_event DISABLE TRIGGER memory_event_redactions_decided",
+            migrations.RunSQL.noop,
+        ),
+        migrations.RunPython(account_legacy_redactions, migrations.RunPython.noop),
+        migrations.RunSQL(
+            "ALTER TABLE memory_event ENABLE TRIGGER memory_event_append_only; "
+            "ALTER TABLE memory_event ENABLE TRIGGER memory_event_redactions_decided",
+            migrations.RunSQL.noop,
+        ),
+    ]
