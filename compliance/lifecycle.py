@@ -408,6 +408,23 @@ def held_q(layer: Layer, holds: Sequence[LegalHold]) -> Q | None:
     return combined
 
 
+def unheld(layer_name: str, rows: QuerySet[Any]) -> tuple[QuerySet[Any], list[str]]:
+    """``rows`` of the layer ``layer_name`` less those an active hold covers, and the holds covering
+    any of them (described as ``legal hold #N on subject X (reason)``). The one rule of what a hold
+    keeps: every hard delete asks it, retention directly and the layers through
+    ``core.holds.holds_check`` (registered by ``compliance.apps``)."""
+    layer = layer_get(layer_name)
+    covering = [
+        hold
+        for hold in active_holds()
+        if (q := target_q(layer, hold.kind, hold.value)) is not None and rows.filter(q).exists()
+    ]
+    held = held_q(layer, covering)
+    if held is None:
+        return rows, []
+    return (rows.none() if not held else rows.exclude(held)), [f"{h} ({h.reason})" for h in covering]
+
+
 def holds_meeting(kind: str, value: str) -> list[LegalHold]:
     """The active holds an erasure of (``kind``, ``value``) would touch: a tenant-wide hold, a hold
     on the same target, or one on another target that shares a row with it in some layer (a hold on
@@ -478,12 +495,9 @@ def retention_candidates(layer: Layer, *, now: datetime) -> QuerySet[Any] | None
         # a hold keeps its sources, which stay; the derived rows that summarised a removed
         # source go whatever the hold (their text holds it) and are rebuilt from what is kept
         return rows
-    held = held_q(layer, active_holds())
-    if held is not None:
-        if not held:
-            return None
-        rows = rows.exclude(held)
-    return rows
+    if held_q(layer, active_holds()) == Q():  # a tenant-wide hold: nothing of the layer goes
+        return None
+    return unheld(layer.name, rows)[0]
 
 
 def retention_preview(*, now: datetime) -> dict[str, int | None]:
