@@ -232,11 +232,14 @@ class RetentionRun(models.Model):
 
 
 class LegalHold(models.Model):
-    """Data that must be kept: retention skips it and erasure refuses to touch it while the hold is
-    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty)."""
+    """Data that must be kept: retention skips it and every delete refuses to touch it while the
+    hold is active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty).
+    Once the subject of a released hold is erased, ``value`` is emptied and ``value_digest`` (the
+    erasure's keyed digest of it) names the target instead."""
 
     kind = models.CharField(max_length=8, choices=TargetKind.choices)
     value = models.CharField(max_length=300, blank=True)
+    value_digest = models.CharField(max_length=64, blank=True)
     reason = models.TextField()
     placed_by = models.CharField(max_length=200)
     placed_at = models.DateTimeField(default=timezone.now)
@@ -249,7 +252,12 @@ class LegalHold(models.Model):
         indexes = [models.Index(fields=["kind", "value"], name="legalhold_target_idx")]
 
     def __str__(self) -> str:
-        target = "the whole tenant" if self.kind == TargetKind.TENANT else f"{self.kind} {self.value}"
+        if self.kind == TargetKind.TENANT:
+            target = "the whole tenant"
+        elif self.value_digest and not self.value:
+            target = f"an erased {self.kind} ({self.value_digest[:12]})"
+        else:
+            target = f"{self.kind} {self.value}"
         return f"legal hold #{self.pk} on {target}"
 
     @property

@@ -338,7 +338,9 @@ DELETERS: dict[str, str] = {
     "compliance.lifecycle.erase_entity_rows": ERASE,
     "compliance.lifecycle.erase_working_memory": ERASE,
     "agents.services.idempotency_records_purge": "replay copies past their TTL",
-    "api.idempotency.idempotent": "a replay copy past its TTL",
+    "api.idempotency._keyed": "a replay copy past its TTL",
+    "compliance.copies.celery_results_erase": "task results (Redis copies) naming an erased subject",
+    "compliance.services._erase_copies": "the erasure (refused by any hold meeting its target)",
     "compliance.services.account_delete": "admin users and groups: no memory",
     "compliance.services.retention_rule_delete": "a rule: no memory",
 }
@@ -395,12 +397,12 @@ def test_every_function_that_deletes_asks_the_hold_or_says_why_not() -> None:
         assert "holds_check" in _called(found[name]), f"{name} deletes without asking the hold"
 
 
-def test_no_admin_deletes_a_row_of_a_layer(tenant_a: Tenant) -> None:
-    """Rows of the layers leave by an erasure, retention or the agents' own deletes (each asking the
-    hold); no admin page deletes one, not even for a superuser."""
+def test_no_admin_deletes_a_row_of_a_store(tenant_a: Tenant) -> None:
+    """Rows of the stores (``lifecycle.STORES``) leave by an erasure, retention or the agents' own
+    deletes (each asking the hold); no admin page deletes one, not even for a superuser."""
     request = RequestFactory().get("/admin/")
     request.user = User(username="root", is_superuser=True, is_staff=True, is_active=True)
-    stored = {layer.model for layer in lifecycle.stored_layers()}
+    stored = {model for store in lifecycle.STORES for model in store.models}
     with tenant_context(tenant_a):
         for model, model_admin in admin.site._registry.items():
             if model not in stored:
