@@ -8,7 +8,6 @@ each of them with its erasure and its check; ``compliance.services.erasure_run``
 from __future__ import annotations
 
 import json
-import logging
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import connection
+from redis.cluster import RedisCluster
 
 from core.fulltext import identifier_pattern
 from core.locks import advisory_lock
@@ -26,8 +26,6 @@ from core.redis import get_redis, redis_errors
 from core.tenancy import current_schema
 
 from .models import Export, ExportStatus
-
-logger = logging.getLogger(__name__)
 
 # the lock an export holds while it writes its archive (``compliance.services.export_run``)
 EXPORT_LOCK = "export-run"
@@ -209,6 +207,15 @@ def celery_results_erase(needles: Sequence[str]) -> list[str]:
 REWRITTEN, OFF, REFUSED = "rewritten", "off", "refused"
 
 
+def _nodes() -> list[redis.Redis]:
+    """A client per server holding the tenant's keys: the one server, or every node of a Redis
+    Cluster (its replicas too: each writes its own files)."""
+    client = get_redis()
+    if isinstance(client, RedisCluster):
+        return [client.get_redis_connection(node) for node in client.get_nodes()]
+    return [client]
+
+
 def _wait(client: redis.Redis, busy: tuple[str, ...], deadline: float) -> dict[str, Any]:
     while True:
         info: dict[str, Any] = client.info("persistence")
@@ -219,65 +226,79 @@ def _wait(client: redis.Redis, busy: tuple[str, ...], deadline: float) -> dict[s
         time.sleep(0.1)
 
 
+def _rewrite(client: redis.Redis, deadline: float) -> dict[str, str]:
+    """``redis_files_rewrite`` on one server."""
+    outcome = {"aof": OFF, "rdb": OFF}
+    info = _wait(client, ("aof_rewrite_in_progress", "rdb_bgsave_in_progress"), deadline)
+    try:
+        snapshots = bool(client.config_get("save").get("save"))
+    except redis.ResponseError:  # CONFIG is not allowed: assume snapshots, try to save one
+        snapshots = True
+    if int(info.get("aof_enabled", 0)):
+        try:
+            client.bgrewriteaof()
+        except redis.ResponseError as exc:
+            if "already in progress" not in str(exc):
+                outcome["aof"] = REFUSED
+        if outcome["aof"] != REFUSED:
+            done = _wait(client, ("aof_rewrite_in_progress", "aof_rewrite_scheduled"), deadline)
+            if done.get("aof_last_bgrewrite_status") != "ok":
+                raise RuntimeError(f"Redis could not rewrite its append-only file: {done}")
+            outcome["aof"] = REWRITTEN
+    if snapshots:
+        before = int(info.get("rdb_last_save_time", 0))
+        try:
+            client.bgsave(schedule=True)
+        except redis.ResponseError:
+            return {**outcome, "rdb": REFUSED}
+        while True:  # a scheduled save starts when the rewrite's fork has ended
+            done = _wait(client, ("rdb_bgsave_in_progress",), deadline)
+            if done.get("rdb_last_bgsave_status") != "ok":
+                raise RuntimeError(f"Redis could not save its snapshot: {done}")
+            if int(done.get("rdb_last_save_time", 0)) > before:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("Redis did not save its snapshot in time")
+            time.sleep(0.1)
+        outcome["rdb"] = REWRITTEN
+    return outcome
+
+
 def redis_files_rewrite(*, timeout: float | None = None) -> dict[str, str]:
     """Make Redis's files on disk hold only what is left after an erasure's deletes: the append-only
     file rewritten (``BGREWRITEAOF``: the rewrite writes the dataset as it is; the old file, which
     logged every write since the last rewrite, is replaced), and the snapshot saved again
-    (``BGSAVE``) when the server takes snapshots; waits until both are done (``timeout`` seconds,
-    default ``ENGRAM_REDIS_REWRITE_TIMEOUT``). Returns ``{"aof": ..., "rdb": ...}``, each
-    ``rewritten``, ``off`` or ``refused`` (the server does not allow it: the receipt says when its
-    own rewrite will happen). Raises ``ServiceUnavailable`` when Redis cannot be reached,
-    ``RuntimeError`` when a rewrite failed, ``TimeoutError`` when it did not end in time."""
+    (``BGSAVE``) when the server takes snapshots; on every node of a cluster; waits until all are
+    done (``timeout`` seconds, default ``ENGRAM_REDIS_REWRITE_TIMEOUT``). Returns ``{"aof": ...,
+    "rdb": ...}``, each ``rewritten``, ``off`` or ``refused`` (some server does not allow it: the
+    receipt says when its own rewrite will happen). Raises ``ServiceUnavailable`` when Redis cannot
+    be reached, ``RuntimeError`` when a rewrite failed, ``TimeoutError`` when one did not end in
+    time."""
     deadline = time.monotonic() + (timeout or float(settings.ENGRAM["REDIS_REWRITE_TIMEOUT"]))
-    outcome = {"aof": OFF, "rdb": OFF}
     with redis_errors():
-        client = get_redis()
-        info = _wait(client, ("aof_rewrite_in_progress", "rdb_bgsave_in_progress"), deadline)
-        try:
-            snapshots = bool(client.config_get("save").get("save"))
-        except redis.ResponseError:  # CONFIG is not allowed: assume snapshots, try to save one
-            snapshots = True
-        if int(info.get("aof_enabled", 0)):
-            try:
-                client.bgrewriteaof()
-            except redis.ResponseError as exc:
-                if "already in progress" not in str(exc):
-                    outcome["aof"] = REFUSED
-            if outcome["aof"] != REFUSED:
-                done = _wait(client, ("aof_rewrite_in_progress", "aof_rewrite_scheduled"), deadline)
-                if done.get("aof_last_bgrewrite_status") != "ok":
-                    raise RuntimeError(f"Redis could not rewrite its append-only file: {done}")
-                outcome["aof"] = REWRITTEN
-        if snapshots:
-            before = int(info.get("rdb_last_save_time", 0))
-            try:
-                client.bgsave(schedule=True)
-            except redis.ResponseError:
-                outcome["rdb"] = REFUSED
-            if outcome["rdb"] != REFUSED:
-                while True:
-                    done = _wait(client, ("rdb_bgsave_in_progress",), deadline)
-                    if done.get("rdb_last_bgsave_status") != "ok":
-                        raise RuntimeError(f"Redis could not save its snapshot: {done}")
-                    if int(done.get("rdb_last_save_time", 0)) > before or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)  # a scheduled save starts when the rewrite's fork has ended
-                if int(done.get("rdb_last_save_time", 0)) <= before:
-                    raise TimeoutError("Redis did not save its snapshot in time")
-                outcome["rdb"] = REWRITTEN
-    return outcome
+        outcomes = [_rewrite(node, deadline) for node in _nodes()]
+    merged = {}
+    for name in ("aof", "rdb"):
+        found = {o[name] for o in outcomes}
+        merged[name] = REFUSED if REFUSED in found else REWRITTEN if REWRITTEN in found else OFF
+    return merged
 
 
 def redis_files_pending(outcome: Mapping[str, str]) -> int:
-    """For the verification pass: 1 when Redis keeps an append-only file but no rewrite was done
-    after the deletes (or its last one failed), else 0."""
-    with redis_errors():
-        info = get_redis().info("persistence")
-    if not int(info.get("aof_enabled", 0)):
-        return 0
+    """For the verification pass: how many servers keep an append-only file that no rewrite after
+    the deletes replaced (or whose last rewrite failed); 0 when the rewrite was refused (the
+    receipt says so)."""
     if outcome.get("aof") == REFUSED:
-        return 0  # said in the receipt: the server's own rewrite
-    return int(outcome.get("aof") != REWRITTEN or info.get("aof_last_bgrewrite_status") != "ok")
+        return 0
+    pending = 0
+    with redis_errors():
+        for node in _nodes():
+            info = node.info("persistence")
+            if int(info.get("aof_enabled", 0)):
+                pending += int(
+                    outcome.get("aof") != REWRITTEN or info.get("aof_last_bgrewrite_status") != "ok"
+                )
+    return pending
 
 
 # --- what an erasure cannot reach at once ----------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
-from django.db import connection, models
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -33,6 +33,7 @@ from django.utils import timezone
 from agents.models import IdempotencyRecord
 from core.canonical_json import canonical_json
 from core.fulltext import identifier_pattern
+from core.locks import advisory_lock
 from core.tenancy import maintenance
 from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.checkpoints.services import checkpoints_erase
@@ -630,9 +631,10 @@ def erase_working_memory_records(sessions: Sequence[str]) -> Removed | None:
 
 def vacuum(tables: Sequence[str], *, timings: dict[str, float] | None = None) -> list[str]:
     """``VACUUM (INDEX_CLEANUP ON, ANALYZE)`` each of ``tables``, so the dead tuples of erased rows
-    and their index entries (the subject's id in its btree, the words in GIN, the vectors in HNSW)
-    are gone, not just invisible, and the planner's statistics sample only the rows left: they
-    keep column values (most common values, histogram bounds), which may be the erased ones.
+    and their index entries (the subject's id in its btree, the vectors in HNSW, the rows in GIN
+    posting lists; GIN's keys need ``gin_rebuild``) are gone, not just invisible, and the
+    planner's statistics sample only the rows left: they keep column values (most common values,
+    histogram bounds), which may be the erased ones.
     ``INDEX_CLEANUP ON``, because the default (``AUTO``) skips the indexes when under 2% of the
     table's pages have dead tuples, as after erasing one person among millions, which would leave
     exactly what an erasure must remove. Needs autocommit (not inside a transaction); returns the
@@ -662,7 +664,8 @@ def gin_rebuild(tables: Sequence[str], *, timings: dict[str, float] | None = Non
     if connection.in_atomic_block or not tables:
         return []
     rebuilt = []
-    with maintenance(), connection.cursor() as cursor:
+    # one rebuild of an index at a time: two erasures of the tenant would race on its copy
+    with advisory_lock("gin-rebuild"), maintenance(), connection.cursor() as cursor:
         for index in gin_indexes(tables):
             started = time.monotonic()
             cursor.execute(f'REINDEX INDEX CONCURRENTLY "{index}"')
@@ -960,8 +963,8 @@ def _verify_records(target: Target) -> Counts:
 
 
 def statistics_naming(needles: Sequence[str]) -> list[str]:
-    """The tables of the current tenant whose planner statistics (``pg_stats``: most common values,
-    histogram bounds, those of their expression indexes too) hold one of ``needles`` as a whole
+    """The tables of the current tenant whose planner statistics (``pg_stats``: most common values
+    and elements, histogram bounds, those of their expression indexes too) hold one of ``needles`` as a whole
     identifier: ANALYZE samples them again (``vacuum``)."""
     pattern = identifier_pattern(list(needles))
     if pattern is None:
@@ -972,15 +975,56 @@ def statistics_naming(needles: Sequence[str]) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT coalesce(t.relname, c.relname), concat_ws(' ', s.most_common_vals::text, "
-            "s.histogram_bounds::text) FROM pg_stats s "
+            "s.histogram_bounds::text, s.most_common_elems::text) FROM pg_stats s "
             "JOIN pg_namespace n ON n.nspname = s.schemaname "
             "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
             "LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid "
             "WHERE s.schemaname = %s AND (s.most_common_vals::text LIKE ANY(%s) "
-            "OR s.histogram_bounds::text LIKE ANY(%s))",
-            [current_schema(), like, like],
+            "OR s.histogram_bounds::text LIKE ANY(%s) OR s.most_common_elems::text LIKE ANY(%s))",
+            [current_schema(), like, like, like],
         )
         return sorted({table for table, text in cursor.fetchall() if pattern.search(text)})
+
+
+def statistics_forget(tables: Sequence[str]) -> list[str]:
+    """After ``vacuum``: ANALYZE samples no row of an empty table, so it keeps the statistics it
+    had, sampled from the rows an erasure removed (values of their columns). For each of
+    ``tables`` that is empty (checked under an exclusive lock, waited for at most 5 s), every
+    column with statistics is declared again with its own type, which drops them (an empty table:
+    nothing to rewrite); a column that cannot be (a dependent view, say) keeps them, for the
+    verification pass to find. Needs autocommit; returns the ``table.column`` done."""
+    if connection.in_atomic_block:
+        return []
+    from core.tenancy import current_schema
+
+    done = []
+    with maintenance():
+        for table in tables:
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '5s'")
+                    cursor.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
+                    cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")')
+                    if cursor.fetchone()[0]:
+                        continue
+                    cursor.execute(
+                        "SELECT s.attname, format_type(a.atttypid, a.atttypmod) FROM pg_stats s "
+                        "JOIN pg_namespace n ON n.nspname = s.schemaname "
+                        "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
+                        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.attname "
+                        "WHERE s.schemaname = %s AND s.tablename = %s",
+                        [current_schema(), table],
+                    )
+                    for column, kind in cursor.fetchall():
+                        try:
+                            with transaction.atomic():
+                                cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE {kind}')
+                            done.append(f"{table}.{column}")
+                        except DatabaseError:
+                            continue
+            except DatabaseError:  # the lock was not granted in time: the verification pass tells
+                continue
+    return done
 
 
 def _verify_statistics(target: Target) -> Counts:
@@ -1075,7 +1119,7 @@ STORES: tuple[Store, ...] = (
         "statistics",
         "PostgreSQL's planner statistics (sampled column values)",
         "postgres",
-        "sampled again from the rows left (ANALYZE with the vacuum)",
+        "sampled again from the rows left (ANALYZE with the vacuum); a table left empty loses them",
         _verify_statistics,
     ),
     Store(

@@ -825,7 +825,19 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
     of ``lifecycle.STORES``, and the signed receipt, which also says what no erasure removes at
     once (``copies.lingering``). Recorded in the trail as ``job:erasure``. A legal hold placed
     since the approval stops it (``failed``, naming the hold). Requests not approved or running
-    are returned as they are (tasks may repeat)."""
+    are returned as they are, and so is one another worker is running (tasks may repeat: a run
+    holds the request's lock; one that died frees it, and the next resumes)."""
+    with advisory_lock("erasure-run", request_id, wait=False) as ours:
+        if not ours:  # another worker runs it (the task was delivered twice)
+            request = ErasureRequest.objects.filter(pk=request_id).first()
+            if request is None:
+                raise NotFound("No such erasure request.", field="id")
+            return request
+        return _erasure_execute(request_id=request_id, batch=batch)
+
+
+def _erasure_execute(*, request_id: Any, batch: int | None) -> ErasureRequest:
+    """The body of ``erasure_run``, under the request's lock."""
     with transaction.atomic():
         request = ErasureRequest.objects.select_for_update().filter(pk=request_id).first()
         if request is None:
@@ -944,13 +956,21 @@ def _erase_copies(request_pk: Any, kind: str, value: str, timings: dict[str, flo
     tables = lifecycle.touched_tables(progress)
     tables += [t for t in lifecycle.statistics_naming(target.needles) if t not in tables]
     vacuumed = lifecycle.vacuum(tables, timings=timings)
+    forgotten = lifecycle.statistics_forget(tables)
     reindexed = lifecycle.gin_rebuild(tables, timings=timings)
     clock = time.monotonic()
     files = copies.redis_files_rewrite()
     lap("redis files")
     with transaction.atomic():
         locked = ErasureRequest.objects.select_for_update().get(pk=request_pk)
-        locked.progress.update({"vacuumed": vacuumed, "reindexed": reindexed, "redis_files": files})
+        locked.progress.update(
+            {
+                "vacuumed": vacuumed,
+                "statistics_dropped": forgotten,
+                "reindexed": reindexed,
+                "redis_files": files,
+            }
+        )
         locked.save(update_fields=["progress"])
 
 

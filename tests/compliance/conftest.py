@@ -14,6 +14,7 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from agents.models import Agent
+from compliance.models import ErasureRequest
 from core.redis import get_redis
 from core.tenancy import maintenance
 from memory.episodic.models import Event, EventKind
@@ -84,3 +85,14 @@ def on_disk(folder: Path) -> bytes:
         for p in folder.rglob("*")
         if p.is_file() and (p.suffix in (".aof", ".rdb") or "appendonly" in p.name)
     )
+
+
+def finished(request: ErasureRequest, timeout: float = 120.0) -> ErasureRequest:
+    """The request once done or failed: a Celery worker of the test session may have taken the
+    task queued at the approval (on a committed tenant), and this process's run then returned."""
+    deadline = time.monotonic() + timeout
+    while not request.is_done:
+        assert time.monotonic() < deadline, "the erasure did not finish in time"
+        time.sleep(0.25)
+        request.refresh_from_db()
+    return request

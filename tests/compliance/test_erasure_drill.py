@@ -27,12 +27,13 @@ from compliance import copies, services
 from compliance.models import ErasureStatus, Export, ExportStatus, RetentionRule
 from core.errors import Conflict
 from core.redis import get_redis
+from core.tenancy import maintenance
 from memory.consolidation.services import consolidate
 from memory.knowledge.projection import outbox_drain
 from memory.store.models import StoreItem
 from memory.store.services import items_expire
 from tenants.models import Tenant
-from tests.compliance.conftest import append, on_disk
+from tests.compliance.conftest import append, finished, on_disk
 from tests.factories import Caller, fact, make_caller, requires_model, skill_publish, skill_seed
 
 SUBJECT = "cust-7342"
@@ -77,6 +78,14 @@ def postgres_holding(schemas: tuple[str, ...]) -> dict[str, int]:
             rows = int(cursor.fetchone()[0])
             if rows:
                 found[f"{schema}.{table}.{column}"] = rows
+        # the planner's statistics: sampled values of every column (and of expression indexes)
+        cursor.execute(
+            "SELECT schemaname, tablename, attname FROM pg_stats WHERE schemaname = ANY(%s) AND "
+            "concat_ws(' ', most_common_vals::text, histogram_bounds::text, most_common_elems::text) ILIKE ANY(%s)",
+            [list(schemas), [f"%{n}%" for n in NEEDLES] + [f"%{MARKER[:8].lower()}%"]],
+        )
+        for schema, table, column in cursor.fetchall():
+            found[f"pg_stats {schema}.{table}.{column}"] = 1
     return found
 
 
@@ -311,7 +320,10 @@ def test_the_erasure_drill(graph_tenant: Tenant, neo4j_driver: Any, redis_on_dis
 
     # the searches find the subject everywhere before (they can fail)
     with tenant_context(tenant):
-        assert postgres_holding((schema,))
+        with maintenance(), connection.cursor() as cursor:
+            cursor.execute("ANALYZE")  # autovacuum's sampling, now
+        found = postgres_holding((schema,))
+        assert "pg_stats" in " ".join(found) and f"{schema}.memory_event.content" in found
         assert {"memory_event (r)", "event_search_gin (i)", "semantic_hnsw_384 (i)"} <= set(
             relation_files_holding(schema, extra)
         )
@@ -351,7 +363,7 @@ def test_the_erasure_drill(graph_tenant: Tenant, neo4j_driver: Any, redis_on_dis
             kind="subject", value=SUBJECT, legal_basis="GDPR Art. 17(1)(a)", note="", username="olga"
         )
         services.erasure_approve(request_id=request.pk, username="pavel")
-        done = services.erasure_run(request_id=request.pk)
+        done = finished(services.erasure_run(request_id=request.pk))
         assert done.status == ErasureStatus.DONE, done.error
 
         # --- nothing of the subject anywhere ---------------------------------------------------------------

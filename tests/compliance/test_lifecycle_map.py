@@ -25,7 +25,7 @@ from compliance.models import ErasureStatus, Export, ExportStatus
 from core.tenancy import maintenance
 from memory.episodic.models import Event
 from tenants.models import Tenant
-from tests.compliance.conftest import append, on_disk
+from tests.compliance.conftest import append, finished, on_disk
 from tests.factories import Caller, make_caller
 
 SUBJECT = "cust-4711"
@@ -57,7 +57,7 @@ def erase(tenant: Tenant, value: str = SUBJECT) -> Any:
             kind="subject", value=value, legal_basis="Art. 17", note="", username="olga"
         )
         services.erasure_approve(request_id=request.pk, username="pavel")
-        done = services.erasure_run(request_id=request.pk)
+        done = finished(services.erasure_run(request_id=request.pk))
         assert done.status == ErasureStatus.DONE, done.error
         return done
 
@@ -248,27 +248,44 @@ def test_an_erasure_rewrites_redis_files_on_disk(alice: Caller, redis_on_disk: A
 
 
 def test_the_planner_statistics_forget_an_erased_subject(scratch_tenant: Tenant) -> None:
+    """ANALYZE samples column values into ``pg_stats`` (most common values, histogram bounds);
+    the erasure samples again what is left, and drops the statistics of a table it left empty
+    (ANALYZE keeps an empty table's old ones): here the events, and the checkpoints, which were
+    all the subject's."""
     alice = make_caller(scratch_tenant, "alice")
     said(alice, n=60)
     said(alice, "s-other", n=20, subject="cust-1")
+    for step in (1, 2):
+        saved = alice.post(
+            "/api/v1/sessions/s-z/checkpoints",
+            {
+                "step_index": step,
+                "idempotency_key": f"k{step}",
+                "state": {"t": MARKER},
+                "data_subject": SUBJECT,
+            },
+        )
+        assert saved.status_code == 201, saved.content
     schema = scratch_tenant.schema_name
 
-    def sampled() -> str:
+    def sampled(table: str) -> str:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT coalesce(string_agg(concat_ws(' ', most_common_vals::text, histogram_bounds::text), ' '), '') "
-                "FROM pg_stats WHERE schemaname = %s AND tablename = 'memory_event'",
-                [schema],
+                "FROM pg_stats WHERE schemaname = %s AND tablename = %s",
+                [schema, table],
             )
             return str(cursor.fetchone()[0])
 
     with tenant_context(scratch_tenant):
         with maintenance(), connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_event")
-        assert SUBJECT in sampled()
+            cursor.execute("ANALYZE memory_checkpoint")
+        assert SUBJECT in sampled("memory_event") and SUBJECT in sampled("memory_checkpoint")
     receipt = json.loads(erase(scratch_tenant).receipt)
     with tenant_context(scratch_tenant):
-        assert SUBJECT not in sampled() and MARKER not in sampled()
+        for table in ("memory_event", "memory_checkpoint"):
+            assert SUBJECT not in sampled(table) and MARKER not in sampled(table), (table, sampled(table))
     assert receipt["verification"]["postgres"]["statistics_naming_subject"] == 0
 
 
