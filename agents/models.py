@@ -87,18 +87,22 @@ class ApiKey(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """The first response to a POST sent with an ``Idempotency-Key`` header, kept for replays.
+    """A POST sent with an ``Idempotency-Key`` header: its request, and the first answer of a write
+    kept for replays (the replay cache, one store of the lifecycle's map).
 
     Keys are scoped to the agent; ``fingerprint`` is the SHA-256 of method, path and body, so the same
-    key with a different request is detected (409).
+    key with a different request is detected (409). ``response_body`` is null for a read (recall,
+    search, context: run again on a replay, never stored) and for an answer an erasure withdrew
+    (``withdrawn_at``: it may have quoted erased rows; a replay is then a 409).
     """
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)
     response_status = models.PositiveSmallIntegerField()
-    response_body = models.JSONField(encoder=DjangoJSONEncoder)
+    response_body = models.JSONField(encoder=DjangoJSONEncoder, null=True)
     created_at = models.DateTimeField(default=timezone.now)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "key"], name="idempotency_agent_key_uniq")]

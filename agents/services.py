@@ -8,9 +8,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.locks import advisory_xact_lock
 from core.tenancy import current_schema
 
 from .models import Agent, ApiKey, IdempotencyRecord, Scope
@@ -79,3 +81,23 @@ def idempotency_records_purge(*, older_than: timedelta | None = None) -> int:
     ttl = older_than or timedelta(hours=settings.ENGRAM["IDEMPOTENCY_TTL_HOURS"])
     deleted, _ = IdempotencyRecord.objects.filter(created_at__lt=timezone.now() - ttl).delete()
     return deleted
+
+
+# The lock between storing an answer (``api.idempotency``, shared) and withdrawing them (exclusive)
+REPLAY_LOCK = "idem-answers"
+
+
+def replay_answers_withdraw() -> tuple[int, int]:
+    """Withdraw every stored answer of the current tenant's replay cache (``IdempotencyRecord``):
+    the body goes (null, ``withdrawn_at`` set), the key, fingerprint and status stay, so a retried
+    write is still applied once (its replay is a 409 saying why). For an erasure, after it removed
+    its rows: the lock makes it wait for the answers being stored and keeps new ones back until it
+    commits, so an answer stored later was computed without the erased rows. Returns ``(answers
+    withdrawn, watermark)``: every record with an id up to the watermark was stored before."""
+    with transaction.atomic():
+        advisory_xact_lock(REPLAY_LOCK)
+        watermark = IdempotencyRecord.objects.aggregate(top=Max("pk"))["top"] or 0
+        withdrawn = IdempotencyRecord.objects.filter(pk__lte=watermark, response_body__isnull=False).update(
+            response_body=None, withdrawn_at=timezone.now()
+        )
+    return withdrawn, watermark

@@ -8,6 +8,9 @@ class ComplianceConfig(AppConfig):
 
     def ready(self) -> None:
         # logins and failed logins to the tenant admin: Django's auth signals are the only hook
-        from compliance import receivers
+        from compliance import lifecycle, receivers
+        from core.holds import holds_answer
 
         receivers.connect()
+        # every hard delete of a layer asks which rows a legal hold keeps (core.holds)
+        holds_answer(lifecycle.unheld)

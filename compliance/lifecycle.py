@@ -1,9 +1,15 @@
 """The data lifecycle's map of the stores: how each layer finds the rows of a target (a data
 subject, a session, an agent, a tag, an entity), how long it keeps them and from when, and how it
 removes them. Retention, legal holds and erasure all read this one table (``LAYERS``): a new layer
-(procedural skills, say) takes part in all three by adding its ``Layer`` here.
+(procedural skills, say) takes part in all three by adding its ``Layer`` here. What a legal hold
+keeps is ``unheld``, which every hard delete asks (the layers through ``core.holds``).
 
-Also here: the erasure's steps over every store (``erase_*``), its verification pass, and the
+``STORES`` is the wider map: every place the tenant's data lives (the layers' tables and those
+removed with them, the replay cache, export archives, Redis's copies and files, task results, the
+planner's statistics, and what no erasure reaches at once), each with its erasure and its check in
+the verification pass; every model of the project is in a store or in ``NO_PERSONAL_DATA``.
+
+Also here: the erasure's steps over the layers (``erase_*``), its verification pass, and the
 receipt it signs. ``compliance.services`` runs them and records them in the trail.
 """
 
@@ -18,29 +24,49 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.contrib.admin.models import LogEntry
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agents.models import IdempotencyRecord
 from core.canonical_json import canonical_json
+from core.fulltext import identifier_pattern
+from core.locks import advisory_lock
 from core.tenancy import maintenance
-from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.checkpoints.services import checkpoints_erase
 from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
 from memory.consolidation.services import promotions_detach, promotions_erase, summaries_erase
-from memory.episodic.models import REDACTION_ACTION, Event, EventKind
-from memory.knowledge.models import Entity, Fact, FactStatus, entity_key
+from memory.episodic.models import REDACTION_ACTION, ChainHead, Event, EventKind
+from memory.knowledge.models import (
+    Contradiction,
+    Entity,
+    Fact,
+    FactProvenance,
+    FactStatus,
+    GraphOutbox,
+    entity_key,
+)
 from memory.knowledge.services import facts_erase
 from memory.procedural.models import SkillRun
 from memory.procedural.services import skill_runs_erase
-from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryContext, MemoryType, SemanticMemory
+from memory.semantic.models import (
+    AGENT_MEMORY_TYPES,
+    LexicalPosting,
+    MemoryAccess,
+    MemoryContext,
+    MemoryType,
+    SemanticMemory,
+)
 from memory.semantic.services import memories_erase
 from memory.store.models import StoreItem
 from memory.store.services import items_erase
 from memory.working.services import keys_holding, working_memory_erase
 
-from .models import LegalHold, RetentionRule, TargetKind
+from . import copies
+from .models import ErasureRequest, Export, LegalHold, RetentionRule, TargetKind
 from .redaction import events_redact_decided
 
 DAY = timedelta(days=1)
@@ -410,6 +436,23 @@ def held_q(layer: Layer, holds: Sequence[LegalHold]) -> Q | None:
     return combined
 
 
+def unheld(layer_name: str, rows: QuerySet[Any]) -> tuple[QuerySet[Any], list[str]]:
+    """``rows`` of the layer ``layer_name`` less those an active hold covers, and the holds covering
+    any of them (described as ``legal hold #N on subject X (reason)``). The one rule of what a hold
+    keeps: every hard delete asks it, retention directly and the layers through
+    ``core.holds.holds_check`` (registered by ``compliance.apps``)."""
+    layer = layer_get(layer_name)
+    covering = [
+        hold
+        for hold in active_holds()
+        if (q := target_q(layer, hold.kind, hold.value)) is not None and rows.filter(q).exists()
+    ]
+    held = held_q(layer, covering)
+    if held is None:
+        return rows, []
+    return (rows.none() if not held else rows.exclude(held)), [f"{h} ({h.reason})" for h in covering]
+
+
 def holds_meeting(kind: str, value: str) -> list[LegalHold]:
     """The active holds an erasure of (``kind``, ``value``) would touch: a tenant-wide hold, a hold
     on the same target, or one on another target that shares a row with it in some layer (a hold on
@@ -480,12 +523,9 @@ def retention_candidates(layer: Layer, *, now: datetime) -> QuerySet[Any] | None
         # a hold keeps its sources, which stay; the derived rows that summarised a removed
         # source go whatever the hold (their text holds it) and are rebuilt from what is kept
         return rows
-    held = held_q(layer, active_holds())
-    if held is not None:
-        if not held:
-            return None
-        rows = rows.exclude(held)
-    return rows
+    if held_q(layer, active_holds()) == Q():  # a tenant-wide hold: nothing of the layer goes
+        return None
+    return unheld(layer.name, rows)[0]
 
 
 def retention_preview(*, now: datetime) -> dict[str, int | None]:
@@ -574,34 +614,88 @@ def erase_working_memory(
     return working_memory_erase(session_ids=list(sessions), agent_ids=list(agent_ids), keys=extra)
 
 
+# the decision closing an execution records its final blackboard, values included
+# (``memory.working.services.execution_close``): the trail's copy of the working memory
+WORKING_MEMORY_RECORDS = Q(payload_index__action="execution_close")
+
+
+def erase_working_memory_records(sessions: Sequence[str]) -> Removed | None:
+    """Redact the trail's copies of the working memory an erasure deletes with ``sessions``: the
+    decisions closing an execution in them (``WORKING_MEMORY_RECORDS``). Call inside a
+    transaction, with the summary job paused (their summaries go next)."""
+    rows = list(
+        Event.objects.filter(WORKING_MEMORY_RECORDS, session_id__in=list(sessions), redacted_at__isnull=True)
+        .order_by("seq")
+        .values("pk", "session_id")
+    )
+    return _events_remove(rows) if rows else None
+
+
 def vacuum(tables: Sequence[str], *, timings: dict[str, float] | None = None) -> list[str]:
-    """``VACUUM (INDEX_CLEANUP ON)`` each of ``tables``, so the dead tuples of erased rows and their
-    index entries (the subject's id in its btree, the words in GIN, the vectors in HNSW) are gone,
-    not just invisible. ``INDEX_CLEANUP ON``, because the default (``AUTO``) skips the indexes when
-    under 2% of the table's pages have dead tuples, as after erasing one person among millions,
-    which would leave exactly what an erasure must remove. No ANALYZE: an erasure removes nothing
-    the planner's statistics depend on (autovacuum refreshes them). Needs autocommit (not inside
-    a transaction); returns the tables vacuumed (none inside a transaction, as in tests that roll
-    back). Runs as the tables' owner (the maintenance role): PostgreSQL skips a VACUUM by a
-    tenant's role with only a warning. VACUUM reads only the pages the visibility map does not
-    mark all-visible, so a table's cost is the pages the removal touched plus one pass over each
-    of its indexes."""
+    """``VACUUM (INDEX_CLEANUP ON, ANALYZE)`` each of ``tables``, so the dead tuples of erased rows
+    and their index entries (the subject's id in its btree, the vectors in HNSW, the rows in GIN
+    posting lists; GIN's keys need ``gin_rebuild``) are gone, not just invisible, and the
+    planner's statistics sample only the rows left: they keep column values (most common values,
+    histogram bounds), which may be the erased ones.
+    ``INDEX_CLEANUP ON``, because the default (``AUTO``) skips the indexes when under 2% of the
+    table's pages have dead tuples, as after erasing one person among millions, which would leave
+    exactly what an erasure must remove. Needs autocommit (not inside a transaction); returns the
+    tables vacuumed (none inside a transaction, as in tests that roll back). Runs as the tables'
+    owner (the maintenance role): PostgreSQL skips a VACUUM by a tenant's role with only a
+    warning. VACUUM reads only the pages the visibility map does not mark all-visible, so a
+    table's cost is the pages the removal touched plus one pass over each of its indexes; ANALYZE
+    reads a sample of at most 300 x default_statistics_target pages."""
     if connection.in_atomic_block:
         return []
     with maintenance(), connection.cursor() as cursor:
         for table in tables:
             started = time.monotonic()
-            cursor.execute(f'VACUUM (INDEX_CLEANUP ON) "{table}"')
+            cursor.execute(f'VACUUM (INDEX_CLEANUP ON, ANALYZE) "{table}"')
             if timings is not None:
                 timings[f"vacuum {table}"] = round(time.monotonic() - started, 3)
     return list(tables)
 
 
+def gin_rebuild(tables: Sequence[str], *, timings: dict[str, float] | None = None) -> list[str]:
+    """``REINDEX INDEX CONCURRENTLY`` every GIN index of ``tables`` (the full-text words of events,
+    memory and skill tags, the store's namespace labels): GIN never removes a key from its entry
+    tree, a VACUUM only empties its posting list, so the words of erased text and a person's id
+    used as a label would stay in the index's pages, with no row behind them, until a rebuild.
+    Concurrently: writes go on meanwhile; each costs a scan of its table. Needs autocommit (none
+    inside a transaction); runs as the tables' owner. Returns the indexes rebuilt."""
+    if connection.in_atomic_block or not tables:
+        return []
+    rebuilt = []
+    # one rebuild of an index at a time: two erasures of the tenant would race on its copy
+    with advisory_lock("gin-rebuild"), maintenance(), connection.cursor() as cursor:
+        for index in gin_indexes(tables):
+            started = time.monotonic()
+            cursor.execute(f'REINDEX INDEX CONCURRENTLY "{index}"')
+            rebuilt.append(index)
+            if timings is not None:
+                timings[f"reindex {index}"] = round(time.monotonic() - started, 3)
+    return rebuilt
+
+
+def gin_indexes(tables: Sequence[str]) -> list[str]:
+    """The GIN indexes of ``tables`` (names in the current schema), sorted."""
+    from core.tenancy import current_schema
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
+            "JOIN pg_am a ON a.oid = ic.relam JOIN pg_class tc ON tc.oid = i.indrelid "
+            "JOIN pg_namespace n ON n.oid = tc.relnamespace "
+            "WHERE a.amname = 'gin' AND n.nspname = %s AND tc.relname = ANY(%s) ORDER BY 1",
+            [current_schema(), list(tables)],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def touched_tables(progress: Mapping[str, Any]) -> list[str]:
-    """The tables an erasure removed rows from (by its ``progress``), with those removed alongside
-    (access clocks, lexical postings, provenance, entities, promotions): the ones to vacuum."""
-    from memory.knowledge.models import FactProvenance
-    from memory.semantic.models import LexicalPosting, MemoryAccess, MemoryContext
+    """The tables an erasure removed rows from or changed (by its ``progress``), with those removed
+    alongside (access clocks, lexical postings, provenance, entities, promotions, pending writes):
+    the ones to vacuum."""
 
     def did(layer: str, key: str = "ids") -> bool:
         return bool(progress.get(layer, {}).get(key))
@@ -616,44 +710,85 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
     if did("knowledge") or did("knowledge", "entity_ids"):
         tables += [Fact, FactProvenance, Entity]
     if did("checkpoints"):
-        tables.append(Checkpoint)
+        tables += [Checkpoint, CheckpointWrite]
     if did("summaries"):
         tables.append(SummaryNode)
     if did("procedural"):
         tables.append(SkillRun)
     if did("semantic", "promotion_ids") or did("knowledge", "promotions_detached"):
         tables.append(Promotion)
+    if progress.get("replay", {}).get("withdrawn"):
+        tables.append(IdempotencyRecord)
+    if did("records", "hold_ids"):
+        tables += [LegalHold, LogEntry]
     return [model._meta.db_table for model in tables]
 
 
-def verification_pass(
-    *, kind: str, value: str, progress: Mapping[str, Any], timings: dict[str, float] | None = None
-) -> dict[str, dict[str, int]]:
-    """Look for what an erasure removed in every store; each count must be 0.
+# --- the map of the stores and the verification pass ------------------------------------------------------
 
-    PostgreSQL: rows of the target left in each layer, erased rows still there (memories, facts,
-    entities, checkpoints by id; redacted events with any body, full-text vector or subject left);
-    pgvector: embeddings of erased memories; Neo4j (Cypher): relationships of erased facts and
-    nodes of erased entities (and, for an entity, nodes of its name); Redis (SCAN): keys that were
-    deleted, and for a data subject any key holding its identifier. Also reported, not counted as
-    left: live memories with the same content digest as an erased one (``same_content_elsewhere``:
-    another agent wrote the same words outside the erasure's scope)."""
-    from core.neo4j import get_driver
 
-    report: dict[str, dict[str, int]] = {"postgres": {}, "pgvector": {}, "neo4j": {}, "redis": {}}
-    clock = [time.monotonic()]
+@dataclass(frozen=True)
+class Target:
+    """What an erasure erased, as its verification pass looks for it: the target and the run's
+    ``progress`` (ids per layer, see ``compliance.services._progress_add``)."""
 
-    def lap(step: str) -> None:
-        now = time.monotonic()
-        if timings is not None:
-            timings[f"verify {step}"] = round(timings.get(f"verify {step}", 0.0) + now - clock[0], 3)
-        clock[0] = now
+    kind: str
+    value: str
+    progress: Mapping[str, Any]
 
-    pg = report["postgres"]
-    for layer in stored_layers():
-        q = target_q(layer, kind, value)
-        pg[f"{layer.name}_left"] = 0 if q is None else layer.rows().filter(q).count()
-    seqs = progress.get("episodic", {}).get("ids", [])
+    def ids(self, layer: str, key: str = "ids") -> list[Any]:
+        return list(self.progress.get(layer, {}).get(key, []))
+
+    @property
+    def memory_ids(self) -> list[Any]:
+        return self.ids("semantic") + self.ids("summaries", "memory_ids") + self.ids("store", "memory_ids")
+
+    @property
+    def sessions(self) -> list[str]:
+        """The sessions whose working memory the erasure deleted."""
+        found = set(self.progress.get("sessions", []))
+        return sorted(found | {self.value}) if self.kind == TargetKind.SESSION else sorted(found)
+
+    @property
+    def needles(self) -> list[str]:
+        """Identifiers of the target searched in copies as whole identifiers: a data subject's id."""
+        return [self.value] if self.kind == TargetKind.SUBJECT and self.value else []
+
+    def erased(self) -> copies.Erased:
+        return copies.Erased.of(self.progress, self.needles)
+
+
+Counts = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Store:
+    """One place the tenant's data lives, as an erasure sees it: its ``models`` (the tables of a
+    layer and those whose rows go with them; none for a store outside PostgreSQL), where it is
+    (``system``), how an erasure removes the target from it (``erased``), and ``verify``: the
+    verification pass's counts of what is left there, per system and check, each to be 0 (a
+    ``postgres_notes`` entry is reported, not counted). ``verify`` is None only for a store no
+    pass can look into; its ``lingers`` says what it keeps and until when (the receipt's
+    ``lingering``)."""
+
+    name: str
+    label: str
+    system: str
+    erased: str
+    verify: Callable[[Target], Counts] | None
+    models: tuple[type[models.Model], ...] = ()
+    lingers: str = ""
+
+
+def _left(name: str, target: Target) -> int:
+    layer = layer_get(name)
+    q = target_q(layer, target.kind, target.value)
+    return 0 if q is None else layer.rows().filter(q).count()
+
+
+def _verify_episodic(target: Target) -> Counts:
+    seqs = target.ids("episodic")
+    pg = {"episodic_left": _left("episodic", target)}
     pg["events_with_body"] = (
         Event.objects.filter(seq__in=seqs)
         .filter(~Q(content="") | ~Q(payload_json="{}") | ~Q(body_salt="") | ~Q(data_subject=""))
@@ -665,86 +800,428 @@ def verification_pass(
             [list(seqs)],
         )
         pg["events_fulltext"] = int(cursor.fetchone()[0])
-    if kind == TargetKind.SUBJECT:
-        pg["events_naming_subject"] = Event.objects.filter(data_subject=value).count()
-    summaries = progress.get("summaries", {})
-    memory_ids = (
-        list(progress.get("semantic", {}).get("ids", []))
-        + list(summaries.get("memory_ids", []))
-        + list(progress.get("store", {}).get("memory_ids", []))
-    )
-    pg["memories"] = SemanticMemory.objects.filter(pk__in=memory_ids).count()
-    # neighbours' contexts built from an erased memory's text (the triggers rebuild them)
-    pg["memory_contexts"] = MemoryContext.objects.filter(
-        Q(memory_id__in=memory_ids) | Q(sources__overlap=list(memory_ids))
-    ).count()
-    pg["summary_nodes"] = SummaryNode.objects.filter(pk__in=summaries.get("ids", [])).count()
-    # a node written before a redaction of its range holds the erased text (rebuilt ones never do)
-    pg["summaries_stale"] = SummaryNode.objects.filter(_summaries_stale(timezone.now(), "")).count()
-    pg["promotions"] = Promotion.objects.filter(
-        Q(memory_id__in=memory_ids) | Q(fact_id__in=progress.get("knowledge", {}).get("ids", []))
-    ).count()
-    pg["skill_runs"] = SkillRun.objects.filter(pk__in=progress.get("procedural", {}).get("ids", [])).count()
+    if target.kind == TargetKind.SUBJECT:
+        pg["events_naming_subject"] = Event.objects.filter(data_subject=target.value).count()
+    return {"postgres": pg}
+
+
+def _verify_semantic(target: Target) -> Counts:
+    memory_ids = target.memory_ids
+    pg = {
+        "semantic_left": _left("semantic", target),
+        "memories": SemanticMemory.objects.filter(pk__in=memory_ids).count(),
+        # neighbours' contexts built from an erased memory's text (the triggers rebuild them)
+        "memory_contexts": MemoryContext.objects.filter(
+            Q(memory_id__in=memory_ids) | Q(sources__overlap=list(memory_ids))
+        ).count(),
+    }
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM {SemanticMemory._meta.db_table} WHERE id = ANY(%s::uuid[]) "
             "AND embedding IS NOT NULL",
             [list(memory_ids)],
         )
-        report["pgvector"]["embeddings"] = int(cursor.fetchone()[0])
-    fact_ids = progress.get("knowledge", {}).get("ids", [])
-    entity_ids = progress.get("knowledge", {}).get("entity_ids", [])
-    pg["facts"] = Fact.objects.filter(pk__in=fact_ids).count()
-    pg["entities"] = Entity.objects.filter(pk__in=entity_ids).count()
-    if kind == TargetKind.ENTITY:
-        pg["entity_named"] = Entity.objects.filter(key=entity_key(value)).count()
-    pg["store_items"] = StoreItem.objects.filter(pk__in=progress.get("store", {}).get("ids", [])).count()
-    pg["checkpoints"] = Checkpoint.objects.filter(
-        pk__in=progress.get("checkpoints", {}).get("ids", [])
+        embeddings = int(cursor.fetchone()[0])
+    hashes = target.ids("semantic", "content_hashes")
+    notes = {"same_content_elsewhere": SemanticMemory.objects.filter(content_hash__in=hashes).count()}
+    return {"postgres": pg, "pgvector": {"embeddings": embeddings}, "postgres_notes": notes}
+
+
+def _verify_knowledge(target: Target) -> Counts:
+    pg = {
+        "knowledge_left": _left("knowledge", target),
+        "facts": Fact.objects.filter(pk__in=target.ids("knowledge")).count(),
+        "entities": Entity.objects.filter(pk__in=target.ids("knowledge", "entity_ids")).count(),
+    }
+    if target.kind == TargetKind.ENTITY:
+        pg["entity_named"] = Entity.objects.filter(key=entity_key(target.value)).count()
+    return {"postgres": pg}
+
+
+def _verify_promotions(target: Target) -> Counts:
+    promotions = Promotion.objects.filter(
+        Q(memory_id__in=target.memory_ids) | Q(fact_id__in=target.ids("knowledge"))
     ).count()
-    hashes = progress.get("semantic", {}).get("content_hashes", [])
-    report["postgres_notes"] = {
-        "same_content_elsewhere": SemanticMemory.objects.filter(content_hash__in=hashes).count()
+    return {"postgres": {"promotions": promotions}}
+
+
+def _verify_graph(target: Target) -> Counts:
+    from core.neo4j import get_driver, neo4j_guard
+    from core.tenancy import current_schema
+
+    driver = get_driver()
+    if driver is None:
+        return {}
+    neo4j: dict[str, int] = {}
+    tenant = current_schema()
+    with neo4j_guard():
+        records, _, _ = driver.execute_query(
+            "MATCH ()-[r:FACT {tenant: $t}]->() WHERE r.fact_id IN $ids RETURN count(r) AS n",
+            t=tenant,
+            ids=target.ids("knowledge"),
+        )
+        neo4j["relationships"] = int(records[0]["n"])
+        records, _, _ = driver.execute_query(
+            "MATCH (n:Entity {tenant: $t}) WHERE n.id IN $ids RETURN count(n) AS n",
+            t=tenant,
+            ids=target.ids("knowledge", "entity_ids"),
+        )
+        neo4j["nodes"] = int(records[0]["n"])
+        if target.kind == TargetKind.ENTITY:
+            records, _, _ = driver.execute_query(
+                "MATCH (n:Entity {tenant: $t}) WHERE toLower(n.name) = toLower($name) RETURN count(n) AS n",
+                t=tenant,
+                name=target.value,
+            )
+            neo4j["nodes_named"] = int(records[0]["n"])
+    return {"neo4j": neo4j}
+
+
+def _verify_checkpoints(target: Target) -> Counts:
+    left = Checkpoint.objects.filter(pk__in=target.ids("checkpoints")).count()
+    return {"postgres": {"checkpoints_left": _left("checkpoints", target), "checkpoints": left}}
+
+
+def _verify_summaries(target: Target) -> Counts:
+    return {
+        "postgres": {
+            "summaries_left": _left("summaries", target),
+            "summary_nodes": SummaryNode.objects.filter(pk__in=target.ids("summaries")).count(),
+            # a node written before a redaction of its range holds the erased text (rebuilt ones never do)
+            "summaries_stale": SummaryNode.objects.filter(_summaries_stale(timezone.now(), "")).count(),
+        }
     }
 
-    lap("postgres")
-    driver = get_driver()
-    if driver is not None:
-        from core.neo4j import neo4j_guard
-        from core.tenancy import current_schema
 
-        tenant = current_schema()
-        with neo4j_guard():
-            records, _, _ = driver.execute_query(
-                "MATCH ()-[r:FACT {tenant: $t}]->() WHERE r.fact_id IN $ids RETURN count(r) AS n",
-                t=tenant,
-                ids=list(fact_ids),
-            )
-            report["neo4j"]["relationships"] = int(records[0]["n"])
-            records, _, _ = driver.execute_query(
-                "MATCH (n:Entity {tenant: $t}) WHERE n.id IN $ids RETURN count(n) AS n",
-                t=tenant,
-                ids=list(entity_ids),
-            )
-            report["neo4j"]["nodes"] = int(records[0]["n"])
-            if kind == TargetKind.ENTITY:
-                records, _, _ = driver.execute_query(
-                    "MATCH (n:Entity {tenant: $t}) WHERE toLower(n.name) = toLower($name) RETURN count(n) AS n",
-                    t=tenant,
-                    name=value,
-                )
-                report["neo4j"]["nodes_named"] = int(records[0]["n"])
-    lap("neo4j")
+def _verify_procedural(target: Target) -> Counts:
+    runs = SkillRun.objects.filter(pk__in=target.ids("procedural")).count()
+    return {"postgres": {"procedural_left": _left("procedural", target), "skill_runs": runs}}
+
+
+def _verify_store(target: Target) -> Counts:
+    items = StoreItem.objects.filter(pk__in=target.ids("store")).count()
+    return {"postgres": {"store_left": _left("store", target), "store_items": items}}
+
+
+def _verify_working(target: Target) -> Counts:
     from core.redis import get_redis, redis_errors
 
-    deleted = progress.get("redis", {}).get("keys", []) + progress.get("checkpoints", {}).get(
-        "redis_keys", []
-    )
+    deleted = target.ids("redis", "keys") + target.ids("checkpoints", "redis_keys")
+    redis: dict[str, int] = {}
     with redis_errors():
-        report["redis"]["deleted_keys_back"] = int(get_redis().exists(*deleted)) if deleted else 0
-    if kind == TargetKind.SUBJECT:
-        report["redis"]["keys_naming_subject"] = len(keys_holding([value]))
-    lap("redis")
+        redis["deleted_keys_back"] = int(get_redis().exists(*deleted)) if deleted else 0
+    if target.kind == TargetKind.SUBJECT:
+        redis["keys_naming_subject"] = len(keys_holding([target.value]))
+    records = Event.objects.filter(
+        WORKING_MEMORY_RECORDS, session_id__in=target.sessions, redacted_at__isnull=True
+    ).count()
+    return {"redis": redis, "postgres": {"working_memory_records": records}}
+
+
+def _naming(texts: Sequence[str], needles: Sequence[str]) -> int:
+    pattern = identifier_pattern(list(needles))
+    return 0 if pattern is None else sum(1 for text in texts if pattern.search(text))
+
+
+def _verify_replay(target: Target) -> Counts:
+    watermark = target.progress.get("replay", {}).get("watermark")
+    if watermark is None:
+        kept = IdempotencyRecord.objects.filter(response_body__isnull=False).count()
+    else:
+        kept = IdempotencyRecord.objects.filter(pk__lte=watermark, response_body__isnull=False).count()
+    pg = {"replay_answers_kept_from_before": kept}
+    if target.needles:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT response_body::text FROM {IdempotencyRecord._meta.db_table} "
+                "WHERE response_body IS NOT NULL AND response_body::text LIKE ANY(%s)",
+                [[f"%{n}%" for n in target.needles]],
+            )
+            pg["replay_answers_naming_subject"] = _naming([r[0] for r in cursor.fetchall()], target.needles)
+    return {"postgres": pg}
+
+
+def _verify_exports(target: Target) -> Counts:
+    return {"files": {"archives_holding_erased": len(copies.archives_holding(target.erased()))}}
+
+
+def _verify_records(target: Target) -> Counts:
+    if not target.needles:
+        return {}
+    from django.contrib.contenttypes.models import ContentType
+
+    holds = LegalHold.objects.filter(kind=target.kind, value=target.value).count()
+    logged = list(
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(LegalHold), object_repr__contains=target.value
+        ).values_list("object_repr", flat=True)
+    )
+    return {
+        "postgres": {
+            "legal_holds_naming_subject": holds,
+            "admin_log_naming_subject": _naming(logged, target.needles),
+        }
+    }
+
+
+def statistics_naming(needles: Sequence[str]) -> list[str]:
+    """The tables of the current tenant whose planner statistics (``pg_stats``: most common values
+    and elements, histogram bounds, those of their expression indexes too) hold one of ``needles`` as a whole
+    identifier: ANALYZE samples them again (``vacuum``)."""
+    pattern = identifier_pattern(list(needles))
+    if pattern is None:
+        return []
+    from core.tenancy import current_schema
+
+    like = [f"%{n}%" for n in needles]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(t.relname, c.relname), concat_ws(' ', s.most_common_vals::text, "
+            "s.histogram_bounds::text, s.most_common_elems::text) FROM pg_stats s "
+            "JOIN pg_namespace n ON n.nspname = s.schemaname "
+            "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
+            "LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid "
+            "WHERE s.schemaname = %s AND (s.most_common_vals::text LIKE ANY(%s) "
+            "OR s.histogram_bounds::text LIKE ANY(%s) OR s.most_common_elems::text LIKE ANY(%s))",
+            [current_schema(), like, like, like],
+        )
+        return sorted({table for table, text in cursor.fetchall() if pattern.search(text)})
+
+
+def statistics_forget(tables: Sequence[str]) -> list[str]:
+    """After ``vacuum``: ANALYZE samples no row of an empty table, so it keeps the statistics it
+    had, sampled from the rows an erasure removed (values of their columns). For each of
+    ``tables`` that is empty (checked under an exclusive lock, waited for at most 5 s), every
+    column with statistics is declared again with its own type, which drops them (an empty table:
+    nothing to rewrite); a column that cannot be (a dependent view, say) keeps them, for the
+    verification pass to find. Needs autocommit; returns the ``table.column`` done."""
+    if connection.in_atomic_block:
+        return []
+    from core.tenancy import current_schema
+
+    done = []
+    with maintenance():
+        for table in tables:
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL lock_timeout = '5s'")
+                    cursor.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
+                    cursor.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}")')
+                    if cursor.fetchone()[0]:
+                        continue
+                    cursor.execute(
+                        "SELECT s.attname, format_type(a.atttypid, a.atttypmod) FROM pg_stats s "
+                        "JOIN pg_namespace n ON n.nspname = s.schemaname "
+                        "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename "
+                        "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.attname "
+                        "WHERE s.schemaname = %s AND s.tablename = %s",
+                        [current_schema(), table],
+                    )
+                    for column, kind in cursor.fetchall():
+                        try:
+                            with transaction.atomic():
+                                cursor.execute(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" TYPE {kind}')
+                            done.append(f"{table}.{column}")
+                        except DatabaseError:
+                            continue
+            except DatabaseError:  # the lock was not granted in time: the verification pass tells
+                continue
+    return done
+
+
+def _verify_statistics(target: Target) -> Counts:
+    # the erasure samples them again by ANALYZE, which cannot run inside a transaction (tests
+    # that roll back): there the statistics are what they were, and not the erasure's to check
+    if not target.needles or connection.in_atomic_block:
+        return {}
+    return {"postgres": {"statistics_naming_subject": len(statistics_naming(target.needles))}}
+
+
+def _verify_index_keys(target: Target) -> Counts:
+    # rebuilt with the vacuum, which cannot run inside a transaction (tests that roll back)
+    if connection.in_atomic_block:
+        return {}
+    wanted = set(gin_indexes(touched_tables(target.progress)))
+    return {"postgres": {"gin_indexes_not_rebuilt": len(wanted - set(target.progress.get("reindexed", [])))}}
+
+
+def _verify_celery(target: Target) -> Counts:
+    if not target.needles:
+        return {}
+    return {"redis": {"task_results_naming_subject": len(copies.celery_results_holding(target.needles))}}
+
+
+def _verify_redis_files(target: Target) -> Counts:
+    return {
+        "redis": {"files_not_rewritten": copies.redis_files_pending(target.progress.get("redis_files", {}))}
+    }
+
+
+def _layer_store(
+    name: str, system: str, verify: Callable[[Target], Counts], *extra: type[models.Model]
+) -> Store:
+    layer = layer_get(name)
+    assert layer.model is not None
+    return Store(name, layer.label, system, "its layer's rows of the target", verify, (layer.model, *extra))
+
+
+STORES: tuple[Store, ...] = (
+    _layer_store("episodic", "postgres", _verify_episodic, ChainHead),
+    _layer_store("semantic", "postgres", _verify_semantic, MemoryAccess, LexicalPosting, MemoryContext),
+    _layer_store(
+        "knowledge", "postgres", _verify_knowledge, FactProvenance, Entity, Contradiction, GraphOutbox
+    ),
+    Store(
+        "promotions",
+        "memory-to-fact promotions",
+        "postgres",
+        "with the memories and facts they link",
+        _verify_promotions,
+        (Promotion,),
+    ),
+    Store("graph", "the Neo4j projection", "neo4j", "with the facts and entities it projects", _verify_graph),
+    _layer_store("checkpoints", "postgres", _verify_checkpoints, CheckpointWrite),
+    _layer_store("summaries", "postgres", _verify_summaries),
+    _layer_store("procedural", "postgres", _verify_procedural),
+    _layer_store("store", "postgres", _verify_store),
+    Store(
+        "working",
+        "working memory and checkpoint copies (Redis)",
+        "redis",
+        "the sessions' working memory, the agents' scratchpads, every key holding the subject's id, "
+        "the erased checkpoints' copies",
+        _verify_working,
+    ),
+    Store(
+        "replay",
+        "the Idempotency-Key replay cache",
+        "postgres",
+        "every stored answer written before (reads are never stored): withdrawn, keys kept",
+        _verify_replay,
+        (IdempotencyRecord,),
+    ),
+    Store(
+        "exports",
+        "export archives (files)",
+        "files",
+        "every archive file holding an erased row or the subject's id, whatever its export's state",
+        _verify_exports,
+        (Export,),
+    ),
+    Store(
+        "records",
+        "compliance records: legal holds and the admin's log of them",
+        "postgres",
+        "released holds on the subject keep its digest, not its id; their trail records carry the "
+        "subject and are redacted with its events",
+        _verify_records,
+        (LegalHold, ErasureRequest, LogEntry),
+    ),
+    Store(
+        "statistics",
+        "PostgreSQL's planner statistics (sampled column values)",
+        "postgres",
+        "sampled again from the rows left (ANALYZE with the vacuum); a table left empty loses them",
+        _verify_statistics,
+    ),
+    Store(
+        "index_keys",
+        "GIN indexes' keys (full-text words, tags, store namespace labels)",
+        "postgres",
+        "the GIN indexes of the tables it removed rows from rebuilt (REINDEX CONCURRENTLY)",
+        _verify_index_keys,
+    ),
+    Store(
+        "task_results",
+        "Celery's task results (Redis)",
+        "redis",
+        "the results naming the subject",
+        _verify_celery,
+    ),
+    Store(
+        "redis_files",
+        "Redis's append-only file and snapshot (disk)",
+        "redis",
+        "rewritten after the deletes (BGREWRITEAOF, BGSAVE)",
+        _verify_redis_files,
+    ),
+    Store(
+        "wal",
+        "PostgreSQL's write-ahead log, WAL archive and backups",
+        "postgres",
+        "nothing at once",
+        None,
+        lingers="until recycled, and the backups' retention (ENGRAM_BACKUP_RETENTION_DAYS)",
+    ),
+    Store(
+        "graph_logs",
+        "Neo4j's transaction logs",
+        "neo4j",
+        "nothing at once",
+        None,
+        lingers="until rotated (db.tx_log.rotation.retention_policy)",
+    ),
+)
+
+# The models no store above needs: none holds personal data of the memory's data subjects. A model
+# added to the project must join a store or this list, with its reason (tests/compliance walk them).
+NO_PERSONAL_DATA: dict[str, str] = {
+    "tenants.Tenant": "the customer organisation and its policies",
+    "tenants.Domain": "the tenant's host names",
+    "contenttypes.ContentType": "the names of the models",
+    "auth.Permission": "the names of the permissions",
+    "auth.Group": "admin roles",
+    "auth.Group_permissions": "admin roles' permissions",
+    "auth.User": "the people of the admin (officers, operators): accounts, not data subjects of memory",
+    "auth.User_groups": "admin people's roles",
+    "auth.User_user_permissions": "admin people's permissions",
+    "sessions.Session": "admin logins (Django's own expiry)",
+    "agents.Agent": "software agents' names and roles (an agent erasure removes what they wrote)",
+    "agents.ApiKey": "key ids, scopes and hashed secrets",
+    "memory.Predicate": "the names of relations (lives_in, knows)",
+    "memory.Tool": "tool contracts (JSON Schema): operators' work",
+    "memory.ToolVersion": "tool contracts' versions",
+    "memory.Skill": "skills: operators' procedures",
+    "memory.SkillVersion": "skills' versioned step lists",
+    "memory.SkillRunStats": "run counters per skill version",
+    "memory.ConsolidationRun": "counts of the consolidation passes",
+    "compliance.ChainCheck": "chain checks: seqs, hashes and findings about them",
+    "compliance.Anchor": "signed chain heads (seq and hash)",
+    "compliance.RetentionRule": "days per layer",
+    "compliance.RetentionRun": "counts per layer",
+}
+
+
+def verification_pass(
+    *, kind: str, value: str, progress: Mapping[str, Any], timings: dict[str, float] | None = None
+) -> dict[str, dict[str, int]]:
+    """Look for what an erasure removed in every store of ``STORES``; each count must be 0.
+
+    Returns the counts per system (``postgres``, ``pgvector``, ``neo4j``, ``redis``, ``files``)
+    and check, as each store's ``verify`` reports them (their docstrings in ``STORES``' order:
+    rows of the target left per layer, erased rows by id, redacted events with a body, embeddings,
+    Neo4j relationships and nodes, Redis keys, replayed answers, archives, holds, statistics, task
+    results, Redis's files). ``postgres_notes`` is reported, not counted: live memories with the
+    same content digest as an erased one (another agent wrote the same words outside the erasure's
+    scope). ``timings`` gets each store's seconds (``verify <store>``)."""
+    target = Target(kind, value, progress)
+    report: dict[str, dict[str, int]] = {
+        "postgres": {},
+        "pgvector": {},
+        "neo4j": {},
+        "redis": {},
+        "files": {},
+    }
+    for store in STORES:
+        if store.verify is None:
+            continue
+        started = time.monotonic()
+        for system, counts in store.verify(target).items():
+            report.setdefault(system, {}).update(counts)
+        if timings is not None:
+            timings[f"verify {store.name}"] = round(
+                timings.get(f"verify {store.name}", 0.0) + time.monotonic() - started, 3
+            )
     return report
 
 

@@ -263,8 +263,10 @@ class RetentionRun(models.Model):
 
 
 class LegalHold(models.Model):
-    """Data that must be kept: retention skips it and erasure refuses to touch it while the hold is
-    active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty).
+    """Data that must be kept: retention skips it and every delete refuses to touch it while the
+    hold is active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty).
+    Once the subject of a released hold is erased, ``value`` is emptied and ``value_digest`` (the
+    erasure's keyed digest of it) names the target instead.
 
     Released with a reason (``release_reason``). ``four_eyes`` (chosen when it is placed): one
     officer asks for the release (``release_requested_by`` / ``_at``, with the reason) and a second
@@ -272,6 +274,7 @@ class LegalHold(models.Model):
 
     kind = models.CharField(max_length=8, choices=TargetKind.choices)
     value = models.CharField(max_length=300, blank=True)
+    value_digest = models.CharField(max_length=64, blank=True)
     reason = models.TextField()
     four_eyes = models.BooleanField(
         default=True,
@@ -291,7 +294,12 @@ class LegalHold(models.Model):
         indexes = [models.Index(fields=["kind", "value"], name="legalhold_target_idx")]
 
     def __str__(self) -> str:
-        target = "the whole tenant" if self.kind == TargetKind.TENANT else f"{self.kind} {self.value}"
+        if self.kind == TargetKind.TENANT:
+            target = "the whole tenant"
+        elif self.value_digest and not self.value:
+            target = f"an erased {self.kind} ({self.value_digest[:12]})"
+        else:
+            target = f"{self.kind} {self.value}"
         return f"legal hold #{self.pk} on {target}"
 
     @property

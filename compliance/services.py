@@ -29,16 +29,16 @@ from django.utils import timezone
 from django_tenants.utils import get_public_schema_name
 
 from agents.models import Agent, ApiKey
-from agents.services import api_key_create, api_key_revoke, system_agent_get
+from agents.services import api_key_create, api_key_revoke, replay_answers_withdraw, system_agent_get
 from core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied, ServiceUnavailable
-from core.locks import advisory_xact_lock
+from core.locks import advisory_lock, advisory_xact_lock
 from core.tasks import queue_on_commit
 from core.tenancy import current_schema
 from memory.consolidation.services import summaries_paused
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record, person_session
 
-from . import lifecycle, redaction, signing
+from . import copies, lifecycle, redaction, signing
 from .exporting import EVENT_TABLE, archive_write, scope_where
 from .models import (
     Anchor,
@@ -64,16 +64,24 @@ MAX_SESSION_CHARS = 200
 
 
 def person_record(
-    *, username: str, action: str, content: str, payload: dict[str, Any], session_id: str | None = None
+    *,
+    username: str,
+    action: str,
+    content: str,
+    payload: dict[str, Any],
+    session_id: str | None = None,
+    data_subject: str = "",
 ) -> Event:
     """Append a decision made by the person ``username`` (actor ``user:<username>``) in
-    ``session_id`` or their ``admin:<username>`` session; ``payload`` gets ``action``."""
+    ``session_id`` or their ``admin:<username>`` session; ``payload`` gets ``action``; a decision
+    naming a data subject carries it (``data_subject``: its erasure redacts the record)."""
     return decision_record(
         agent=system_agent_get(),
         session_id=session_id or person_session(username),
         actor=f"user:{username}",
         content=content,
         payload={"action": action, **payload},
+        data_subject=data_subject,
     )
 
 
@@ -545,21 +553,30 @@ def export_request(
     return export
 
 
-def export_directory() -> Path:
-    """Where the current tenant's archives are kept (``ENGRAM_EXPORT_DIR/<schema>``)."""
-    return Path(settings.ENGRAM["EXPORT_DIR"]) / current_schema()
-
-
 def export_run(*, export_id: str) -> Export:
     """Write the archive of export ``export_id`` (``exporting.archive_write``), then record the
     export in the trail as the person who asked for it: scope, counts, chain range and the
-    archive's SHA-256. A failure leaves the export ``failed`` with the error; an export already
-    done is left as it is (tasks may repeat)."""
+    archive's SHA-256. Runs once: a run holds the export's lock (``copies.EXPORT_LOCK``) while it
+    writes, and a second delivery of the task meanwhile returns at once; an export done or failed
+    is left as it is; a run that died (its lock gone with it) is started again. A failure leaves
+    the export ``failed`` with the error and no archive on disk."""
     export = Export.objects.filter(pk=export_id).first()
     if export is None:
         raise NotFound(f"No export {export_id}.", field="export_id")
     if export.is_done:
         return export
+    with advisory_lock(copies.EXPORT_LOCK, export.pk, wait=False) as ours:
+        if not ours:  # another worker is writing it (the task was delivered twice)
+            return export
+        export.refresh_from_db()
+        if export.is_done:
+            return export
+        return _export_write(export)
+
+
+def _export_write(export: Export) -> Export:
+    """The body of ``export_run``, under the export's lock."""
+    final = copies.export_directory() / export.filename
     total = _scope_count(export)
     Export.objects.filter(pk=export.pk).update(
         status=ExportStatus.RUNNING, started_at=timezone.now(), events_total=total, events_done=0
@@ -569,41 +586,45 @@ def export_run(*, export_id: str) -> Export:
         Export.objects.filter(pk=export.pk).update(events_done=done)
 
     try:
-        result = archive_write(export, directory=export_directory(), progress=progress)
+        result = archive_write(export, directory=final.parent, progress=progress)
+        username = export.requested_by.removeprefix("user:")
+        with transaction.atomic():
+            Export.objects.filter(pk=export.pk).update(
+                status=ExportStatus.DONE,
+                finished_at=timezone.now(),
+                events_done=result.events,
+                first_seq=result.first_seq,
+                last_seq=result.last_seq,
+                path=str(result.path),
+                size=result.size,
+                sha256=result.sha256,
+            )
+            export.refresh_from_db()
+            person_record(
+                username=username,
+                action="export",
+                content=f"{username} exported {export.scope_description()}: {result.events} events, "
+                f"archive SHA-256 {result.sha256}.",
+                payload={
+                    "export_id": str(export.pk),
+                    "scope": result.manifest["scope"],
+                    "events": result.events,
+                    "chain": result.manifest["chain"],
+                    "sha256": result.sha256,
+                    "bytes": result.size,
+                },
+            )
     except Exception as exc:  # recorded on the export, shown in the admin; the task must not loop
         logger.exception("export %s failed", export.pk)
+        final.unlink(missing_ok=True)  # a failed export leaves no archive behind
         Export.objects.filter(pk=export.pk).update(
-            status=ExportStatus.FAILED, finished_at=timezone.now(), error=f"{type(exc).__name__}: {exc}"
+            status=ExportStatus.FAILED,
+            finished_at=timezone.now(),
+            path="",
+            error=f"{type(exc).__name__}: {exc}",
         )
         export.refresh_from_db()
         return export
-    username = export.requested_by.removeprefix("user:")
-    with transaction.atomic():
-        Export.objects.filter(pk=export.pk).update(
-            status=ExportStatus.DONE,
-            finished_at=timezone.now(),
-            events_done=result.events,
-            first_seq=result.first_seq,
-            last_seq=result.last_seq,
-            path=str(result.path),
-            size=result.size,
-            sha256=result.sha256,
-        )
-        export.refresh_from_db()
-        person_record(
-            username=username,
-            action="export",
-            content=f"{username} exported {export.scope_description()}: {result.events} events, "
-            f"archive SHA-256 {result.sha256}.",
-            payload={
-                "export_id": str(export.pk),
-                "scope": result.manifest["scope"],
-                "events": result.events,
-                "chain": result.manifest["chain"],
-                "sha256": result.sha256,
-                "bytes": result.size,
-            },
-        )
     return export
 
 
@@ -804,6 +825,7 @@ def hold_place(*, kind: str, value: str, reason: str, username: str, four_eyes: 
                 "four_eyes": four_eyes,
             },
             session_id=LIFECYCLE_SESSION,
+            data_subject=value if kind == TargetKind.SUBJECT else "",
         )
     return hold
 
@@ -849,6 +871,7 @@ def hold_release(*, hold: LegalHold | int, username: str, reason: str) -> LegalH
                 "must confirm it.",
                 payload={"hold_id": found.pk, "kind": found.kind, "value": found.value, "reason": reason},
                 session_id=LIFECYCLE_SESSION,
+                data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
             )
             return found
         found.released_at, found.released_by = now, f"user:{username}"
@@ -859,6 +882,7 @@ def hold_release(*, hold: LegalHold | int, username: str, reason: str) -> LegalH
             content=f"{username} released {found}: {reason}",
             payload={"hold_id": found.pk, "kind": found.kind, "value": found.value, "reason": reason},
             session_id=LIFECYCLE_SESSION,
+            data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
         )
     return found
 
@@ -894,6 +918,7 @@ def hold_release_confirm(*, hold: LegalHold | int, username: str) -> LegalHold:
                 "requested_by": found.release_requested_by,
             },
             session_id=LIFECYCLE_SESSION,
+            data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
         )
     return found
 
@@ -994,12 +1019,26 @@ PAUSED_STEPS = ("episodic", "summaries")
 
 def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
     """Execute an approved erasure: every layer in bounded batches (each batch commits with its
-    progress, so a run killed midway resumes without redoing or losing anything), the entity
-    itself for an entity, the working memory of the sessions touched (Redis), exports that hold
-    erased events withdrawn (their archives deleted), the tables vacuumed; then the verification
-    pass, and the signed receipt. Recorded in the trail as ``job:erasure``. A legal hold placed
+    progress, so a run killed midway resumes without redoing or losing anything), with the trail's
+    records of the working memory that goes, the entity itself for an entity, then every copy
+    beyond the layers' rows (``_erase_copies``: Redis, archives, replayed answers, task results,
+    holds, vacuum and index rebuilds, Redis's files); then the verification pass over every store
+    of ``lifecycle.STORES``, and the signed receipt, which also says what no erasure removes at
+    once (``copies.lingering``). Recorded in the trail as ``job:erasure``. A legal hold placed
     since the approval stops it (``failed``, naming the hold). Requests not approved or running
-    are returned as they are (tasks may repeat)."""
+    are returned as they are, and so is one another worker is running (tasks may repeat: a run
+    holds the request's lock; one that died frees it, and the next resumes)."""
+    with advisory_lock("erasure-run", request_id, wait=False) as ours:
+        if not ours:  # another worker runs it (the task was delivered twice)
+            request = ErasureRequest.objects.filter(pk=request_id).first()
+            if request is None:
+                raise NotFound("No such erasure request.", field="id")
+            return request
+        return _erasure_execute(request_id=request_id, batch=batch)
+
+
+def _erasure_execute(*, request_id: Any, batch: int | None) -> ErasureRequest:
+    """The body of ``erasure_run``, under the request's lock."""
     with transaction.atomic():
         request = ErasureRequest.objects.select_for_update().filter(pk=request_id).first()
         if request is None:
@@ -1033,6 +1072,14 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
                 if name in PAUSED_STEPS:
                     continue
                 _erase_layer(request.pk, name, kind, value, size)
+                if name == "episodic":  # the trail's copies of the working memory that goes
+                    with transaction.atomic():
+                        sessions = lifecycle.Target(
+                            kind, value, ErasureRequest.objects.get(pk=request.pk).progress
+                        ).sessions
+                        records = lifecycle.erase_working_memory_records(sessions)
+                        if records is not None:
+                            _progress_add(request.pk, "episodic", records)
                 lap(name)
             # no summary pass may read an event before its redaction and write its text after the
             # summaries covering it were removed
@@ -1045,32 +1092,9 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
                 gone = lifecycle.erase_entity_rows(value)
                 _progress_add(request.pk, "knowledge", lifecycle.Removed([], set(), {"entity_ids": gone}))
         lap("entity")
-        progress = ErasureRequest.objects.get(pk=request.pk).progress
-        agent_ids = (
-            list(Agent.objects.filter(name=value).values_list("pk", flat=True)) if kind == "agent" else []
-        )
-        sessions = sorted(
-            set(progress.get("sessions", [])) | ({value} if kind == TargetKind.SESSION else set())
-        )
-        keys = lifecycle.erase_working_memory(
-            sessions=sessions, agent_ids=agent_ids, needles=[value] if kind == TargetKind.SUBJECT else []
-        )
-        lap("redis")
-        withdrawn = _exports_withdraw(progress.get("episodic", {}).get("ids", []), request)
-        lap("exports")
-        with transaction.atomic():
-            locked = ErasureRequest.objects.select_for_update().get(pk=request.pk)
-            redis_keys = sorted(set(locked.progress.get("redis", {}).get("keys", [])) | set(keys))
-            locked.progress["redis"] = {"keys": redis_keys}
-            locked.progress["exports"] = {
-                "ids": sorted(set(locked.progress.get("exports", {}).get("ids", [])) | set(withdrawn))
-            }
-            locked.save(update_fields=["progress"])
-        vacuumed = lifecycle.vacuum(lifecycle.touched_tables(progress), timings=timings)
+        _erase_copies(request.pk, kind, value, timings)
         clock = time.monotonic()
         request.refresh_from_db()
-        request.progress["vacuumed"] = vacuumed
-        ErasureRequest.objects.filter(pk=request.pk).update(progress=request.progress)
         report = lifecycle.verification_pass(
             kind=kind, value=value, progress=request.progress, timings=timings
         )
@@ -1078,6 +1102,8 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         if not lifecycle.verification_clean(report):
             raise RuntimeError(f"the verification pass found erased data left: {report}")
         done = _erasure_finish(request, report)
+        # the request's earlier row versions held the identifier the finish cleared
+        lifecycle.vacuum([ErasureRequest._meta.db_table])
         lap("receipt")
         _timings_add(done.pk, timings)
         done.refresh_from_db()
@@ -1092,6 +1118,66 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         _timings_add(request.pk, timings)
         request.refresh_from_db()
         return request
+
+
+def _erase_copies(request_pk: Any, kind: str, value: str, timings: dict[str, float]) -> None:
+    """The steps of an erasure after the layers' rows: the working memory of the sessions touched
+    (Redis), the export archives holding erased rows (any export's, in any state), the replay
+    cache's answers, task results naming the subject, the subject's released holds; the tables
+    vacuumed and analysed, their GIN indexes rebuilt; Redis's files rewritten. Each step's
+    findings join the request's ``progress`` (a resumed run does them again: all are idempotent);
+    ``timings`` gets their seconds."""
+    clock = time.monotonic()
+
+    def lap(step: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        timings[step] = round(timings.get(step, 0.0) + now - clock, 3)
+        clock = now
+
+    target = lifecycle.Target(kind, value, ErasureRequest.objects.get(pk=request_pk).progress)
+    agent_ids = list(Agent.objects.filter(name=value).values_list("pk", flat=True)) if kind == "agent" else []
+    keys = lifecycle.erase_working_memory(
+        sessions=target.sessions, agent_ids=agent_ids, needles=target.needles
+    )
+    _progress_merge(request_pk, "redis", {"keys": keys})
+    lap("redis")
+    withdrawn, strays = copies.archives_withdraw(
+        target.erased(), reason=f"archive withdrawn by erasure {str(request_pk)[:8]}"
+    )
+    _progress_merge(request_pk, "exports", {"ids": withdrawn, "strays": strays})
+    lap("exports")
+    answers, watermark = replay_answers_withdraw()
+    with transaction.atomic():
+        locked = ErasureRequest.objects.select_for_update().get(pk=request_pk)
+        before = locked.progress.get("replay", {}).get("withdrawn", 0)
+        locked.progress["replay"] = {"withdrawn": before + answers, "watermark": watermark}
+        locked.save(update_fields=["progress"])
+    lap("replay")
+    _progress_merge(request_pk, "task_results", {"keys": copies.celery_results_erase(target.needles)})
+    lap("task results")
+    _progress_merge(request_pk, "records", {"hold_ids": _holds_forget(kind, value)})
+    lap("records")
+    progress = ErasureRequest.objects.get(pk=request_pk).progress
+    tables = lifecycle.touched_tables(progress)
+    tables += [t for t in lifecycle.statistics_naming(target.needles) if t not in tables]
+    vacuumed = lifecycle.vacuum(tables, timings=timings)
+    forgotten = lifecycle.statistics_forget(tables)
+    reindexed = lifecycle.gin_rebuild(tables, timings=timings)
+    clock = time.monotonic()
+    files = copies.redis_files_rewrite()
+    lap("redis files")
+    with transaction.atomic():
+        locked = ErasureRequest.objects.select_for_update().get(pk=request_pk)
+        locked.progress.update(
+            {
+                "vacuumed": vacuumed,
+                "statistics_dropped": forgotten,
+                "reindexed": reindexed,
+                "redis_files": files,
+            }
+        )
+        locked.save(update_fields=["progress"])
 
 
 def _erase_layer(request_pk: Any, name: str, kind: str, value: str, size: int) -> None:
@@ -1134,25 +1220,38 @@ def _progress_add(request_pk: Any, layer: str, removed: lifecycle.Removed) -> No
     request.save(update_fields=["progress"])
 
 
-def _exports_withdraw(seqs: Sequence[int], request: ErasureRequest) -> list[str]:
-    """Delete the archives of finished exports whose chain range holds an erased event (an archive
-    keeps the content it was made with); the export stays listed, saying why its archive is gone."""
-    if not seqs:
+def _progress_merge(request_pk: Any, step: str, found: dict[str, list[Any]]) -> None:
+    """Add what a step over the copies removed to ``progress[step]`` (lists, merged with a resumed
+    run's; committed at once)."""
+    with transaction.atomic():
+        locked = ErasureRequest.objects.select_for_update().get(pk=request_pk)
+        part = locked.progress.setdefault(step, {})
+        for key, values in found.items():
+            part[key] = sorted(set(part.get(key, [])) | set(values))
+        locked.save(update_fields=["progress"])
+
+
+def _holds_forget(kind: str, value: str) -> list[int]:
+    """After the erasure of a data subject or an entity: its released legal holds keep the keyed
+    digest instead of the identifier (as the erasure request does), and the admin's log of them
+    (``LogEntry.object_repr``) says so. Their trail records carried the subject and were redacted
+    with its events. Returns the holds changed."""
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    if kind not in (TargetKind.SUBJECT, TargetKind.ENTITY) or not value:
         return []
-    low, high = min(seqs), max(seqs)
-    withdrawn = []
-    for export in Export.objects.filter(status=ExportStatus.DONE, first_seq__lte=high, last_seq__gte=low):
-        if not any(export.first_seq <= s <= export.last_seq for s in seqs):  # type: ignore[operator]
-            continue
-        if export.path:
-            Path(export.path).unlink(missing_ok=True)
-        Export.objects.filter(pk=export.pk).update(
-            status=ExportStatus.WITHDRAWN,
-            path="",
-            error=f"archive withdrawn by erasure {str(request.pk)[:8]}",
+    with transaction.atomic():
+        holds = list(
+            LegalHold.objects.select_for_update().filter(kind=kind, value=value, released_at__isnull=False)
         )
-        withdrawn.append(str(export.pk))
-    return withdrawn
+        for hold in holds:
+            hold.value, hold.value_digest = "", lifecycle.value_digest(kind, value)
+            hold.save(update_fields=["value", "value_digest"])
+            LogEntry.objects.filter(
+                content_type=ContentType.objects.get_for_model(LegalHold), object_id=str(hold.pk)
+            ).update(object_repr=str(hold)[:200])
+    return [hold.pk for hold in holds]
 
 
 def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureRequest:
@@ -1183,6 +1282,7 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
             "store_item_ids": progress.get("store", {}).get("ids", []),
             "store_memory_ids": progress.get("store", {}).get("memory_ids", []),
             "tables_vacuumed": progress.get("vacuumed", []),
+            "indexes_rebuilt": progress.get("reindexed", []),
         },
         "pgvector": {
             "embeddings_deleted": len(progress.get("semantic", {}).get("ids", []))
@@ -1207,7 +1307,14 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
                 | set(progress.get("checkpoints", {}).get("redis_keys", []))
             ),
         },
-        "exports": {"archives_withdrawn": progress.get("exports", {}).get("ids", [])},
+        "exports": {
+            "archives_withdrawn": progress.get("exports", {}).get("ids", []),
+            "stray_archives_deleted": progress.get("exports", {}).get("strays", []),
+        },
+        "replay": {"answers_withdrawn": progress.get("replay", {}).get("withdrawn", 0)},
+        "task_results": {"deleted": len(progress.get("task_results", {}).get("keys", []))},
+        "records": {"legal_holds_digested": progress.get("records", {}).get("hold_ids", [])},
+        "redis_files": progress.get("redis_files", {}),
     }
     document = {
         "v": 1,
@@ -1226,6 +1333,8 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
             "clean": True,
             **{store: counts for store, counts in report.items()},
         },
+        # what no erasure removes at once, and until when
+        "lingering": copies.lingering(progress.get("redis_files", {})),
         "key_id": signing.key_id(),
     }
     statement = lifecycle.receipt_bytes(document)

@@ -13,6 +13,23 @@ import re
 from django.db import connection
 
 WORD = re.compile(r"\w+", re.UNICODE)
+# the characters an identifier continues with: "u1" is not in "u10", "menu1" or "u1@x.org"
+_IDENTIFIER_CHARS = "A-Za-z0-9_.@-"
+
+
+def identifier_pattern(needles: list[str]) -> re.Pattern[str] | None:
+    """A pattern finding any of ``needles`` as a whole identifier (not inside a longer one: "u1" is
+    not in "u10" or "menu1"); None for no needle. The rule every search of a person's identifier in
+    a copy uses (Redis keys, replayed answers, archives, task results)."""
+    forms = sorted({n for n in needles if n})
+    if not forms:
+        return None
+    return re.compile(
+        rf"(?<![{_IDENTIFIER_CHARS}])(?:"
+        + "|".join(re.escape(f) for f in forms)
+        + rf")(?![{_IDENTIFIER_CHARS}])"
+    )
+
 
 # word -> its lexemes under the ``english`` configuration
 _LEXEMES: dict[str, tuple[str, ...]] = {}

@@ -1,8 +1,10 @@
-"""Transaction-scoped PostgreSQL advisory locks, named per tenant."""
+"""PostgreSQL advisory locks, named per tenant: transaction-scoped, and one held for a block
+(``advisory_lock``) by work longer than a transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from django.db import connection
 
@@ -53,3 +55,23 @@ def advisory_xact_locks(kind: str, keys: Iterable[object]) -> None:
             ")) AS k",
             [names],
         )
+
+
+@contextmanager
+def advisory_lock(kind: str, *parts: object, wait: bool = True) -> Iterator[bool]:
+    """Hold the session-level lock ``kind:<schema>:<parts...>`` for the block, across the
+    transactions in it: yields True once held (``wait``: waiting for it), False at once when another
+    session holds it (``wait=False``; the block then runs without it). Released at the end of the
+    block, or by PostgreSQL when the session ends (a process that dies frees it)."""
+    name = lock_name(kind, *parts)
+    function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(hashtextextended(%s, 0))", [name])
+        row = cursor.fetchone()
+    held = wait or bool(row[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [name])

@@ -29,7 +29,9 @@ class EmbeddedRedis:
     With ``persist`` (``./engram up``'s Redis) it keeps an append-only file in ``data_dir``, synced
     every second (``appendfsync everysec``: a crash loses at most the last second of writes), so
     working memory outlives a restart within its TTLs (24 h for blackboards). Without it (tests, which
-    start a server per run) nothing is written to disk.
+    start a server per run) nothing is written to disk. What it writes (the append-only file, a
+    snapshot, their rewrites) is the server user's alone: ``data_dir`` is 0700 and the server runs
+    with umask 077 (files 0600). An erasure rewrites the file (``compliance.copies``).
     """
 
     def __init__(self, data_dir: Path, port: int, *, persist: bool = False) -> None:
@@ -51,6 +53,8 @@ class EmbeddedRedis:
             redis.Redis.from_url(url, socket_connect_timeout=0.3).ping()
             return url
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for path in [self.data_dir, *self.data_dir.rglob("*")]:  # files an older start left readable
+            path.chmod(0o700 if path.is_dir() else 0o600)
         self._process = subprocess.Popen(
             [
                 redis_server_binary(),
@@ -71,6 +75,7 @@ class EmbeddedRedis:
             ],
             stdout=subprocess.DEVNULL,
             start_new_session=True,
+            umask=0o077,
         )
         url = f"redis://127.0.0.1:{self.port}/0"
         deadline = time.monotonic() + 20

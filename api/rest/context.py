@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from api.fields import CleanCharField, StrictFloatField, StrictIntegerField, StrictSerializer
-from api.idempotency import idempotent
+from api.idempotency import idempotent_read
 from api.views import AgentRequest, ApiView
 from memory.context import services
 from memory.context.services import LAYERS, Context
@@ -127,7 +127,7 @@ class ContextView(ApiView):
         ],
         tags=["context"],
     )
-    @idempotent
+    @idempotent_read
     def post(self, request: AgentRequest) -> Response:
         serializer = ContextInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -23,7 +23,7 @@ from api.fields import (
     StrictIntegerField,
     StrictSerializer,
 )
-from api.idempotency import idempotent
+from api.idempotency import idempotent, idempotent_read
 from api.pagination import CursorPage, PageParams, page_of
 from api.rest.knowledge import FactObjectDocSerializer, FactObjectField
 from api.schema import one_or_many
@@ -506,7 +506,7 @@ class MemorySearchView(ApiView):
         ],
         tags=["semantic"],
     )
-    @idempotent
+    @idempotent_read
     def post(self, request: AgentRequest) -> Response:
         serializer = SearchInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -23,7 +23,7 @@ from api.fields import (
     StrictQueryInteger,
     StrictSerializer,
 )
-from api.idempotency import idempotent
+from api.idempotency import idempotent, idempotent_read
 from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from memory.store import services
@@ -266,7 +266,7 @@ class StoreSearchView(ApiView):
         ],
         tags=["store"],
     )
-    @idempotent
+    @idempotent_read
     def post(self, request: AgentRequest) -> Response:
         serializer = StoreSearchInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

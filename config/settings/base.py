@@ -440,6 +440,11 @@ ENGRAM = {
     "CHAIN_RECHECK_MIN_ROWS": env.int("ENGRAM_CHAIN_RECHECK_MIN_ROWS", default=10_000),
     # rows per transaction of retention passes and erasures (each batch commits with its progress)
     "LIFECYCLE_BATCH": env.int("ENGRAM_LIFECYCLE_BATCH", default=1000),
+    # an erasure's receipt says the backups (and WAL archive) hold erased rows until this many days
+    # after it: set it to the backups' real retention
+    "BACKUP_RETENTION_DAYS": env.int("ENGRAM_BACKUP_RETENTION_DAYS", default=35),
+    # seconds an erasure waits for Redis to rewrite its append-only file and snapshot
+    "REDIS_REWRITE_TIMEOUT": env.float("ENGRAM_REDIS_REWRITE_TIMEOUT", default=600.0),
 }
 
 LOGGING = {

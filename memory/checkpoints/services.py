@@ -46,6 +46,7 @@ from redis.crc import key_slot
 from agents.models import Agent
 from core.db.base import fetch_prepared
 from core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, PermissionDenied
+from core.holds import holds_check
 from core.locks import advisory_xact_lock, lock_name
 from core.metrics import record_lookup
 from core.redis import check_id, get_redis, tenant_key
@@ -837,7 +838,8 @@ def checkpoints_delete(
     reached, this process drops them at its next checkpoint call that reaches it).
 
     Raises ``InvalidInput`` (bad session id), ``PermissionDenied`` (another agent's stream without
-    ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant).
+    ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant), ``Conflict``
+    (field ``session_id``) when a legal hold covers a checkpoint of the stream: nothing is deleted.
     """
     check_id(session_id, field="session_id")
     owner = agent
@@ -855,6 +857,7 @@ def checkpoints_delete(
     with transaction.atomic():
         advisory_xact_lock("ckpt", session_id, owner.pk)
         ids, namespaces = selectors.checkpoint_stream_ids(agent=owner, session_id=session_id)
+        holds_check(layer="checkpoints", rows=Checkpoint.objects.filter(pk__in=ids), field="session_id")
         writes, _ = CheckpointWrite.objects.filter(session_id=session_id, agent=owner).delete()
         if not ids and not writes:
             return ThreadDeleted(agent=owner.name, checkpoints=0, writes=0, namespaces=[], event=None)

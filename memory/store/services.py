@@ -25,6 +25,7 @@ from django.utils import timezone
 from agents.models import Agent
 from agents.services import system_agent_get
 from core.errors import InvalidInput
+from core.holds import holds_check
 from core.locks import advisory_xact_lock
 from memory.embeddings import Embedder, embed_query, get_embedder
 from memory.episodic.models import Event
@@ -289,8 +290,9 @@ def item_put(
 
 def item_delete(*, agent: Agent, namespace: Sequence[str], key: str) -> Event | None:
     """Delete the item at (``namespace``, ``key``) with its linked memory row, recorded
-    (``store_delete``); None (and nothing recorded) when there is no such item. Raises
-    ``InvalidInput`` for a bad namespace or key."""
+    (``store_delete``); None (and nothing recorded) when there is no such item. Any agent allowed
+    to write deletes any item (the store is shared: see ``models``). Raises ``InvalidInput`` for a
+    bad namespace or key, ``Conflict`` (field ``key``) when a legal hold covers the item."""
     labels = namespace_check(namespace, field="namespace")
     key = key_check(key)
     with transaction.atomic():
@@ -298,6 +300,7 @@ def item_delete(*, agent: Agent, namespace: Sequence[str], key: str) -> Event | 
         item = StoreItem.objects.select_for_update().filter(namespace=labels, key=key).first()
         if item is None:
             return None
+        holds_check(layer="store", rows=StoreItem.objects.filter(pk=item.pk), field="key")
         memory_id = item.memory_id
         item.delete()
         if memory_id is not None:
@@ -460,15 +463,18 @@ SWEEP_BATCH = 1000
 def items_expire(*, now: datetime | None = None, batch: int = SWEEP_BATCH) -> int:
     """Delete the items whose TTL has run out (``expires_at`` at or before ``now``), ``batch`` per
     transaction, each batch recorded as one decision of the tenant's system agent (``actor``
-    ``job:store-ttl``, payload ``action`` ``store_expired`` and the item ids). Returns how many
-    were deleted."""
+    ``job:store-ttl``, payload ``action`` ``store_expired`` and the item ids). Items a legal hold
+    covers stay (reads keep leaving them out) until the hold is released. Returns how many were
+    deleted."""
     now = now or timezone.now()
     deleted = 0
     while True:
         with transaction.atomic():
+            expired = holds_check(
+                layer="store", rows=StoreItem.objects.filter(expires_at__lte=now), refuse=False
+            )
             ids = list(
-                StoreItem.objects.select_for_update(skip_locked=True)
-                .filter(expires_at__lte=now)
+                expired.select_for_update(skip_locked=True)
                 .order_by("expires_at")
                 .values_list("pk", flat=True)[:batch]
             )

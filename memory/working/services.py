@@ -29,7 +29,6 @@ execution for all. An execution nobody ever wrote to (or whose keys expired) doe
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +39,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from core.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
+from core.fulltext import identifier_pattern
 from core.metrics import record_lookup
 from core.redis import check_id, get_redis, redis_errors, tenant_key
 from memory.episodic.models import Event, EventKind, EventRole
@@ -574,12 +574,9 @@ def keys_holding(needles: list[str]) -> list[str]:
     it holds, not because its session, execution or agent id happens to read like the person's id
     (the working memory of the sessions a person's rows are in goes by ``working_memory_erase``).
     Raises ``ServiceUnavailable``."""
-    forms = sorted({n for n in needles if n})
-    if not forms:
+    pattern = identifier_pattern(needles)
+    if pattern is None:
         return []
-    pattern = re.compile(
-        r"(?<![A-Za-z0-9_.@-])(?:" + "|".join(re.escape(f) for f in forms) + r")(?![A-Za-z0-9_.@-])"
-    )
     prefix = tenant_key("")
     with redis_errors():
         client = get_redis()

@@ -377,3 +377,29 @@ def test_a_task_round_trip_through_the_cluster_broker(
     assert f"{CELERY_PREFIX}celery-task-meta-{result.id}" in keys
     everywhere.close()
     client.close()
+
+
+def test_an_erasure_rewrites_the_files_of_every_node_of_the_cluster(on_cluster: RedisCluster) -> None:
+    """``compliance.copies.redis_files_rewrite`` asks each node (each writes its own append-only
+    file), and the verification finds none left unrewritten."""
+    from compliance import copies
+
+    nodes = [on_cluster.get_redis_connection(node) for node in on_cluster.get_nodes()]
+    for node in nodes:
+        node.config_set("appendonly", "yes")
+    try:
+        for node in nodes:
+            while node.info("persistence")["aof_rewrite_in_progress"]:
+                pass
+        on_cluster.set("{t}:win:erased", "gone")
+        on_cluster.delete("{t}:win:erased")
+        outcome = copies.redis_files_rewrite(timeout=60)
+        assert outcome["aof"] == "rewritten"
+        assert copies.redis_files_pending(outcome) == 0
+        assert copies.redis_files_pending({"aof": "off"}) == len(nodes)  # a check that can fail
+    finally:
+        for node in nodes:
+            node.config_set("appendonly", "no")
+            folder = Path(node.config_get("dir")["dir"])
+            for path in folder.glob("appendonly*"):
+                path.unlink()
