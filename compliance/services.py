@@ -1037,6 +1037,22 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
         return _erasure_execute(request_id=request_id, batch=batch)
 
 
+class _StepClock:
+    """Adds the seconds since the previous call (or since it was made) to ``timings[step]``."""
+
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings, self.clock = timings, time.monotonic()
+
+    def restart(self) -> None:
+        """Count the next step from now (what ran since was timed by itself)."""
+        self.clock = time.monotonic()
+
+    def __call__(self, step: str) -> None:
+        now = time.monotonic()
+        self.timings[step] = round(self.timings.get(step, 0.0) + now - self.clock, 3)
+        self.clock = now
+
+
 def _erasure_execute(*, request_id: Any, batch: int | None) -> ErasureRequest:
     """The body of ``erasure_run``, under the request's lock."""
     with transaction.atomic():
@@ -1051,13 +1067,7 @@ def _erasure_execute(*, request_id: Any, batch: int | None) -> ErasureRequest:
     size = batch or settings.ENGRAM["LIFECYCLE_BATCH"]
     kind, value = request.kind, request.value
     timings: dict[str, float] = {}  # seconds per step, kept in the progress (the benchmark prints them)
-    clock = time.monotonic()
-
-    def lap(step: str) -> None:
-        nonlocal clock
-        now = time.monotonic()
-        timings[step] = round(timings.get(step, 0.0) + now - clock, 3)
-        clock = now
+    lap = _StepClock(timings)
 
     try:
         signing.key_id()  # no receipt can be signed without the key: stop before erasing anything
@@ -1092,13 +1102,13 @@ def _erasure_execute(*, request_id: Any, batch: int | None) -> ErasureRequest:
                 gone = lifecycle.erase_entity_rows(value)
                 _progress_add(request.pk, "knowledge", lifecycle.Removed([], set(), {"entity_ids": gone}))
         lap("entity")
-        _erase_copies(request.pk, kind, value, timings)
-        clock = time.monotonic()
+        _erase_copies(request.pk, kind, value, timings)  # timed by itself
+        lap.restart()
         request.refresh_from_db()
         report = lifecycle.verification_pass(
             kind=kind, value=value, progress=request.progress, timings=timings
         )
-        clock = time.monotonic()
+        lap.restart()
         if not lifecycle.verification_clean(report):
             raise RuntimeError(f"the verification pass found erased data left: {report}")
         done = _erasure_finish(request, report)
@@ -1127,13 +1137,7 @@ def _erase_copies(request_pk: Any, kind: str, value: str, timings: dict[str, flo
     vacuumed and analysed, their GIN indexes rebuilt; Redis's files rewritten. Each step's
     findings join the request's ``progress`` (a resumed run does them again: all are idempotent);
     ``timings`` gets their seconds."""
-    clock = time.monotonic()
-
-    def lap(step: str) -> None:
-        nonlocal clock
-        now = time.monotonic()
-        timings[step] = round(timings.get(step, 0.0) + now - clock, 3)
-        clock = now
+    lap = _StepClock(timings)
 
     target = lifecycle.Target(kind, value, ErasureRequest.objects.get(pk=request_pk).progress)
     agent_ids = list(Agent.objects.filter(name=value).values_list("pk", flat=True)) if kind == "agent" else []
@@ -1164,7 +1168,7 @@ def _erase_copies(request_pk: Any, kind: str, value: str, timings: dict[str, flo
     vacuumed = lifecycle.vacuum(tables, timings=timings)
     forgotten = lifecycle.statistics_forget(tables)
     reindexed = lifecycle.gin_rebuild(tables, timings=timings)
-    clock = time.monotonic()
+    lap.restart()  # the vacuum and the rebuild timed themselves
     files = copies.redis_files_rewrite()
     lap("redis files")
     with transaction.atomic():
