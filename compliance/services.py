@@ -1082,20 +1082,20 @@ def _erasure_execute(*, request_id: Any, batch: int | None) -> ErasureRequest:
                 if name in PAUSED_STEPS:
                     continue
                 _erase_layer(request.pk, name, kind, value, size)
-                if name == "episodic":  # the trail's copies of the working memory that goes
-                    with transaction.atomic():
-                        sessions = lifecycle.Target(
-                            kind, value, ErasureRequest.objects.get(pk=request.pk).progress
-                        ).sessions
-                        records = lifecycle.erase_working_memory_records(sessions)
-                        if records is not None:
-                            _progress_add(request.pk, "episodic", records)
                 lap(name)
             # no summary pass may read an event before its redaction and write its text after the
             # summaries covering it were removed
             with summaries_paused():
                 for name in PAUSED_STEPS:
                     _erase_layer(request.pk, name, kind, value, size)
+                    if name == "episodic":  # the trail's copies of the working memory that goes
+                        with transaction.atomic():
+                            sessions = lifecycle.Target(
+                                kind, value, ErasureRequest.objects.get(pk=request.pk).progress
+                            ).sessions
+                            records = lifecycle.erase_working_memory_records(sessions)
+                            if records is not None:
+                                _progress_add(request.pk, "episodic", records)
                     lap(name)
         with transaction.atomic():
             if kind == TargetKind.ENTITY:

@@ -357,6 +357,11 @@ def test_the_erasure_drill(graph_tenant: Tenant, neo4j_driver: Any, redis_on_dis
                 kind="subject", value=SUBJECT, legal_basis="Art. 17", note="", username="olga"
             )
         services.hold_release(hold=hold, username="olga", reason="case closed")
+        with pytest.raises(Conflict, match=f"legal hold #{hold.pk}"):  # held until a second officer
+            services.erasure_request(
+                kind="subject", value=SUBJECT, legal_basis="Art. 17", note="", username="olga"
+            )
+        services.hold_release_confirm(hold=hold, username="pavel")
 
         # --- the erasure ----------------------------------------------------------------------------------
         request = services.erasure_request(

@@ -111,8 +111,8 @@ def test_each_check_finds_what_it_looks_for(alice: Caller) -> None:
         IdempotencyRecord.objects.create(
             agent=alice.agent, key="k", fingerprint="f", response_status=201, response_body={"who": SUBJECT}
         )
-        hold = services.hold_place(kind="subject", value=SUBJECT, reason="x", username="olga")
-        services.hold_release(hold=hold, username="olga")
+        hold = services.hold_place(kind="subject", value=SUBJECT, reason="x", username="olga", four_eyes=False)
+        services.hold_release(hold=hold, username="olga", reason="case closed")
         directory = copies.export_directory()
         directory.mkdir(parents=True, exist_ok=True)
         stray = directory / "planted.tar"
@@ -136,6 +136,7 @@ def test_each_check_finds_what_it_looks_for(alice: Caller) -> None:
 RESULTS = {
     "compliance.tasks.chain_check": "a status",
     "compliance.tasks.chain_check_nightly": "a status",
+    "compliance.tasks.chain_check_scheduled": "a status",
     "compliance.tasks.anchor_head": "a seq",
     "compliance.tasks.export_run": "a status",
     "compliance.tasks.retention_daily": "counts per layer",
