@@ -250,7 +250,9 @@ def _task_store_sweep(tenant: Tenant) -> None:
     put(put_as, "swept", ttl=1)
     with tenant_context(tenant):
         StoreItem.objects.filter(key="swept").update(expires_at=timezone.now() - timedelta(minutes=1))
-        hold_ = services.hold_place(kind="subject", value=SUBJECT, reason="x", username="olga", four_eyes=False)
+        hold_ = services.hold_place(
+            kind="subject", value=SUBJECT, reason="x", username="olga", four_eyes=False
+        )
         expire_items.run()
         assert StoreItem.objects.filter(key="swept").exists()
         services.hold_release(hold=hold_, username="olga", reason="case closed")

@@ -111,7 +111,9 @@ def test_each_check_finds_what_it_looks_for(alice: Caller) -> None:
         IdempotencyRecord.objects.create(
             agent=alice.agent, key="k", fingerprint="f", response_status=201, response_body={"who": SUBJECT}
         )
-        hold = services.hold_place(kind="subject", value=SUBJECT, reason="x", username="olga", four_eyes=False)
+        hold = services.hold_place(
+            kind="subject", value=SUBJECT, reason="x", username="olga", four_eyes=False
+        )
         services.hold_release(hold=hold, username="olga", reason="case closed")
         directory = copies.export_directory()
         directory.mkdir(parents=True, exist_ok=True)
