@@ -13,13 +13,14 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
 
 from agents.models import Agent
 from agents.services import agent_create, api_key_create
 from core.recording import Actor, change_record
+from core.tenancy import current_schema
 from tenants.services import public_tenant_ensure, tenant_create
 
 BY = Actor.command("bootstrap_demo")
@@ -59,7 +60,7 @@ class Command(BaseCommand):
         password = os.environ.get("ENGRAM_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         with transaction.atomic():
             user = users.create_superuser("admin", "admin@example.com", password)
-            if connection.schema_name != get_public_schema_name():  # the platform has no trail
+            if current_schema() != get_public_schema_name():  # the platform has no trail
                 change_record(
                     by=BY,
                     action="user_create",
