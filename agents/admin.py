@@ -1,6 +1,9 @@
-"""Tenant admin for agents and API keys. New keys are shown once, in a message, and never again."""
+"""Tenant admin for agents and API keys: every save and action goes through ``agents.services``,
+which records the person in the trail. New keys are shown once, in a message, and never again."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -11,9 +14,14 @@ from django.utils import timezone
 
 from core.admin import ServiceSaveAdmin
 from core.errors import InvalidInput
+from core.recording import Actor
 
 from .models import Agent, ApiKey, Scope
-from .services import api_key_create, api_key_revoke
+from .services import agent_save, api_key_create, api_key_rename, api_key_revoke
+
+
+def _person(request: HttpRequest) -> Actor:
+    return Actor.person(request.user.get_username())
 
 
 def _announce_key(request: HttpRequest, agent: Agent, raw_key: str) -> None:
@@ -45,7 +53,9 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ServiceSaveAdmin):
+    """Agents: saves and key minting go through services that record the person."""
+
     list_display = ["name", "role", "is_active", "created_at"]
     list_filter = ["is_active", "role"]
     search_fields = ["name", "role"]
@@ -58,15 +68,16 @@ class AgentAdmin(admin.ModelAdmin):
         opts = ApiKey._meta
         return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('add', opts)}")
 
-    def key_issue(self, request: HttpRequest, agent: Agent, scopes: list[str], name: str) -> str:
-        """Mint a key for ``agent`` and return the raw key (shown once). Raises ``InvalidInput``
-        for a deactivated agent. The compliance admin overrides it to record the person."""
-        return api_key_create(agent=agent, scopes=scopes, name=name)[1]
+    def service_save(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        agent_save(agent=obj, changed=form.changed_data, created=not change, by=_person(request))
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # events, facts and memories refer to agents: deactivate instead
 
     def _mint(self, request: HttpRequest, queryset: QuerySet[Agent], scopes: list[str], name: str) -> None:
         for agent in queryset:
             try:
-                raw = self.key_issue(request, agent, scopes, name)
+                _, raw = api_key_create(agent=agent, scopes=scopes, name=name, by=_person(request))
             except InvalidInput as exc:  # a deactivated agent: no key, and say so
                 self.message_user(request, exc.message, messages.ERROR)
                 continue
@@ -117,9 +128,11 @@ class ApiKeyAdmin(ServiceSaveAdmin):
 
     def service_save(self, request: HttpRequest, obj: ApiKey, form: object, change: bool) -> None:
         if change:
-            obj.save()
+            api_key_rename(api_key=obj, name=obj.name, by=_person(request))
             return
-        key, raw = api_key_create(agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name)
+        key, raw = api_key_create(
+            agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name, by=_person(request)
+        )
         obj.pk, obj.key_id = key.pk, key.key_id
         _announce_key(request, obj.agent, raw)
 
@@ -129,7 +142,7 @@ class ApiKeyAdmin(ServiceSaveAdmin):
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = 0
-        for key in queryset.filter(revoked_at__isnull=True):
-            api_key_revoke(api_key=key)
+        for key in queryset.filter(revoked_at__isnull=True).select_related("agent"):
+            api_key_revoke(api_key=key, by=_person(request))
             count += 1
         self.message_user(request, f"Revoked {count} key(s) at {timezone.now():%Y-%m-%d %H:%M} UTC.")

@@ -59,9 +59,11 @@ def bench_key(slug: str, agent_names: Sequence[str]) -> tuple[object, dict[str, 
     keys: dict[str, str] = {}
     with tenant_context(tenant):
         for name in agent_names:
-            agent = Agent.objects.filter(name=name).first() or agent_create(name=name, role="benchmark")
+            agent = Agent.objects.filter(name=name).first() or agent_create(
+                by=None, name=name, role="benchmark"
+            )
             agents[name] = agent
-            keys[name] = api_key_create(agent=agent, name="benchmark")[1]
+            keys[name] = api_key_create(by=None, agent=agent, name="benchmark")[1]
     return tenant, agents, keys
 
 

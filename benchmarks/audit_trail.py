@@ -81,7 +81,7 @@ def fill(events: int, batch: int, agents: int, session_events: int) -> tuple[int
         if have >= events:
             return 0, 0.0
         crew = [
-            Agent.objects.filter(name=f"agent-{i}").first() or agent_create(name=f"agent-{i}")
+            Agent.objects.filter(name=f"agent-{i}").first() or agent_create(by=None, name=f"agent-{i}")
             for i in range(agents)
         ]
         rng = random.Random(7)

@@ -99,8 +99,10 @@ def populate(sessions: int, steps: int) -> tuple[object, object, str, float | No
     tenant, _ = tenant_create(slug=TENANT, name="Benchmark checkpoints")
     policy = tenant.working_memory_policy
     with tenant_context(tenant):
-        agent = Agent.objects.filter(name=AGENT).first() or agent_create(name=AGENT, role="benchmark")
-        _, raw_key = api_key_create(agent=agent, name="benchmark")
+        agent = Agent.objects.filter(name=AGENT).first() or agent_create(
+            by=None, name=AGENT, role="benchmark"
+        )
+        _, raw_key = api_key_create(by=None, agent=agent, name="benchmark")
         have = set(
             Checkpoint.objects.filter(step_index=steps - 1).values_list("session_id", flat=True).iterator()
         )

@@ -68,7 +68,7 @@ def fill_memories(count: int, dims: int, *, hint_every: int = 100) -> None:
     from core.tenancy import maintenance
     from memory.semantic.models import INDEXED_DIMENSIONS
 
-    agent = Agent.objects.filter(name="bulk").first() or agent_create(name="bulk")
+    agent = Agent.objects.filter(name="bulk").first() or agent_create(by=None, name="bulk")
     now = timezone.now()
     # under an HNSW index, random vectors (one per row: the subquery's WHERE names i, so it runs per
     # row); the same vector for every row would make every distance 0, a degenerate graph to build
@@ -200,7 +200,7 @@ def bench_summarize(args: argparse.Namespace) -> None:
 
     t = tenant("bench_summaries")
     with tenant_context(t):
-        agent = Agent.objects.filter(name="talker").first() or agent_create(name="talker")
+        agent = Agent.objects.filter(name="talker").first() or agent_create(by=None, name="talker")
         have = Event.objects.count()
         if have < args.events:
             now = timezone.now()
@@ -303,7 +303,7 @@ def bench_async(args: argparse.Namespace) -> None:
     print(f"worker processes: {args.concurrency}; ONNX threads per process: {embedder_threads()}")
     with tenant_context(t), celery_worker(args.concurrency):
         reset()
-        agent = Agent.objects.filter(name="writer").first() or agent_create(name="writer")
+        agent = Agent.objects.filter(name="writer").first() or agent_create(by=None, name="writer")
         embedder.embed(["warm-up"])
         for size in (1, 32, 64, 128, 256):  # the ceiling: the embedder's own cost per text by call size
             texts = [text(i, f"probe-{size}") for i in range(256)]
@@ -433,7 +433,7 @@ def bench_locomo(args: argparse.Namespace) -> None:
                 "(SELECT id FROM memory_semanticmemory WHERE memory_type = 'summary')"
             )
             cursor.execute("DELETE FROM memory_semanticmemory WHERE memory_type = 'summary'")
-        agent = Agent.objects.filter(name="locomo").first() or agent_create(name="locomo")
+        agent = Agent.objects.filter(name="locomo").first() or agent_create(by=None, name="locomo")
         turn_event: dict[tuple[str, str], tuple[str, int]] = {}
         text_of: dict[tuple[str, str], str] = {}
         if not Event.objects.exists():

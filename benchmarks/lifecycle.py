@@ -132,7 +132,7 @@ def erasure_bench(others: int, subject_rows: int, dims: int) -> tuple[float, dic
     tenant = fresh_tenant("bench_erasure")
     started = time.perf_counter()
     with tenant_context(tenant):
-        others_agent, agent = agent_create(name="others"), agent_create(name="support")
+        others_agent, agent = agent_create(by=None, name="others"), agent_create(by=None, name="support")
         sql(EVENTS, {"agent": others_agent.pk, "n": others})
         sql(HEAD, {"n": others})
         sql(
@@ -248,7 +248,7 @@ def retention_bench(memories: int, dims: int) -> tuple[float, int]:
     tenant = fresh_tenant("bench_retention")
     started = time.perf_counter()
     with tenant_context(tenant):
-        agent = agent_create(name="others")
+        agent = agent_create(by=None, name="others")
         sql(
             MEMORIES,
             {

@@ -122,7 +122,9 @@ class Engram:
             from agents.models import Agent
             from agents.services import agent_create
 
-            self.ckpt_agent = Agent.objects.filter(name="saver").first() or agent_create(name="saver")
+            self.ckpt_agent = Agent.objects.filter(name="saver").first() or agent_create(
+                by=None, name="saver"
+            )
         self.context = tenant_context
 
     def close(self) -> None:

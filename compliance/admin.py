@@ -1,7 +1,7 @@
 """Compliance in the tenant admin: chain checks (the history, "verify now", progress), anchors (and
 the public key), exports (form, progress, download), the admin log of people's actions, and the
-admins of agents, keys, users and groups replaced by ones whose changes go through services that
-record the person in the trail."""
+admins of the tenant's users and groups, whose changes go through services that record the person
+in the trail."""
 
 from __future__ import annotations
 
@@ -15,12 +15,9 @@ from django.contrib.auth.models import Group, User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from agents import admin as agents_admin
-from agents.models import Agent, ApiKey, Scope
 from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
 
 from . import admin_views, lifecycle, services
@@ -247,54 +244,9 @@ class LogEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return shown(obj.get_change_message(), 200)
 
 
-# --- the admins whose changes are recorded as the person ----------------------------------------------------
-
-admin.site.unregister(Agent)
-admin.site.unregister(ApiKey)
-
-
-@admin.register(Agent)
-class RecordedAgentAdmin(ServiceSaveAdmin, agents_admin.AgentAdmin):
-    """Agents: saves and key minting go through services that record the person."""
-
-    def service_save(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
-        services.agent_save(
-            agent=obj, username=_username(request), changed=form.changed_data, created=not change
-        )
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False  # events, facts and memories refer to agents: deactivate instead
-
-    def key_issue(self, request: HttpRequest, agent: Agent, scopes: list[str], name: str) -> str:
-        """The key is minted by the service that records the person (``api_key_issue``)."""
-        return services.api_key_issue(agent=agent, scopes=scopes, name=name, username=_username(request))[1]
-
-
-@admin.register(ApiKey)
-class RecordedApiKeyAdmin(agents_admin.ApiKeyAdmin):
-    """API keys: created, renamed and revoked through services that record the person."""
-
-    def service_save(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
-        if change:
-            services.api_key_rename(api_key=obj, name=obj.name, username=_username(request))
-            return
-        key, raw = services.api_key_issue(
-            agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name, username=_username(request)
-        )
-        obj.pk, obj.key_id = key.pk, key.key_id
-        agents_admin._announce_key(request, obj.agent, raw)
-
-    @admin.action(description="Revoke selected keys", permissions=["change"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        count = 0
-        for key in queryset.filter(revoked_at__isnull=True).select_related("agent"):
-            services.api_key_revoke_by(api_key=key, username=_username(request))
-            count += 1
-        self.message_user(request, f"Revoked {count} key(s) at {timezone.now():%Y-%m-%d %H:%M} UTC.")
-
-
-admin.site.unregister(User)
-admin.site.unregister(Group)
+# --- the tenant admin's users and groups ------------------------------------------------------------------
+# the only admins of User and Group in the tenant admin: the site declines django.contrib.auth's own
+# registrations (core.admin.AdminSite), whose saves record nobody; these save through services that do
 
 
 @admin.register(User)

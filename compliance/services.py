@@ -1,6 +1,6 @@
 """Writes of the compliance console: chain checks, anchors, exports, and the trail of people's
-actions in the admin (logins, agents, keys, users and groups), each recorded by the service that
-makes the change.
+actions in the admin (logins, users and groups), each recorded by the service that makes the change
+(agents and keys are recorded by ``agents.services``, through ``core.recording``).
 
 A person's decision is an event of the tenant's system agent with ``actor`` ``user:<username>``,
 in the session of the object it concerns or else the person's own ``admin:<username>`` session
@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,8 +28,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django_tenants.utils import get_public_schema_name
 
-from agents.models import Agent, ApiKey
-from agents.services import api_key_create, api_key_revoke, replay_answers_withdraw, system_agent_get
+from agents.models import Agent
+from agents.services import replay_answers_withdraw, system_agent_get
 from core.errors import Conflict, DomainError, InvalidInput, NotFound, PermissionDenied, ServiceUnavailable
 from core.locks import advisory_lock, advisory_xact_lock
 from core.tasks import queue_on_commit
@@ -120,74 +120,6 @@ def login_record(*, username: str, succeeded: bool, address: str = "") -> Event 
             content=f"Failed login to the admin as {name!r}.",
             payload={"action": "login_failed", "username": name, "address": address},
         )
-
-
-# --- agents and keys ------------------------------------------------------------------------------------
-
-
-def agent_save(*, agent: Agent, username: str, changed: Sequence[str], created: bool) -> Agent:
-    """Save ``agent`` (validated) as changed in the admin by ``username`` and record it, naming the
-    changed fields with their new values."""
-    with transaction.atomic():
-        agent.full_clean()
-        agent.save()
-        values = {name: getattr(agent, name) for name in changed if name in ("name", "role", "is_active")}
-        person_record(
-            username=username,
-            action="agent_create" if created else "agent_update",
-            content=f"{username} {'created' if created else 'changed'} agent {agent.name}"
-            + (": " + ", ".join(f"{k} → {v!r}" for k, v in values.items()) if values else "."),
-            payload={"agent": agent.name, "agent_id": agent.pk, "changes": values},
-        )
-    return agent
-
-
-def api_key_issue(*, agent: Agent, scopes: Iterable[str], name: str, username: str) -> tuple[ApiKey, str]:
-    """Mint a key for ``agent`` (``agents.services.api_key_create``) on behalf of the person
-    ``username`` and record it (the key id and scopes, never the secret). Returns ``(key, raw)``."""
-    with transaction.atomic():
-        key, raw = api_key_create(agent=agent, scopes=scopes, name=name)
-        person_record(
-            username=username,
-            action="api_key_create",
-            content=f"{username} created API key {key.key_id} for {agent.name} ({', '.join(key.scopes)}).",
-            payload={"agent": agent.name, "key_id": key.key_id, "scopes": list(key.scopes), "name": name},
-        )
-    return key, raw
-
-
-def api_key_revoke_by(*, api_key: ApiKey, username: str) -> ApiKey:
-    """Revoke ``api_key`` on behalf of ``username`` and record it (once: revoking a revoked key
-    changes and records nothing)."""
-    with transaction.atomic():
-        was_revoked = api_key.revoked_at is not None
-        api_key_revoke(api_key=api_key)
-        if not was_revoked:
-            person_record(
-                username=username,
-                action="api_key_revoke",
-                content=f"{username} revoked API key {api_key.key_id} of {api_key.agent.name}.",
-                payload={"agent": api_key.agent.name, "key_id": api_key.key_id},
-            )
-    return api_key
-
-
-def api_key_rename(*, api_key: ApiKey, name: str, username: str) -> ApiKey:
-    """Change a key's label on behalf of ``username`` (its scopes and agent are fixed) and record it."""
-    with transaction.atomic():
-        old = ApiKey.objects.get(pk=api_key.pk).name
-        if old == name:
-            return api_key
-        api_key.name = name
-        api_key.full_clean()
-        api_key.save(update_fields=["name"])
-        person_record(
-            username=username,
-            action="api_key_update",
-            content=f"{username} renamed API key {api_key.key_id}: {old!r} → {name!r}.",
-            payload={"key_id": api_key.key_id, "changes": {"name": [old, name]}},
-        )
-    return api_key
 
 
 # --- users and groups of the tenant admin ------------------------------------------------------------------

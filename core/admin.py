@@ -29,6 +29,25 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
+# Modules whose admin classes are bases for the project's own, never registered as they are
+ADMIN_BASES_ONLY = frozenset({"django.contrib.auth.admin"})
+
+
+class AdminSite(admin.AdminSite):
+    """The tenant admin (``admin.site``, through ``config.apps.AdminConfig``).
+
+    ``django.contrib.auth.admin`` registers ``User`` and ``Group`` when it is imported, with admins
+    that save without recording the person; the project's own admins of both (``compliance.admin``)
+    subclass them and save through services that do. So this site declines the registrations made
+    with a class of ``ADMIN_BASES_ONLY`` (the project registers the models itself): each model has
+    the one admin its app registers, and no app replaces another's."""
+
+    def register(self, model_or_iterable: Any, admin_class: Any = None, **options: Any) -> None:
+        if admin_class is not None and admin_class.__module__ in ADMIN_BASES_ONLY:
+            return
+        super().register(model_or_iterable, admin_class, **options)
+
+
 class EstimatedCountPaginator(Paginator):
     """Uses PostgreSQL's row estimate for large unfiltered tables instead of ``COUNT(*)``."""
 

@@ -11,6 +11,12 @@ class MemoryConfig(AppConfig):
 
         checks.register(admin_actions_need_permissions, checks.Tags.admin)
 
+        from core.recording import recorder_register
+        from memory.episodic.services import trail_record
+
+        # the apps below the trail (agents, tenants) record their changes through core.recording
+        recorder_register(trail_record)
+
         from prometheus_client import REGISTRY
 
         from memory.consolidation.metrics import ConsolidationCollector

@@ -85,8 +85,8 @@ class Caller:
 def make_caller(tenant: Tenant, name: str, scopes: tuple[str, ...] = (Scope.READ, Scope.WRITE)) -> Caller:
     """Create agent ``name`` with a key in ``tenant`` and return a client authenticated as it."""
     with tenant_context(tenant):
-        agent = Agent.objects.filter(name=name).first() or agent_create(name=name)
-        _, key = api_key_create(agent=agent, scopes=scopes)
+        agent = Agent.objects.filter(name=name).first() or agent_create(by=None, name=name)
+        _, key = api_key_create(by=None, agent=agent, scopes=scopes)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     return Caller(tenant, agent, key, client)

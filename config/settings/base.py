@@ -39,7 +39,7 @@ SHARED_APPS = [
     "django.contrib.auth",
     "django.contrib.sessions",
     "django.contrib.messages",
-    "django.contrib.admin",
+    "config.apps.AdminConfig",  # django.contrib.admin with the project's site (core.admin.AdminSite)
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
@@ -54,10 +54,10 @@ TENANT_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.auth",
     "django.contrib.sessions",
-    "django.contrib.admin",
+    "config.apps.AdminConfig",  # django.contrib.admin with the project's site (core.admin.AdminSite)
     "agents",
     "memory",
-    "compliance",  # after memory and agents: its admin replaces some of theirs
+    "compliance",
 ]
 INSTALLED_APPS = SHARED_APPS + [app for app in TENANT_APPS if app not in SHARED_APPS]
 

@@ -13,8 +13,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.services import system_agent_get
 from core.canonical_json import canonical_json
 from core.errors import InvalidInput
+from core.recording import Actor
 
 from .models import (
     CHAIN_VERSION,
@@ -231,6 +233,23 @@ def agent_session(agent: Agent) -> str:
     """The trail session of an agent's decision on an object that has no session, when its request
     names none (``agent:<name>``): the agent's counterpart of ``person_session``."""
     return f"agent:{agent.name}"
+
+
+def trail_record(
+    *, by: Actor, action: str, content: str, payload: dict[str, Any], session_id: str | None = None
+) -> Event:
+    """The trail's recorder for the apps below it (``core.recording.change_record``): one
+    ``decision`` of the tenant's system agent made by ``by`` (actor ``str(by)``), in ``session_id``
+    or else a person's ``admin:<username>`` session, a command's or job's ``command:<name>`` /
+    ``job:<name>``; the payload is ``{"action": action, **payload}``."""
+    own_session = person_session(by.name) if by.kind == "user" else str(by)
+    return decision_record(
+        agent=system_agent_get(),
+        session_id=session_id or own_session,
+        actor=str(by),
+        content=content,
+        payload={"action": action, **payload},
+    )
 
 
 def decision_record(

@@ -54,7 +54,7 @@ def test_revoked_key_is_401_and_last_used_is_recorded(alice: Caller) -> None:
         key = ApiKey.objects.get(key_id=key_id)
         assert key.last_used_at is not None
         assert key.secret_hash not in alice.key  # only the hash is stored, never the secret
-        api_key_revoke(api_key=key)
+        api_key_revoke(by=None, api_key=key)
     response = alice.get("/api/v1/me")
     assert response.status_code == 401
     assert "revoked" in response.json()["detail"]

@@ -15,17 +15,17 @@ from core.errors import InvalidInput
 
 def test_no_key_for_a_deactivated_agent(tenant_a) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(tenant_a):
-        retired = agent_create(name="retired", is_active=False)
+        retired = agent_create(by=None, name="retired", is_active=False)
         for agent in (retired, system_agent_get()):
             with pytest.raises(InvalidInput) as refused:
-                api_key_create(agent=agent)
+                api_key_create(by=None, agent=agent)
             assert refused.value.field == "agent" and "deactivated" in refused.value.message
         assert not ApiKey.objects.filter(agent__is_active=False).exists()
 
 
 def test_the_command_refuses_too(tenant_a) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(tenant_a):
-        agent_create(name="retired-2", is_active=False)
+        agent_create(by=None, name="retired-2", is_active=False)
     with pytest.raises(CommandError, match="deactivated"):
         call_command("api_key_create", tenant="alpha", agent="retired-2", stdout=io.StringIO())
     with tenant_context(tenant_a):

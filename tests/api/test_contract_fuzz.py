@@ -36,8 +36,8 @@ EXCLUDED = ["execution_stream"]
 def fuzz_key(scratch_tenant, django_db_blocker) -> str:  # type: ignore[no-untyped-def]
     """A curating key of a tenant of its own (the fuzzer writes whatever it likes there)."""
     with django_db_blocker.unblock(), tenant_context(scratch_tenant):
-        agent = agent_create(name="fuzzer", role="tester")
-        _, raw = api_key_create(agent=agent, scopes=[Scope.READ, Scope.WRITE, Scope.CURATE])
+        agent = agent_create(by=None, name="fuzzer", role="tester")
+        _, raw = api_key_create(by=None, agent=agent, scopes=[Scope.READ, Scope.WRITE, Scope.CURATE])
     connection.set_schema_to_public()
     return raw
 

@@ -43,7 +43,7 @@ def console_site(scratch_tenant: Tenant, celery_worker) -> Iterator[Site]:  # ty
     with tenant_context(scratch_tenant):
         officer = User.objects.create_user("officer", "officer@example.com", PASSWORD, is_staff=True)
         officer.groups.add(Group.objects.get(name="compliance officer"))
-        planner, critic = agent_create(name="planner"), agent_create(name="critic")
+        planner, critic = agent_create(by=None, name="planner"), agent_create(by=None, name="critic")
         append(planner, 4, session_id="s-earlier")
         append(planner, 6, session_id="s-audit")
         fact = knowledge.fact_assert(

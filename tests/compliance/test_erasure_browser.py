@@ -41,7 +41,7 @@ def erasure_site(scratch_tenant: Tenant, celery_worker) -> Iterator[str]:  # typ
         from django.utils import timezone
 
         events_append(
-            agent=agent_create(name="support-bot"),
+            agent=agent_create(by=None, name="support-bot"),
             events=[
                 EventData(
                     session_id="s-ticket",

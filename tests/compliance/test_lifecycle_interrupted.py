@@ -31,7 +31,7 @@ def fill(tenant: Tenant, *, in_scope: int, others: int, age: timedelta) -> list[
     """``in_scope`` events of the subject (``age`` old) and ``others`` of nobody (new); returns the
     others' (seq, content)."""
     with tenant_context(tenant):
-        agent = agent_create(name="writer")
+        agent = agent_create(by=None, name="writer")
         for start in range(0, in_scope, 500):
             events_append(
                 agent=agent,

@@ -243,7 +243,7 @@ def test_the_daily_job_applies_retention_in_the_worker(celery_worker, scratch_te
 
     officer_client(scratch_tenant)  # the tenant's system agent and an officer exist
     with tenant_context(scratch_tenant):
-        agent = agent_create(name="archivist")
+        agent = agent_create(by=None, name="archivist")
         caller = Caller(scratch_tenant, agent, "", None)  # type: ignore[arg-type]
         old_events(caller, 4, session_id="s-2017", age=9 * YEAR)
         old_events(caller, 2, session_id="s-now", age=timedelta(0))

@@ -44,7 +44,7 @@ def test_verify_now_runs_in_the_worker_and_the_panel_follows_it(
     celery_worker, scratch_tenant: Tenant
 ) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
-        append(agent_create(name="worker-agent"), 30)
+        append(agent_create(by=None, name="worker-agent"), 30)
     client = officer_client(scratch_tenant)
     panel = client.post("/admin/compliance/chaincheck/run/", **HTMX).content.decode()
     assert "Verifying" in panel and 'hx-trigger="every 1s"' in panel
@@ -70,7 +70,7 @@ def test_an_export_requested_in_the_admin_is_written_by_the_worker(
     celery_worker, scratch_tenant: Tenant, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
-        agent = agent_create(name="worker-agent")
+        agent = agent_create(by=None, name="worker-agent")
         append(agent, 5, session_id="s-export")
         append(agent, 5, session_id="s-noise")
     client = officer_client(scratch_tenant)
@@ -103,7 +103,7 @@ def test_an_export_requested_in_the_admin_is_written_by_the_worker(
 
 def test_the_beat_jobs_run_per_tenant_in_the_worker(celery_worker, scratch_tenant: Tenant) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
-        append(agent_create(name="worker-agent"), 3)
+        append(agent_create(by=None, name="worker-agent"), 3)
         assert tasks.anchor_head.delay().get(timeout=90) == 3
         assert tasks.anchor_head.delay().get(timeout=90) is None  # nothing new to sign
         assert tasks.chain_check_nightly.delay().get(timeout=90) == CheckStatus.INTACT

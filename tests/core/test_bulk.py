@@ -15,7 +15,7 @@ from memory.knowledge.models import Contradiction, Entity, Fact, FactProvenance,
 
 def test_rows_come_back_as_sent_with_their_ids(tenant_a) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(tenant_a):
-        agent = agent_create(name="bulk")
+        agent = agent_create(by=None, name="bulk")
         ada, lisbon = (
             Entity.objects.create(key="ada", name="Ada"),
             Entity.objects.create(key="lisbon", name="Lisbon"),
@@ -54,7 +54,7 @@ def test_rows_come_back_as_sent_with_their_ids(tenant_a) -> None:  # type: ignor
 
 def test_a_constraint_is_an_integrity_error_and_nothing_is_stored(tenant_a) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(tenant_a):
-        agent = agent_create(name="bulk")
+        agent = agent_create(by=None, name="bulk")
         ada = Entity.objects.create(key="ada", name="Ada")
         lives = Predicate.objects.create(name="lives_in")
         when = datetime(2026, 1, 31, tzinfo=UTC)

@@ -15,7 +15,7 @@ from tests.factories import behind_the_triggers
 
 def test_verify_chain_task_runs_in_a_real_worker(celery_worker, scratch_tenant) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
-        agent = Agent.objects.first() or agent_create(name="worker-test")
+        agent = Agent.objects.first() or agent_create(by=None, name="worker-test")
         events_append(
             agent=agent,
             events=[

@@ -6,6 +6,7 @@ from django_tenants.utils import tenant_context
 from agents.models import Agent, Scope
 from agents.services import agent_create, api_key_create
 from core.errors import InvalidInput
+from core.recording import Actor
 from tenants.selectors import tenant_get
 
 
@@ -27,10 +28,11 @@ class Command(BaseCommand):
         obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
+        by = Actor.command("api_key_create")
         with tenant_context(obj):
-            agent_obj = Agent.objects.filter(name=agent).first() or agent_create(name=agent, role=role)
+            agent_obj = Agent.objects.filter(name=agent).first() or agent_create(name=agent, role=role, by=by)
             try:
-                _, raw = api_key_create(agent=agent_obj, scopes=wanted, name="cli")
+                _, raw = api_key_create(agent=agent_obj, scopes=wanted, name="cli", by=by)
             except InvalidInput as exc:
                 raise CommandError(exc.message) from None
         self.stdout.write(raw)

@@ -5,6 +5,7 @@ from django_tenants.utils import tenant_context
 
 from agents.models import ApiKey
 from agents.services import api_key_revoke
+from core.recording import Actor
 from tenants.selectors import tenant_get
 
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
             key = ApiKey.objects.select_related("agent").filter(key_id=key_id).first()
             if key is None:
                 raise CommandError(f"no key {key_id!r} in tenant {tenant!r}")
-            api_key_revoke(api_key=key)
+            api_key_revoke(api_key=key, by=Actor.command("api_key_revoke"))
         self.stdout.write(
             f"revoked {key_id} of agent {key.agent.name} at {key.revoked_at:%Y-%m-%d %H:%M:%S} UTC"
         )

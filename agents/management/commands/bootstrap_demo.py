@@ -13,12 +13,17 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
 from django.utils import timezone
-from django_tenants.utils import schema_context, tenant_context
+from django_tenants.utils import get_public_schema_name, schema_context, tenant_context
 
 from agents.models import Agent
 from agents.services import agent_create, api_key_create
+from core.recording import Actor, change_record
+from core.tenancy import current_schema
 from tenants.services import public_tenant_ensure, tenant_create
+
+BY = Actor.command("bootstrap_demo")
 
 
 def append_private(path: Path, lines: list[str]) -> None:
@@ -53,7 +58,15 @@ class Command(BaseCommand):
             self.stdout.write(f"  admin user in {label}: exists (manage.py changepassword to reset)")
             return
         password = os.environ.get("ENGRAM_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
-        users.create_superuser("admin", "admin@example.com", password)
+        with transaction.atomic():
+            user = users.create_superuser("admin", "admin@example.com", password)
+            if current_schema() != get_public_schema_name():  # the platform has no trail
+                change_record(
+                    by=BY,
+                    action="user_create",
+                    content="bootstrap_demo created user admin (superuser).",
+                    payload={"object": "admin", "object_id": str(user.pk), "fields": ["is_superuser"]},
+                )
         secrets_out.append(f"{label}: user admin, password {password}")
         self.stdout.write(f"  admin user in {label}: created (password in the credentials file)")
 
@@ -68,7 +81,7 @@ class Command(BaseCommand):
         with tenant_context(tenant):
             self._ensure_admin(f"tenant {slug} (http://{slug}.localhost:{port}/admin/)", found)
             agent = Agent.objects.filter(name="demo-agent").first() or agent_create(
-                name="demo-agent", role="assistant"
+                name="demo-agent", role="assistant", by=BY
             )
             if agent.api_keys.filter(revoked_at__isnull=True).exists() and not new_key:
                 self.stdout.write(
@@ -76,7 +89,7 @@ class Command(BaseCommand):
                     f"`./engram manage api_key_create --tenant {slug} --agent demo-agent` mints another)"
                 )
             else:
-                _, raw = api_key_create(agent=agent, name="bootstrap")
+                _, raw = api_key_create(agent=agent, name="bootstrap", by=BY)
                 found.append(f"API key for demo-agent in tenant {slug} (read+write): {raw}")
                 self.stdout.write("  agent demo-agent: new API key (in the credentials file)")
         if found:

@@ -82,7 +82,7 @@ class Command(BaseCommand):
         with tenant_context(obj):
             owner = Agent.objects.filter(name=agent).first()
             if owner is None:
-                owner = agent_create(name=agent, role="LoCoMo conversation log")
+                owner = agent_create(by=None, name=agent, role="LoCoMo conversation log")
                 self.stdout.write(f"created agent {agent}")
             embedder = get_embedder()
             policy = obj.retrieval_policy

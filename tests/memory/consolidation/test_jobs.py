@@ -29,7 +29,7 @@ ROWS = 20_000
 def stale_memories(tenant: Tenant, count: int) -> None:
     """``count`` embedded memories, 60 days old and unused for 40 (SQL: test set-up at speed)."""
     with tenant_context(tenant):
-        agent = agent_create(name=f"bulk-{uuid.uuid4().hex[:6]}")
+        agent = agent_create(by=None, name=f"bulk-{uuid.uuid4().hex[:6]}")
         with connection.cursor() as cursor:
             cursor.execute(
                 "INSERT INTO memory_semanticmemory (id, agent_id, scope, memory_type, tags, visible_to_agents, "

@@ -128,7 +128,7 @@ def test_two_drains_at_once_merge_the_later_near_duplicate_into_the_earlier(scra
     with tenant_context(scratch_tenant):
         # no drain is queued by these writes (the flag says one is): the test runs the two itself
         get_redis().set(embed_scheduled_key(), "1", px=60_000)
-        agent = agent_create(name="pair")
+        agent = agent_create(by=None, name="pair")
         policy = scratch_tenant.retrieval_policy
         earlier, later = (
             memory_create(agent=agent, data=MemoryData(content=text), policy=policy, write="async").memory.pk

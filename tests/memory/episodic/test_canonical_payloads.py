@@ -149,7 +149,7 @@ def test_events_written_before_format_2_keep_verifying(scratch_tenant, django_db
         executor = MigrationExecutor(connection)
         with maintenance():  # migrations run as the tables' owner
             executor.migrate([("memory", "0007_memory_access")])
-        agent = agent_create(name="legacy")
+        agent = agent_create(by=None, name="legacy")
         prev = GENESIS_HASH
         when = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
         with connection.cursor() as cursor:

@@ -155,7 +155,7 @@ def test_beat_drains_rows_no_task_was_queued_for(graph_tenant: Tenant, neo4j_dri
     with tenant_context(graph_tenant), transaction.atomic():
         # what a lost task leaves behind: committed changes with pending outbox rows, nothing queued
         # (written below the services, which would queue a task)
-        agent = agent_create(name="writer")
+        agent = agent_create(by=None, name="writer")
         knows = Predicate.objects.create(name="knows")
         for i in range(20):
             subject = Entity.objects.create(name=f"a{i}", key=entity_key(f"a{i}"))

@@ -226,7 +226,7 @@ def test_another_tenant_neither_sees_nor_shares_a_batchs_facts(alice: Caller, ma
 
 def test_a_batchs_projection_converges_in_neo4j(graph_tenant: Tenant, neo4j_driver) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(graph_tenant):
-        agent = agent_create(name="batcher")
+        agent = agent_create(by=None, name="batcher")
         facts = [F(f"p{i % 50}", "knows", ent(f"q{i}")) for i in range(200)]
         facts += [F("p1", "lives_in", ent("Here")), F("p1", "lives_in", ent("There"))]
         services.facts_assert_batch(agent=agent, facts=facts)

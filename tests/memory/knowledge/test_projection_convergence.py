@@ -46,7 +46,7 @@ def in_thread(tenant: Tenant, work: Callable[[], None], errors: list[BaseExcepti
 def test_concurrent_drains_converge_to_postgresql(graph_tenant: Tenant, neo4j_driver) -> None:  # type: ignore[no-untyped-def]
     tenant = graph_tenant
     with tenant_context(tenant):
-        agent = agent_create(name="racer")
+        agent = agent_create(by=None, name="racer")
     for round_no in range(ROUNDS):
         errors: list[BaseException] = []
         writers_done = threading.Event()

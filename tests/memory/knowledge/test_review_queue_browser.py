@@ -77,7 +77,7 @@ def live_site(scratch_tenant: Tenant) -> Iterator[Site]:
     with tenant_context(scratch_tenant):
         operator = User.objects.create_user("operator", "operator@example.com", PASSWORD, is_staff=True)
         operator.groups.add(Group.objects.get(name="operator"))  # made by the tenant's migrations
-        alice, bob = agent_create(name="alice"), agent_create(name="bob")
+        alice, bob = agent_create(by=None, name="alice"), agent_create(by=None, name="bob")
         disputes = [
             conflict_make(alice, bob),
             conflict_make(alice, bob, subject="Dave", predicate="lives_in", old="Oslo", new="Rome"),

@@ -20,7 +20,7 @@ pytestmark = requires_model
 
 def test_a_new_memory_is_stored_whole_in_two_statements(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
-        agent = agent_create(name="solo")
+        agent = agent_create(by=None, name="solo")
         policy = scratch_tenant.retrieval_policy
         memory_create(agent=agent, data=MemoryData(content="warm-up"), policy=policy)  # the tenant's SET
         assert not connection.in_atomic_block
@@ -45,7 +45,7 @@ def test_a_new_memory_is_stored_whole_in_two_statements(scratch_tenant) -> None:
 
 def test_a_near_duplicate_outside_a_transaction_reinforces_and_adds_no_row(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
     with tenant_context(scratch_tenant):
-        agent = agent_create(name="solo")
+        agent = agent_create(by=None, name="solo")
         policy = scratch_tenant.retrieval_policy
         first = memory_create(
             agent=agent,

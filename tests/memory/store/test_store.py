@@ -363,7 +363,7 @@ def test_beat_sweeps_expired_items_in_the_worker(celery_worker, scratch_tenant: 
     from memory.store.tasks import expire_items
 
     with tenant_context(scratch_tenant):
-        agent = agent_create(name="sweeper-test")
+        agent = agent_create(by=None, name="sweeper-test")
         past = timezone.now() - timedelta(minutes=5)
         services.item_put(
             agent=agent, namespace=["tmp"], key="old", value={"v": 1}, index=False, ttl_minutes=1, now=past
