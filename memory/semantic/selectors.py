@@ -20,7 +20,8 @@ from agents.models import Agent
 from core.db.prepared import execute_prepared
 from core.errors import NotFound
 from core.fulltext import query_lexemes
-from core.tenancy import current_schema
+from core.tenancy import current_schema, current_tenant
+from tenants.models import ConsolidationPolicy, Tenant
 
 from .models import MemoryScope, MemoryType, SemanticMemory
 
@@ -108,6 +109,13 @@ def memory_list(*, agent: Agent, filters: MemoryFilters) -> QuerySet[SemanticMem
 def pending_exists() -> bool:
     """Whether the tenant has memories written asynchronously and not embedded yet."""
     return SemanticMemory.objects.filter(embedding_dimensions=0, forgotten_at__isnull=True).exists()
+
+
+def consolidation_policy() -> ConsolidationPolicy:
+    """The current tenant's consolidation policy (the defaults outside a tenant)."""
+    tenant = current_tenant()
+    policy = getattr(tenant, "consolidation_policy", None)
+    return policy if isinstance(policy, ConsolidationPolicy) else Tenant().consolidation_policy
 
 
 def agent_names(ids: Iterable[int]) -> dict[int, str]:
