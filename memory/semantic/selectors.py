@@ -118,6 +118,25 @@ def consolidation_policy() -> ConsolidationPolicy:
     return policy if isinstance(policy, ConsolidationPolicy) else Tenant().consolidation_policy
 
 
+def live_content_ids(
+    *, agent: Agent, scopes: Iterable[str], digests: Iterable[str]
+) -> dict[tuple[str, str], Any]:
+    """``{(scope, content_hash): id}`` of ``agent``'s live (not forgotten) memories in ``scopes`` with
+    one of ``digests``: the stored side of the exact-duplicate rule (one query)."""
+    # scope named too, so the lookup is the live-content unique index's (agent, scope, hash): without
+    # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
+    # the filter for one write; a scan that grows with the agent's memories)
+    return {
+        (scope, digest): pk
+        for pk, scope, digest in SemanticMemory.objects.filter(
+            agent=agent,
+            forgotten_at__isnull=True,
+            scope__in=scopes,
+            content_hash__in=digests,
+        ).values_list("pk", "scope", "content_hash")
+    }
+
+
 def agent_names(ids: Iterable[int]) -> dict[int, str]:
     """``{agent id: name}`` for the agents a hierarchical memory names (one query; none for no ids)."""
     wanted = set(ids)

@@ -53,7 +53,7 @@ from tenants.models import RetrievalPolicy
 
 from ..models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from ..near import NEAR_OPTIONS, NEAR_RESET, near_params, near_sql, vector_text
-from ..selectors import consolidation_policy
+from ..selectors import consolidation_policy, live_content_ids
 from .clocks import accesses_touch
 from .duplicates import Match, content_hash, dedup_plan
 
@@ -338,18 +338,7 @@ def _embed_missing(
 def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[str]) -> list[Match | None]:
     """Step 1 of ``memories_create``: each item's exact duplicate, stored (one query) or an earlier
     item of the batch."""
-    # scope named too, so the lookup is the live-content unique index's (agent, scope, hash): without
-    # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
-    # the filter for one write; a scan that grows with the agent's memories)
-    stored = {
-        (scope, digest): pk
-        for pk, scope, digest in SemanticMemory.objects.filter(
-            agent=agent,
-            forgotten_at__isnull=True,
-            scope__in={d.scope for d in items},
-            content_hash__in=set(digests),
-        ).values_list("pk", "scope", "content_hash")
-    }
+    stored = live_content_ids(agent=agent, scopes={d.scope for d in items}, digests=set(digests))
     first: dict[tuple[str, str], int] = {}
     out: list[Match | None] = []
     for i, (data, digest) in enumerate(zip(items, digests, strict=True)):
