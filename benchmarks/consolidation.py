@@ -281,7 +281,7 @@ def bench_async(args: argparse.Namespace) -> None:
     from core.tenancy import maintenance
     from memory.embeddings import get_embedder
     from memory.semantic.models import SemanticMemory
-    from memory.semantic.services import MemoryData, memories_create, memory_create
+    from memory.semantic.services.writes import MemoryData, memories_create, memory_create
 
     t = tenant("bench_async")
     policy = t.retrieval_policy

@@ -72,7 +72,7 @@ def main() -> None:
     from django_tenants.utils import tenant_context
 
     from core.tenancy import maintenance
-    from memory.semantic.services import memories_erase
+    from memory.semantic.services.erase import memories_erase
 
     functions = importlib.import_module("memory.migrations.0022_fact_page_indexes_context_refresh")
     variants = {

@@ -52,7 +52,7 @@ def main() -> None:
     from django_tenants.utils import tenant_context
 
     from memory.embeddings import get_embedder
-    from memory.semantic.services import MemoryData, memories_create, memory_create
+    from memory.semantic.services.writes import MemoryData, memories_create, memory_create
 
     embedder = get_embedder()
     print(f"embedder {embedder.name} ({embedder.dimensions}-d); {load()}")

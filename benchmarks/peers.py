@@ -134,14 +134,14 @@ class Engram:
 
     def search(self, query: str) -> int:
         from memory.embeddings import embed_query
-        from memory.semantic.services import memory_search
+        from memory.semantic.services.recall import memory_search
 
         embed_query.cache_clear()  # the query embedded per call
         with self.context(self.tenant):
             return len(memory_search(agent=self.reader, query=query, policy=self.tenant.retrieval_policy))
 
     def write(self, text: str) -> None:
-        from memory.semantic.services import MemoryData, memory_create
+        from memory.semantic.services.writes import MemoryData, memory_create
 
         with self.context(self.writes):
             memory_create(

@@ -40,7 +40,7 @@ def worker(root: str, tenant_slug: str, touch: bool) -> None:
 
     from memory.embeddings import embed_query
     from memory.semantic import selectors
-    from memory.semantic.services import memory_search
+    from memory.semantic.services.recall import memory_search
 
     tenant, agents, _ = bench_key(tenant_slug, ["bench-reader"])
     agent = agents["bench-reader"]

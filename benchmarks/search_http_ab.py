@@ -31,7 +31,7 @@ from django_tenants.utils import tenant_context
 
 from devstack import free_port
 from devstack.web import uvicorn_command
-from memory.semantic.services import memory_search
+from memory.semantic.services.recall import memory_search
 
 N = args.queries
 TICK = os.sysconf("SC_CLK_TCK")

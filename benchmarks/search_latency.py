@@ -120,7 +120,7 @@ def fill(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int) -> N
     from core.tenancy import maintenance
     from memory.embeddings import get_embedder
     from memory.semantic.models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
-    from memory.semantic.services import content_hash
+    from memory.semantic.services.duplicates import content_hash
 
     embedder = get_embedder()
     with tenant_context(tenant):
@@ -247,7 +247,7 @@ def fill_bulk(tenant: Any, agents: dict[str, Any], n: int, seed: int, jobs: int 
     from core.tenancy import maintenance
     from memory.embeddings import get_embedder
     from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
-    from memory.semantic.services import content_hash
+    from memory.semantic.services.duplicates import content_hash
 
     embedder = get_embedder()
     d = embedder.dimensions
@@ -377,7 +377,7 @@ def measure_service(
     from django_tenants.utils import tenant_context
 
     from memory.embeddings import embed_query, get_embedder
-    from memory.semantic.services import memory_search
+    from memory.semantic.services.recall import memory_search
 
     embedder = get_embedder()
     policy = tenant.retrieval_policy

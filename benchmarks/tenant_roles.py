@@ -136,7 +136,7 @@ def main() -> None:
     from core.tenancy import quote_ident, tenant_role
     from memory.checkpoints.services import cache_key, checkpoint_save
     from memory.semantic.models import SemanticMemory
-    from memory.semantic.services import MemoryData, memory_create
+    from memory.semantic.services.writes import MemoryData, memory_create
     from tenants.models import Domain
 
     tenant, agents, keys = bench_key(TENANT, [AGENT])

@@ -94,7 +94,7 @@ def worker(kind: str, root: str, base: bool, size: int = 100) -> None:
         n = 0
         with tenant_context(tenant):
             if kind == "memory-batch":
-                from memory.semantic.services import MemoryData, memories_create
+                from memory.semantic.services.writes import MemoryData, memories_create
 
                 lo = r * 500
                 items = [
@@ -105,7 +105,7 @@ def worker(kind: str, root: str, base: bool, size: int = 100) -> None:
                 memories_create(agent=agent, items=items, policy=tenant.retrieval_policy, batch=True)
                 n = 500
             elif kind == "memory-single":
-                from memory.semantic.services import MemoryData, memory_create
+                from memory.semantic.services.writes import MemoryData, memory_create
 
                 for i in range(6000 + r * 30, 6000 + r * 30 + 30):
                     memory_create(

@@ -60,7 +60,7 @@ from memory.semantic.models import (
     MemoryType,
     SemanticMemory,
 )
-from memory.semantic.services import memories_erase
+from memory.semantic.services.erase import memories_erase
 from memory.store.models import StoreItem
 from memory.store.services import items_erase
 from memory.working.services import keys_holding, working_memory_erase

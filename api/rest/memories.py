@@ -29,9 +29,10 @@ from api.rest.knowledge import FactObjectDocSerializer, FactObjectField
 from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
 from memory.knowledge.models import PREDICATE_PATTERN
-from memory.semantic import selectors, services
+from memory.semantic import selectors
 from memory.semantic.forgetting import recall_probability
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope, MemoryType, SemanticMemory
+from memory.semantic.services import erase, recall, writes
 
 MAX_CONTENT_CHARS = settings.ENGRAM["MAX_CONTENT_CHARS"]
 
@@ -362,19 +363,19 @@ class MemoryBatchOutputSerializer(serializers.Serializer):
     results = MemoryWrittenSerializer(many=True)
 
 
-def _written(result: services.WriteResult, body: dict[str, Any]) -> dict[str, Any]:
+def _written(result: writes.WriteResult, body: dict[str, Any]) -> dict[str, Any]:
     extra: dict[str, Any] = {"deduplicated": result.deduplicated}
     if result.deduplicated:
         extra.update(duplicate_of=result.outcome, similarity=round(result.similarity or 0.0, 6))
     return {**body, **extra}
 
 
-def _memory_data(attrs: dict[str, Any]) -> services.MemoryData:
+def _memory_data(attrs: dict[str, Any]) -> writes.MemoryData:
     data = dict(attrs)
     visible_to = data.pop("visible_to", {})
     data.pop("write")
     fact = data.pop("fact", None)
-    return services.MemoryData(
+    return writes.MemoryData(
         **data,
         fact_hint=fact,
         visible_to_agents=visible_to.get("agents", ()),
@@ -434,7 +435,7 @@ class MemoriesView(ApiView):
                         ]
                     }
                 )
-        results = services.memories_create(
+        results = writes.memories_create(
             agent=request.user,
             items=[_memory_data(attrs) for attrs in validated],
             policy=request.tenant.retrieval_policy,
@@ -524,7 +525,7 @@ class MemorySearchView(ApiView):
             importance=dict(f.get("importance", {})),
             include_archived=f.get("include_archived", False),
         )
-        hits = services.memory_search(
+        hits = recall.memory_search(
             agent=request.user,
             query=data["query"],
             k=data["k"],
@@ -584,7 +585,7 @@ class MemoryDetailView(ApiView):
     )
     def delete(self, request: AgentRequest, memory_id: str) -> Response:
         params = self.query(ForgetParams)
-        memory, event = services.memory_forget(
+        memory, event = erase.memory_forget(
             agent=request.user,
             memory_id=memory_id,
             may_curate=request.auth.has_scope("curate"),

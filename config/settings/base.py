@@ -191,7 +191,7 @@ ENGRAM_OUTBOX_RETENTION_HOURS = env.float("ENGRAM_OUTBOX_RETENTION_HOURS", defau
 # batch even when that task was lost.
 ENGRAM_ASYNC_EMBED_SWEEP_SECONDS = env.float("ENGRAM_ASYNC_EMBED_SWEEP_SECONDS", default=10.0)
 # The first async write of a burst queues the worker's drain to start this many seconds later; the
-# writes committed meanwhile join its batch (services._embed_schedule): one task per burst.
+# writes committed meanwhile join its batch (services.writes.embed_schedule): one task per burst.
 ENGRAM_ASYNC_EMBED_DELAY_SECONDS = env.float("ENGRAM_ASYNC_EMBED_DELAY_SECONDS", default=0.25)
 # recalls restart the clocks of the memories they return through a Redis buffer the worker applies
 # this many seconds after the first recall of a quiet period; beat sweeps what a lost task left

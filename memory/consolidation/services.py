@@ -39,7 +39,8 @@ from memory.episodic.services import EventData, decision_record, events_append
 from memory.knowledge.models import FactProvenance
 from memory.knowledge.services import FactData, FactObject, FactRetracted, facts_assert_batch
 from memory.semantic.models import MemoryType, SemanticMemory
-from memory.semantic.services import SummaryText, consolidation_policy, summaries_put
+from memory.semantic.selectors import consolidation_policy
+from memory.semantic.services.summaries import SummaryText, summaries_put
 
 from . import llm
 from .models import (
@@ -747,7 +748,7 @@ def summaries_erase(*, node_ids: Sequence[int]) -> SummariesErased:
     ``memories_erase``); then queue, on commit, the rebuild of each session's tree from the events
     that remain (``memory.consolidation.tasks.summaries_rebuild``; redacted events are never read).
     Call inside a transaction; the caller records why."""
-    from memory.semantic.services import memories_erase
+    from memory.semantic.services.erase import memories_erase
 
     with transaction.atomic():
         sessions = sorted(
@@ -773,7 +774,7 @@ def summary_tree_rebuild(*, session_id: str) -> list[SummaryNode]:
     left as it is unless that tree starts after the session's first event still there (a pass
     extended an empty tree meanwhile): then it is dropped and built whole. Recorded as one decision
     of ``job:consolidation``. Returns the nodes written."""
-    from memory.semantic.services import memories_erase
+    from memory.semantic.services.erase import memories_erase
 
     if session_id in UNSUMMARISED_SESSIONS or session_id.startswith(UNSUMMARISED_PREFIXES):
         return []

@@ -57,9 +57,10 @@ from memory.episodic.models import Event
 from memory.episodic.selectors import session_tail
 from memory.knowledge import selectors as knowledge
 from memory.procedural import selectors as procedural
-from memory.semantic import services as semantic
 from memory.semantic.models import MemoryType
 from memory.semantic.selectors import memories_visible_to
+from memory.semantic.services.duplicates import normalise_text
+from memory.semantic.services.recall import memory_search
 from memory.working import services as working
 from tenants.models import Tenant
 
@@ -235,7 +236,7 @@ def _episode_items(*, agent: Agent, session_id: str, latest: Sequence[Event]) ->
 
 
 def _semantic_items(*, agent: Agent, query: str, tenant: Tenant) -> list[Item]:
-    hits = semantic.memory_search(agent=agent, query=query, k=MEMORIES, policy=tenant.retrieval_policy)
+    hits = memory_search(agent=agent, query=query, k=MEMORIES, policy=tenant.retrieval_policy)
     return [
         Item("semantic", _cut(h.memory.content), h.score, [{"layer": "semantic", "id": str(h.memory.pk)}])
         for h in hits
@@ -281,7 +282,7 @@ def _merge_duplicates(items: Iterable[Item]) -> tuple[list[Item], int]:
     kept: dict[str, Item] = {}
     merged = 0
     for item in items:
-        key = semantic.normalise_text(item.content or item.text)
+        key = normalise_text(item.content or item.text)
         other = kept.get(key)
         if other is None:
             kept[key] = item

@@ -11,7 +11,8 @@ from django.utils.safestring import SafeString
 from core.admin import EstimatedCountPaginator, ServiceSaveAdmin, session_link, shown
 
 from .models import MemoryType, SemanticMemory
-from .services import memories_restore, memory_forget
+from .services.clocks import memories_restore
+from .services.erase import memory_forget
 
 
 @admin.register(SemanticMemory)

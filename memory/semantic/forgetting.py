@@ -52,7 +52,7 @@ STABILITY_SQL = (
 
 
 # The same rule for ``n`` accesses of one memory applied together (the recall-touch buffer's flush,
-# ``services.accesses_flush``), the first at ``first_at``: the first raises S as above, and each later
+# ``services.clocks.accesses_flush``), the first at ``first_at``: the first raises S as above, and each later
 # one follows it within the flush delay (seconds), when ``1 - p`` is far below ``MIN_GAIN`` for any
 # stability above a few minutes, so each multiplies S by ``1 + g * MIN_GAIN``:
 #     S' = min(S_MAX, S * (1 + g * max(1 - p(first_at), MIN_GAIN)) * (1 + g * MIN_GAIN) ** (n - 1))

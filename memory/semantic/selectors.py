@@ -20,7 +20,8 @@ from agents.models import Agent
 from core.db.prepared import execute_prepared
 from core.errors import NotFound
 from core.fulltext import query_lexemes
-from core.tenancy import current_schema
+from core.tenancy import current_schema, current_tenant
+from tenants.models import ConsolidationPolicy, Tenant
 
 from .models import MemoryScope, MemoryType, SemanticMemory
 
@@ -108,6 +109,32 @@ def memory_list(*, agent: Agent, filters: MemoryFilters) -> QuerySet[SemanticMem
 def pending_exists() -> bool:
     """Whether the tenant has memories written asynchronously and not embedded yet."""
     return SemanticMemory.objects.filter(embedding_dimensions=0, forgotten_at__isnull=True).exists()
+
+
+def consolidation_policy() -> ConsolidationPolicy:
+    """The current tenant's consolidation policy (the defaults outside a tenant)."""
+    tenant = current_tenant()
+    policy = getattr(tenant, "consolidation_policy", None)
+    return policy if isinstance(policy, ConsolidationPolicy) else Tenant().consolidation_policy
+
+
+def live_content_ids(
+    *, agent: Agent, scopes: Iterable[str], digests: Iterable[str]
+) -> dict[tuple[str, str], Any]:
+    """``{(scope, content_hash): id}`` of ``agent``'s live (not forgotten) memories in ``scopes`` with
+    one of ``digests``: the stored side of the exact-duplicate rule (one query)."""
+    # scope named too, so the lookup is the live-content unique index's (agent, scope, hash): without
+    # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
+    # the filter for one write; a scan that grows with the agent's memories)
+    return {
+        (scope, digest): pk
+        for pk, scope, digest in SemanticMemory.objects.filter(
+            agent=agent,
+            forgotten_at__isnull=True,
+            scope__in=scopes,
+            content_hash__in=digests,
+        ).values_list("pk", "scope", "content_hash")
+    }
 
 
 def agent_names(ids: Iterable[int]) -> dict[int, str]:

@@ -8,7 +8,8 @@ from core.tasks import TenantTask, for_each_tenant, queue_later
 from core.tenancy import current_tenant
 
 from .selectors import pending_exists
-from .services import accesses_flush, pending_embed
+from .services.clocks import accesses_flush
+from .services.pending import pending_embed
 from .touches import touches_waiting
 
 # One task embeds at most this many batches, then queues the next task for the rest (bounded work
@@ -21,7 +22,7 @@ def embed_pending(batch: int = 256) -> dict[str, int]:
     """Embed the tenant's pending memories, ``batch`` at a time (one embedder call each), until none
     is left or ``MAX_BATCHES`` batches are done (then it queues itself again for the rest). Queued
     by the first async write of a burst to start ``ENGRAM_ASYNC_EMBED_DELAY_SECONDS`` after it
-    (``services._embed_schedule``) and swept by beat every ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS``.
+    (``services.writes.embed_schedule``) and swept by beat every ``ENGRAM_ASYNC_EMBED_SWEEP_SECONDS``.
     Idempotent: rows are claimed under lock and an embedded row is no longer pending. Returns the
     counts."""
     policy = current_tenant().retrieval_policy
@@ -47,7 +48,7 @@ def pending_sweep() -> int:
 
 @shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
 def touches_flush() -> int:
-    """Apply the tenant's buffered recalls to the access clocks (``services.accesses_flush``).
+    """Apply the tenant's buffered recalls to the access clocks (``services.clocks.accesses_flush``).
     Queued by the first recall after each quiet period to run ``ENGRAM_TOUCH_FLUSH_SECONDS`` later,
     and by beat's ``touches_sweep``. Returns how many recalls were applied."""
     return accesses_flush()

@@ -1,10 +1,10 @@
 """The recall-touch buffer: which memories a recall reached, and when, waiting to restart their clocks.
 
-A recall restarts the recency clock of every memory it returns (``services.accesses_touch``). Doing
+A recall restarts the recency clock of every memory it returns (``services.clocks.accesses_touch``). Doing
 that in PostgreSQL on the request path costs an UPDATE and a commit per search; instead the search
 appends one entry to the tenant's Redis stream ``{<schema>}:semantic:touches`` (fields ``at``, epoch
 seconds; ``agent``, the recalling agent's id; ``ids``, the memory ids comma-separated) and the
-worker applies the entries in batches (``services.accesses_flush``, task
+worker applies the entries in batches (``services.clocks.accesses_flush``, task
 ``memory.semantic.tasks.touches_flush``).
 
 Delivery uses a Redis consumer group (``XREADGROUP``), so an entry read by a flush stays *pending*

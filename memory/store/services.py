@@ -32,7 +32,7 @@ from memory.episodic.models import Event
 from memory.episodic.services import agent_session, decision_record
 from memory.semantic import selectors as semantic
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
-from memory.semantic.services import memories_erase
+from memory.semantic.services.erase import memories_erase
 
 from . import selectors
 from .models import MAX_KEY_LENGTH, MAX_LABEL_LENGTH, MAX_NAMESPACE_DEPTH, RESERVED_ROOT, StoreItem

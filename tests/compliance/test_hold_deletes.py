@@ -324,7 +324,7 @@ DELETERS: dict[str, str] = {
     "memory.store.services.items_erase": ERASE + ", or items_expire (asks)",
     "memory.store.services.item_put": "its own item's index row, replaced by the put",
     "memory.checkpoints.services.checkpoints_erase": ERASE,
-    "memory.semantic.services.memories_erase": ERASE + ", or its own item's or summary's index row",
+    "memory.semantic.services.erase.memories_erase": ERASE + ", or its own item's or summary's index row",
     "memory.knowledge.services.facts_erase": ERASE,
     "memory.procedural.services.skill_runs_erase": ERASE,
     "memory.consolidation.services.summaries_erase": ERASE + " (derived, rebuilt from kept events)",

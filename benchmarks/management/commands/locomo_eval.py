@@ -22,7 +22,7 @@ from benchmarks import locomo
 from benchmarks.management.commands.locomo_ingest import load_samples
 from memory.episodic.models import Event, EventKind
 from memory.semantic.selectors import MemoryFilters
-from memory.semantic.services import memory_search
+from memory.semantic.services.recall import memory_search
 from tenants.selectors import tenant_get
 
 

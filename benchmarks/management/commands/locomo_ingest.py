@@ -31,7 +31,7 @@ from memory.embeddings import get_embedder
 from memory.episodic.models import Event, EventKind, EventRole
 from memory.episodic.services import EventData, events_append
 from memory.semantic.models import MemoryScope, MemoryType
-from memory.semantic.services import MemoryData, memory_create
+from memory.semantic.services.writes import MemoryData, memory_create
 from tenants.selectors import tenant_get
 from tenants.services import tenant_create
 

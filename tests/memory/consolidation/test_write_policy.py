@@ -16,13 +16,8 @@ from core.redis import get_redis
 from memory.embeddings import Embedder, get_embedder
 from memory.episodic.models import Event
 from memory.semantic.models import SemanticMemory
-from memory.semantic.services import (
-    MemoryData,
-    PendingReport,
-    embed_scheduled_key,
-    memory_create,
-    pending_embed,
-)
+from memory.semantic.services.pending import PendingReport, pending_embed
+from memory.semantic.services.writes import MemoryData, embed_scheduled_key, memory_create
 from tenants.models import Tenant
 from tests.factories import Caller, make_caller, remember, requires_model, search
 

@@ -17,7 +17,8 @@ from django_tenants.utils import tenant_context
 
 from memory.embeddings import get_embedder
 from memory.semantic.models import MemoryAccess, MemoryContext, MemoryScope, SemanticMemory
-from memory.semantic.services import content_hash, memories_erase
+from memory.semantic.services.duplicates import content_hash
+from memory.semantic.services.erase import memories_erase
 from tests.factories import Caller, remember, requires_model, search
 
 pytestmark = requires_model

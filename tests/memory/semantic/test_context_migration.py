@@ -14,7 +14,7 @@ from django_tenants.utils import tenant_context
 
 from memory.embeddings import get_embedder
 from memory.semantic.models import MemoryScope, SemanticMemory
-from memory.semantic.services import content_hash
+from memory.semantic.services.duplicates import content_hash
 from tenants.models import Tenant
 from tests.factories import make_caller, requires_model
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from memory.semantic.differences import Difference, differences
-from memory.semantic.services import normalise_text
+from memory.semantic.services.duplicates import normalise_text
 
 NEG, NUM, DATE, NAME, LIT, OPP = (
     Difference.NEGATION,

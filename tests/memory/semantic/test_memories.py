@@ -14,7 +14,7 @@ from django_tenants.utils import tenant_context
 from agents.models import Scope
 from memory.episodic.models import Event, EventKind
 from memory.semantic.models import MemoryAccess, SemanticMemory
-from memory.semantic.services import accesses_flush
+from memory.semantic.services.clocks import accesses_flush
 from tests.factories import (
     FACTS,
     UNICODE_SAMPLES,
@@ -304,7 +304,7 @@ def test_concurrent_identical_writes_make_one_row(scratch_tenant) -> None:  # ty
 
 def test_rows_from_another_embedding_model_are_never_compared(alice: Caller) -> None:
     from memory.embeddings import get_embedder
-    from memory.semantic.services import content_hash
+    from memory.semantic.services.duplicates import content_hash
 
     text = "Quarterly revenue grew by eight percent."
     with tenant_context(alice.tenant):

@@ -8,7 +8,7 @@ import pytest
 from django_tenants.utils import tenant_context
 
 from memory.semantic.models import SemanticMemory
-from memory.semantic.services import pending_embed
+from memory.semantic.services.pending import pending_embed
 from tests.factories import Caller, remember, requires_model, search
 
 pytestmark = [pytest.mark.django_db, requires_model]

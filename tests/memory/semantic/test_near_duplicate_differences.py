@@ -30,7 +30,7 @@ from rest_framework import serializers
 from api.rest.memories import MemoryInputSerializer
 from memory.embeddings import get_embedder
 from memory.semantic.models import SemanticMemory
-from memory.semantic.services import pending_embed
+from memory.semantic.services.pending import pending_embed
 from tenants.models import Tenant
 from tests.factories import Caller, asgi_server, make_caller, remember, requires_model
 from tests.memory.semantic.test_differences import CONTRADICTIONS, PARAPHRASES

@@ -19,7 +19,7 @@ from memory.embeddings import get_embedder
 from memory.semantic import selectors
 from memory.semantic.models import LexicalPosting, MemoryAccess, MemoryScope, SemanticMemory
 from memory.semantic.selectors import MemoryFilters
-from memory.semantic.services import content_hash
+from memory.semantic.services.duplicates import content_hash
 from tenants.models import Tenant
 from tests.factories import Caller, contents, make_caller, remember, requires_model, search
 

@@ -12,7 +12,8 @@ from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
 from memory.semantic.models import LexicalPosting, MemoryAccess, SemanticMemory
-from memory.semantic.services import MemoryData, memory_create, memory_search
+from memory.semantic.services.recall import memory_search
+from memory.semantic.services.writes import MemoryData, memory_create
 from tests.factories import requires_model
 
 pytestmark = requires_model

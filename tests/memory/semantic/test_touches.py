@@ -21,7 +21,7 @@ from devstack import free_port
 from memory.semantic import touches
 from memory.semantic.forgetting import stability_after_recalls
 from memory.semantic.models import MemoryAccess
-from memory.semantic.services import accesses_flush
+from memory.semantic.services.clocks import accesses_flush
 from tenants.models import Tenant
 from tests.factories import Caller, make_caller, remember, requires_model, search
 

@@ -319,7 +319,7 @@ def test_query_search_finds_the_items_behind_thousands_of_nearer_memories(alice:
 
     from memory.embeddings import get_embedder
     from memory.semantic.models import MemoryAccess, MemoryScope
-    from memory.semantic.services import content_hash
+    from memory.semantic.services.duplicates import content_hash
 
     embedder = get_embedder()
     query = "quarterly revenue figures"
