@@ -8,7 +8,6 @@ created and committed for that test and dropped afterwards.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from tests.factories import (
     make_caller,
     shared_missing,
     test_database_env,
+    unavailable,
 )
 
 
@@ -141,9 +141,7 @@ def neo4j_driver():  # type: ignore[no-untyped-def]
             "Neo4j not running: NEO4J_URI is unset (./engram test starts Neo4j when Java 17+ and "
             "Maven are installed; ENGRAM_NEO4J=0 turns that off)"
         )
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
+        unavailable(reason)
     return driver
 
 
@@ -183,8 +181,5 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     failed under CI, where it must be there."""
     for mark in item.iter_markers("needs_shared"):
         reason = shared_missing(mark.kwargs["path"], mark.kwargs["what"], mark.kwargs.get("env"))
-        if reason is None:
-            continue
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{reason}; CI must run every test", pytrace=False)
-        pytest.skip(reason)
+        if reason is not None:
+            unavailable(reason)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -45,6 +46,20 @@ LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
 
 
 MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
+
+
+def in_ci() -> bool:
+    """True under CI (``CI=true``, which ``.ci/run`` exports): there every test must run."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """The one way a test gives up because something it needs is missing here (shared data, a
+    server, a program, a kind of login): skipped with ``reason``, except under CI, where the test
+    fails with the same ``reason``. Raises pytest's skip or fail outcome; never returns."""
+    if in_ci():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
 
 
 # Semantic memory needs the embedding model; there is no model hub to fetch it from here.

@@ -34,7 +34,7 @@ from memory.store.models import StoreItem
 from memory.store.services import items_expire
 from tenants.models import Tenant
 from tests.compliance.conftest import append, finished, on_disk
-from tests.factories import Caller, fact, make_caller, requires_model, skill_publish, skill_seed
+from tests.factories import Caller, fact, make_caller, requires_model, skill_publish, skill_seed, unavailable
 
 SUBJECT = "cust-7342"
 MARKER = "Vexquilber"  # in the subject's data only
@@ -169,7 +169,7 @@ def relation_files_holding(schema: str, extra: dict[str, bytes]) -> dict[str, li
     try:
         su = psycopg.connect(host=params["HOST"], dbname=params["NAME"], user="postgres", autocommit=True)
     except psycopg.Error:
-        pytest.skip("no superuser of a local PostgreSQL to read its files with")
+        unavailable("no superuser of a local PostgreSQL to read its files with")
     with su:
         su.execute("CHECKPOINT")
         data_dir = Path(su.execute("SHOW data_directory").fetchone()[0])
