@@ -32,3 +32,16 @@ def test_unavailable_skips_here_and_fails_under_ci(
     monkeypatch.setenv("CI", ci)
     with pytest.raises(outcome, match=r"^the thing is missing$"):
         unavailable("the thing is missing")
+
+
+def test_the_owner_teammate_outsider_trio_is_defined_once() -> None:
+    """``alice`` (owner), ``bob`` (teammate) and ``mallory`` (outsider) come from tests/conftest.py;
+    a module that needs them in committed tenants overrides ``trio_tenants``, not the trio."""
+    trio = re.compile(r"^def (alice|bob|mallory)\(", re.M)
+    copies = [
+        f"{path.relative_to(BASE_DIR)}: {match[1]}"
+        for path in sorted((BASE_DIR / "tests").rglob("*.py"))
+        if path != BASE_DIR / "tests" / "conftest.py"
+        for match in trio.finditer(path.read_text())
+    ]
+    assert not copies, "the trio is defined in tests/conftest.py only:\n" + "\n".join(copies)
