@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import psycopg
 import pytest
 from django.contrib.auth.models import Group, User
-from django.db import connection
+from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.test import Client
 from django.utils import timezone
@@ -45,6 +46,20 @@ LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
 
 
 MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
+
+
+def in_ci() -> bool:
+    """True under CI (``CI=true``, which ``.ci/run`` exports): there every test must run."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """The one way a test gives up because something it needs is missing here (shared data, a
+    server, a program, a kind of login): skipped with ``reason``, except under CI, where the test
+    fails with the same ``reason``. Raises pytest's skip or fail outcome; never returns."""
+    if in_ci():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
 
 
 # Semantic memory needs the embedding model; there is no model hub to fetch it from here.
@@ -202,6 +217,26 @@ def postgres_projection() -> tuple[set[tuple[int, int, int, str, str]], set[int]
         )
     }
     return facts, {e for _, s, o, _, _ in facts for e in (s, o)}
+
+
+def projection_caught_up(*, batch_size: int | None = None) -> None:
+    """Drain the current tenant's graph outbox into Neo4j (``outbox_drain``, in batches of
+    ``batch_size`` rows or its default) and wait for the drains that others hold
+    (the suite's Celery worker takes the drain each committed fact write queues): ``outbox_drain``
+    skips the rows another drain has claimed (``SKIP LOCKED``) and returns before that drain has
+    written them to Neo4j. Returns once no row is pending: Neo4j holds what PostgreSQL does."""
+    from memory.knowledge.models import GraphOutbox
+    from memory.knowledge.projection import outbox_drain
+
+    batches = {} if batch_size is None else {"batch_size": batch_size}
+    while True:
+        outbox_drain(**batches)
+        with transaction.atomic():
+            # blocks until the drains holding pending rows end: the rows they marked processed drop
+            # out, those they left pending (their write failed) go round again
+            pending = GraphOutbox.objects.select_for_update().filter(processed_at__isnull=True)
+            if not list(pending.values_list("pk", flat=True)):
+                return
 
 
 def neo4j_projection(driver, tenant: str) -> tuple[set[tuple[int, int, int, str, str]], set[int]]:  # type: ignore[no-untyped-def]

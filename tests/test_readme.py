@@ -22,3 +22,16 @@ def test_the_try_it_examples_work(alice: Caller) -> None:
         assert response.status_code in (200, 201), (path, response.content)
     hits = response.json()["results"]
     assert hits[0]["memory"]["content"] == "Alice lives in Lisbon"
+
+
+def test_ci_runs_the_readme_test_command_with_ci_set() -> None:
+    """``.ci/run`` runs the README's test command and sets ``CI=true`` itself before it: under CI a
+    missing dependency (``../shared``, Neo4j, Chromium) fails its tests instead of skipping them,
+    whoever calls the script."""
+    readme = (BASE_DIR / "README.md").read_text()
+    assert re.search(r"^\./engram test\b", readme, re.M), "the README no longer shows `./engram test`"
+    lines = [line.strip() for line in (BASE_DIR / ".ci" / "run").read_text().splitlines()]
+    runs = [n for n, line in enumerate(lines) if re.search(r"(^|\s)\./engram test\b", line)]
+    assert runs, ".ci/run does not run the README's test command (./engram test)"
+    exports = [n for n, line in enumerate(lines) if line == "export CI=true"]
+    assert exports and exports[0] < runs[0], ".ci/run must `export CI=true` before it runs the tests"

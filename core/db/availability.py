@@ -31,9 +31,10 @@ import functools
 import logging
 import math
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import psycopg
 from django.conf import settings
@@ -208,13 +209,40 @@ class Connection(psycopg.Connection[Any]):
 class GuardedPool(ConnectionPool[Any]):
     """psycopg's pool whose ``getconn`` waits for a connection in steps of ``STEP`` and stops
     waiting when one of the pool's attempts to connect fails meanwhile (``DatabaseUnreachable``);
-    while the server is refused, it takes a connection only if one is ready. Django builds the pool
-    itself, as a plain ``ConnectionPool`` (no setting names its class): ``guard`` makes it this one.
+    while the server is refused, it takes a connection only if one is ready. Its ``close`` also
+    closes the connections whose return was still queued. Django builds the pool itself, as a plain
+    ``ConnectionPool`` (no setting names its class): ``guard`` makes it this one.
     """
 
     def getconn(self, timeout: float | None = None) -> Any:
         """A connection of the pool (see the class docstring); ``timeout``: the pool's own unless
         given. Raises ``DatabaseUnreachable`` or ``psycopg_pool.PoolTimeout``."""
+        conn = self._getconn_guarded(timeout)
+        self._given_back().discard(conn)
+        return conn
+
+    def putconn(self, conn: Any) -> None:
+        """psycopg's, remembering ``conn`` until it is lent again (see ``close``)."""
+        self._given_back().add(conn)
+        super().putconn(conn)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """psycopg's, then closes every connection given back and not lent since: psycopg's workers
+        give a connection back (its ``reset``) in a task, and drop a task still queued when the pool
+        closes, with the connection in it, left open until garbage collection (dropping the
+        database then fails: "being accessed by other users"). Connections lent out stay open, as
+        psycopg's ``close`` leaves them."""
+        super().close(timeout)
+        given_back = self._given_back()
+        for conn in list(given_back):
+            conn.close()
+        given_back.clear()
+
+    def _given_back(self) -> weakref.WeakSet[Any]:
+        # ``guard`` makes a pool of this class without running an __init__ of it
+        return cast("weakref.WeakSet[Any]", self.__dict__.setdefault("_given_back_set", weakref.WeakSet()))
+
+    def _getconn_guarded(self, timeout: float | None) -> Any:
         kwargs = self.kwargs if isinstance(self.kwargs, Mapping) else {}
         server = server_of(kwargs, self.conninfo if isinstance(self.conninfo, str) else "")
         start = time.monotonic()
@@ -236,7 +264,8 @@ class GuardedPool(ConnectionPool[Any]):
 
 
 def guard(pool: ConnectionPool[Any]) -> ConnectionPool[Any]:
-    """``pool`` as a ``GuardedPool`` (the same object: it only changes ``getconn``)."""
+    """``pool`` as a ``GuardedPool`` (the same object: it changes ``getconn``, ``putconn`` and
+    ``close``)."""
     if type(pool) is ConnectionPool:
         pool.__class__ = GuardedPool
     return pool

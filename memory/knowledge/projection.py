@@ -113,12 +113,23 @@ TENANT_LOCK = "graph"
 FACT_LOCK = "graph-fact"
 
 
+# Neo4j's answer to ``CREATE ... IF NOT EXISTS`` when another session created the same rule between
+# its check and its create: the rule is there, as asked
+RULE_MADE_MEANWHILE = "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists"
+
+
 def ensure_schema(driver: Any) -> None:
-    """Create the constraint and index once per driver."""
+    """Create the constraint and index once per driver. Every process (web, each Celery worker)
+    does so on its first write, so on a fresh Neo4j several may at once: one that finds the rule
+    made by another meanwhile goes on. Other driver errors pass through."""
     if id(driver) in _schema_ready:
         return
     for statement in SCHEMA_STATEMENTS:
-        driver.execute_query(statement)
+        try:
+            driver.execute_query(statement)
+        except neo4j.exceptions.ClientError as exc:
+            if exc.code != RULE_MADE_MEANWHILE:
+                raise
     _schema_ready.add(id(driver))
 
 

@@ -89,13 +89,11 @@ def test_schemathesis_finds_nothing_over_every_operation(fuzz_key: str, tmp_path
 
 def static_model() -> Path:
     """The fast static embedding model (the fuzzer stores thousands of memories)."""
-    from tests.factories import SHARED_DIR
+    from tests.factories import SHARED_DIR, unavailable
 
     path = SHARED_DIR / "models" / "minilm-static-256"
     if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the model2vec model is missing at {path}", pytrace=False)
-        pytest.skip(f"the model2vec model is missing at {path}")
+        unavailable(f"the model2vec model is missing at {path}")
     return path
 
 

@@ -24,9 +24,17 @@ from core.errors import Conflict, PermissionDenied
 from core.redis import get_redis
 from memory.episodic.models import Event
 from memory.episodic.selectors import chain_verify
-from memory.knowledge.projection import graph_rebuild, outbox_drain
+from memory.knowledge.projection import graph_rebuild
 from tenants.models import Tenant
-from tests.factories import Caller, fact, make_caller, neo4j_projection, postgres_projection, requires_model
+from tests.factories import (
+    Caller,
+    fact,
+    make_caller,
+    neo4j_projection,
+    postgres_projection,
+    projection_caught_up,
+    requires_model,
+)
 
 SUBJECT = "cust-4711"
 SECRET_WORDS = ("Zoltan", "Quokkaville", "Elmstreet")  # only the subject's data holds them
@@ -190,7 +198,7 @@ def test_an_erasure_reaches_every_store_and_nothing_comes_back(  # type: ignore[
     schema = graph_tenant.schema_name
     write_everything(alice, bob)
     with tenant_context(graph_tenant):
-        outbox_drain()
+        projection_caught_up()
         assert {"Zoltan", "Quokkaville", "Maria"} <= neo4j_names(neo4j_driver, schema)
         assert all(secret_rows_in_postgres().values()), secret_rows_in_postgres()
         others_before = (

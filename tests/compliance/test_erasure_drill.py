@@ -29,12 +29,20 @@ from core.errors import Conflict
 from core.redis import get_redis
 from core.tenancy import maintenance
 from memory.consolidation.services import consolidate
-from memory.knowledge.projection import outbox_drain
 from memory.store.models import StoreItem
 from memory.store.services import items_expire
 from tenants.models import Tenant
 from tests.compliance.conftest import append, finished, on_disk
-from tests.factories import Caller, fact, make_caller, requires_model, skill_publish, skill_seed
+from tests.factories import (
+    Caller,
+    fact,
+    make_caller,
+    projection_caught_up,
+    requires_model,
+    skill_publish,
+    skill_seed,
+    unavailable,
+)
 
 SUBJECT = "cust-7342"
 MARKER = "Vexquilber"  # in the subject's data only
@@ -169,7 +177,7 @@ def relation_files_holding(schema: str, extra: dict[str, bytes]) -> dict[str, li
     try:
         su = psycopg.connect(host=params["HOST"], dbname=params["NAME"], user="postgres", autocommit=True)
     except psycopg.Error:
-        pytest.skip("no superuser of a local PostgreSQL to read its files with")
+        unavailable("no superuser of a local PostgreSQL to read its files with")
     with su:
         su.execute("CHECKPOINT")
         data_dir = Path(su.execute("SHOW data_directory").fetchone()[0])
@@ -290,7 +298,7 @@ def test_the_erasure_drill(graph_tenant: Tenant, neo4j_driver: Any, redis_on_dis
         bob, "/api/v1/context", {"session_id": "s-v", "query": "Elmstreet", "budget": 800}, "context", replays
     )
     with tenant_context(tenant):
-        outbox_drain()
+        projection_caught_up()
         consolidate(force=True)  # summaries of the session (their text quotes it), promotions
         after = export_now(scope="all")
         failed = export_now(scope="session", session_id="s-v")

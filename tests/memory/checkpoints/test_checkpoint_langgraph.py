@@ -7,10 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django_tenants.utils import tenant_context
 
 from agents.models import Scope
@@ -19,47 +17,18 @@ from memory.checkpoints import services
 from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.episodic.models import Event
 from tenants.models import Tenant
-from tenants.services import tenant_create
 from tests.factories import Caller, make_caller
 
 
-@pytest.fixture(scope="module")
-def lg_tenants(django_db_setup, django_db_blocker) -> Iterator[tuple[Tenant, Tenant]]:  # type: ignore[no-untyped-def]
-    """Two committed tenants (a save's after-commit Redis write really runs); dropped afterwards."""
-    with django_db_blocker.unblock():
-        suffix = uuid.uuid4().hex[:8]
-        made = [
-            tenant_create(slug=f"lg{side}_{suffix}", domain=f"lg{side}-{suffix}.localhost")[0]
-            for side in ("a", "b")
-        ]
-        connection.set_schema_to_public()
-        try:
-            yield made[0], made[1]
-        finally:
-            connection.set_schema_to_public()
-            for tenant in made:
-                tenant.auto_drop_schema = True
-                tenant.delete(force_drop=True)
+@pytest.fixture
+def trio_tenants(committed_tenants: tuple[Tenant, Tenant]) -> tuple[Tenant, Tenant]:
+    """The trio in committed tenants: a save's after-commit Redis write really runs."""
+    return committed_tenants
 
 
 @pytest.fixture
-def alice(lg_tenants: tuple[Tenant, Tenant]) -> Caller:
-    return make_caller(lg_tenants[0], "alice")
-
-
-@pytest.fixture
-def bob(lg_tenants: tuple[Tenant, Tenant]) -> Caller:
-    return make_caller(lg_tenants[0], "bob")
-
-
-@pytest.fixture
-def critic(lg_tenants: tuple[Tenant, Tenant]) -> Caller:
-    return make_caller(lg_tenants[0], "critic", scopes=(Scope.READ, Scope.WRITE, Scope.CURATE))
-
-
-@pytest.fixture
-def mallory(lg_tenants: tuple[Tenant, Tenant]) -> Caller:
-    return make_caller(lg_tenants[1], "mallory")
+def critic(trio_tenants: tuple[Tenant, Tenant]) -> Caller:
+    return make_caller(trio_tenants[0], "critic", scopes=(Scope.READ, Scope.WRITE, Scope.CURATE))
 
 
 @pytest.fixture

@@ -28,41 +28,15 @@ from devstack.redis_server import EmbeddedRedis
 from memory.checkpoints import services
 from memory.checkpoints.models import Checkpoint, checkpoint_fingerprint
 from tenants.models import Tenant
-from tenants.services import tenant_create
 from tests.factories import Caller, make_caller
 
 DEGRADED = "redis-unavailable"
 
 
-@pytest.fixture(scope="module")
-def ckpt_tenants(django_db_setup, django_db_blocker) -> Iterator[tuple[Tenant, Tenant]]:  # type: ignore[no-untyped-def]
-    """Two committed tenants for this module (the owner's and the outsider's); dropped afterwards."""
-    with django_db_blocker.unblock():
-        suffix = uuid.uuid4().hex[:8]
-        made = [
-            tenant_create(slug=f"ck{side}_{suffix}", domain=f"ck{side}-{suffix}.localhost")[0]
-            for side in ("a", "b")
-        ]
-        connection.set_schema_to_public()
-        try:
-            yield made[0], made[1]
-        finally:
-            connection.set_schema_to_public()
-            for tenant in made:
-                tenant.auto_drop_schema = True
-                tenant.delete(force_drop=True)
-
-
 @pytest.fixture
-def alice(ckpt_tenants: tuple[Tenant, Tenant]) -> Caller:
-    """Owner: an agent of the first tenant."""
-    return make_caller(ckpt_tenants[0], "alice")
-
-
-@pytest.fixture
-def mallory(ckpt_tenants: tuple[Tenant, Tenant]) -> Caller:
-    """Outsider: an agent of the second tenant."""
-    return make_caller(ckpt_tenants[1], "mallory")
+def trio_tenants(committed_tenants: tuple[Tenant, Tenant]) -> tuple[Tenant, Tenant]:
+    """The trio in committed tenants (a save really commits and its after-commit hook really writes Redis)."""
+    return committed_tenants
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ retracted-fact rule of jobs; one projection task; decisions recorded; isolation;
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import datetime
 
@@ -16,9 +15,8 @@ from core.errors import InvalidInput
 from memory.episodic.models import Event, EventKind
 from memory.knowledge import services
 from memory.knowledge.models import Contradiction, Entity, Fact, FactProvenance, FactStatus, GraphOutbox
-from memory.knowledge.projection import outbox_drain
 from tenants.models import Tenant
-from tests.factories import Caller, neo4j_projection, postgres_projection
+from tests.factories import Caller, neo4j_projection, postgres_projection, projection_caught_up
 
 F = services.FactData
 E = services.FactObject
@@ -231,18 +229,7 @@ def test_a_batchs_projection_converges_in_neo4j(graph_tenant: Tenant, neo4j_driv
         facts += [F("p1", "lives_in", ent("Here")), F("p1", "lives_in", ent("There"))]
         services.facts_assert_batch(agent=agent, facts=facts)
         assert GraphOutbox.objects.filter(processed_at__isnull=True).count() == 202
-        # the batch's projection task is queued on commit (this tenant's work is committed), so a
-        # worker started by an earlier test may be draining the same rows: the ones it holds are
-        # skipped here, so wait (bounded) for them to land rather than compare mid-drain
-        deadline = time.monotonic() + 60
-        while True:
-            while outbox_drain(batch_size=64):
-                pass
-            if GraphOutbox.objects.filter(processed_at__isnull=True).exists() and time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-            projected = neo4j_projection(neo4j_driver, graph_tenant.schema_name)
-            if projected == postgres_projection() or time.monotonic() >= deadline:
-                break
-            time.sleep(0.2)
-        assert projected == postgres_projection()
+        # the batch's projection task is queued on commit (this tenant's work is committed): a worker
+        # started by an earlier test may be draining the same rows
+        projection_caught_up(batch_size=64)
+        assert neo4j_projection(neo4j_driver, graph_tenant.schema_name) == postgres_projection()

@@ -24,7 +24,7 @@ from agents.services import agent_create
 from memory.episodic.models import Event, EventKind
 from memory.knowledge.models import Contradiction, Fact, FactStatus
 from tenants.models import Domain, Tenant
-from tests.factories import PASSWORD, Dispute, asgi_server, conflict_make
+from tests.factories import PASSWORD, Dispute, asgi_server, conflict_make, unavailable
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -37,14 +37,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def _unavailable(reason: str) -> None:
-    """Fail in CI (the browser test must run there), skip elsewhere."""
-    if IN_CI:
-        pytest.fail(f"{reason} (required in CI: .ci/run installs Chromium with apt-get)")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +45,9 @@ def chromium_path() -> Path:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        _unavailable("the playwright package is not installed (pip install -e '.[dev]')")
+        unavailable("the playwright package is not installed (pip install -e '.[dev]')")
     if not (CHROMIUM.exists() and os.access(CHROMIUM, os.X_OK)):
-        _unavailable(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+        unavailable(f"Chromium not found at {CHROMIUM} (apt-get install chromium; .ci/run does)")
     return CHROMIUM
 
 

@@ -3,54 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django_tenants.utils import tenant_context
 
 from core.redis import get_redis
 from memory.episodic.models import Event
 from tenants.models import Tenant
-from tenants.services import tenant_create
-from tests.factories import Caller, make_caller
-
-
-@pytest.fixture(scope="module")
-def owned_tenants(django_db_setup, django_db_blocker) -> Iterator[tuple[Tenant, Tenant]]:  # type: ignore[no-untyped-def]
-    """Two committed tenants for this module (the owner's and the outsider's); dropped afterwards."""
-    with django_db_blocker.unblock():
-        suffix = uuid.uuid4().hex[:8]
-        made = [
-            tenant_create(slug=f"own{side}_{suffix}", domain=f"own{side}-{suffix}.localhost")[0]
-            for side in ("a", "b")
-        ]
-        connection.set_schema_to_public()
-        try:
-            yield made[0], made[1]
-        finally:
-            connection.set_schema_to_public()
-            for tenant in made:
-                tenant.auto_drop_schema = True
-                tenant.delete(force_drop=True)
+from tests.factories import Caller
 
 
 @pytest.fixture
-def alice(owned_tenants: tuple[Tenant, Tenant]) -> Caller:
-    """Owner: the agent that starts the session / execution."""
-    return make_caller(owned_tenants[0], "alice")
-
-
-@pytest.fixture
-def bob(owned_tenants: tuple[Tenant, Tenant]) -> Caller:
-    """Teammate: another agent of the same tenant, in the same session / execution."""
-    return make_caller(owned_tenants[0], "bob")
-
-
-@pytest.fixture
-def mallory(owned_tenants: tuple[Tenant, Tenant]) -> Caller:
-    """Outsider: an agent of the second tenant, using the same ids."""
-    return make_caller(owned_tenants[1], "mallory")
+def trio_tenants(committed_tenants: tuple[Tenant, Tenant]) -> tuple[Tenant, Tenant]:
+    """The trio in committed tenants: an execution's owner is kept in Redis beside committed rows."""
+    return committed_tenants
 
 
 @pytest.fixture
