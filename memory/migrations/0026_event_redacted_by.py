@@ -13,6 +13,8 @@ retention runs of their time are their account); the triggers refuse to let any 
 point at a legacy decision, so only this migration (the tables' owner, triggers off) links to one.
 """
 
+import importlib
+
 from django.db import migrations, models
 
 # Each row: a redaction (the body goes, every chained column stays) that points at a later event,
@@ -81,29 +83,14 @@ CREATE TRIGGER memory_event_redactions_decided AFTER UPDATE ON memory_event
     EXECUTE FUNCTION engram_event_redactions_decided();
 """
 
-# 0015's function, as it was
-UNDECIDED = """
-CREATE OR REPLACE FUNCTION engram_event_redaction_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL
-       AND NEW.content = '' AND NEW.payload_json = '{}' AND NEW.body_salt = '' AND NEW.data_subject = ''
-       AND (NEW.id, NEW.seq, NEW.session_id, NEW.execution_id, NEW.agent_id, NEW.actor, NEW.role,
-            NEW.kind, NEW.occurred_at, NEW.recorded_at, NEW.hash_version, NEW.body_digest,
-            NEW.prev_hash, NEW.hash)
-           IS NOT DISTINCT FROM
-           (OLD.id, OLD.seq, OLD.session_id, OLD.execution_id, OLD.agent_id, OLD.actor, OLD.role,
-            OLD.kind, OLD.occurred_at, OLD.recorded_at, OLD.hash_version, OLD.body_digest,
-            OLD.prev_hash, OLD.hash)
-    THEN
-        RETURN NEW;  -- a redaction: the body goes, the chained fields stay
-    END IF;
-    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed (only a redaction is)',
-        TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
-END
-$$;
+# 0015's function, as it was (its text, not a copy)
+UNDECIDED = (
+    importlib.import_module("memory.migrations.0015_lifecycle_data_subjects").REDACTABLE
+    + """
 DROP TRIGGER IF EXISTS memory_event_redactions_decided ON memory_event;
 DROP FUNCTION IF EXISTS engram_event_redactions_decided();
 """
+)
 
 LEGACY_BASIS = "redacted before redactions named their decision; the erasure receipts and retention runs of their time account for them"
 
