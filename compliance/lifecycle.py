@@ -730,7 +730,7 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
 @dataclass(frozen=True)
 class Target:
     """What an erasure erased, as its verification pass looks for it: the target and the run's
-    ``progress`` (ids per layer, see ``compliance.services._progress_add``)."""
+    ``progress`` (ids per layer, see ``compliance.services.erasure._progress_add``)."""
 
     kind: str
     value: str

@@ -345,10 +345,10 @@ DELETERS: dict[str, str] = {
     "agents.services.idempotency_records_purge": "replay copies past their TTL",
     "api.idempotency._keyed": "a replay copy past its TTL",
     "compliance.copies.celery_results_erase": "task results (Redis copies) naming an erased subject",
-    "compliance.services._erase_copies": "the erasure (refused by any hold meeting its target)",
-    "compliance.services.account_delete": "admin users and groups: no memory",
-    "compliance.services.retention_rule_delete": "a rule: no memory",
-    "compliance.services.chain_check_scheduled": "routine intact chain checks a week old: no memory",
+    "compliance.services.erasure._erase_copies": "the erasure (refused by any hold meeting its target)",
+    "compliance.services.accounts.account_delete": "admin users and groups: no memory",
+    "compliance.services.retention.retention_rule_delete": "a rule: no memory",
+    "compliance.services.chain_checks.chain_check_scheduled": "routine intact chain checks a week old: no memory",
     # The platform admin's tenant deletion drops the whole schema, held rows with it: not asked yet
     # (a tenant-wide refusal needs the tenant's holds read from the public phase; open work).
     "tenants.models.Tenant.delete": "drops the whole tenant (platform admin): holds not asked yet",
