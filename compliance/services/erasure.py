@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -360,36 +361,40 @@ def _holds_forget(kind: str, value: str) -> list[int]:
     return [hold.pk for hold in holds]
 
 
-def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureRequest:
-    """Sign the receipt, clear the identifier, mark the request done and record it."""
-    progress = request.progress
-    now = timezone.now()
-    stores = {
-        "postgres": {
-            "events_redacted": len(progress.get("episodic", {}).get("ids", [])),
-            "event_seqs": progress.get("episodic", {}).get("ids", []),
-            "event_body_digests": progress.get("episodic", {}).get("body_digests", []),
-            "memories_deleted": len(progress.get("semantic", {}).get("ids", [])),
-            "memory_ids": progress.get("semantic", {}).get("ids", []),
-            "facts_deleted": len(progress.get("knowledge", {}).get("ids", [])),
-            "fact_ids": progress.get("knowledge", {}).get("ids", []),
-            "entity_ids": sorted(set(progress.get("knowledge", {}).get("entity_ids", []))),
-            "checkpoints_deleted": len(progress.get("checkpoints", {}).get("ids", [])),
-            "checkpoint_ids": progress.get("checkpoints", {}).get("ids", []),
-            "summary_nodes_deleted": len(progress.get("summaries", {}).get("ids", [])),
-            "summary_node_ids": progress.get("summaries", {}).get("ids", []),
-            "summary_memory_ids": progress.get("summaries", {}).get("memory_ids", []),
-            "summary_trees_rebuilt": sorted(set(progress.get("summaries", {}).get("rebuilt_sessions", []))),
-            "promotions_deleted": progress.get("semantic", {}).get("promotion_ids", []),
-            "promotions_detached": progress.get("knowledge", {}).get("promotions_detached", []),
-            "skill_runs_deleted": len(progress.get("procedural", {}).get("ids", [])),
-            "skill_run_ids": progress.get("procedural", {}).get("ids", []),
-            "store_items_deleted": len(progress.get("store", {}).get("ids", [])),
-            "store_item_ids": progress.get("store", {}).get("ids", []),
-            "store_memory_ids": progress.get("store", {}).get("memory_ids", []),
-            "tables_vacuumed": progress.get("vacuumed", []),
-            "indexes_rebuilt": progress.get("reindexed", []),
-        },
+def _receipt_postgres(progress: dict[str, Any]) -> dict[str, Any]:
+    """The receipt's account of PostgreSQL: per layer, the rows removed (counts and ids) and what
+    went with them, the tables vacuumed and the indexes rebuilt (from the run's ``progress``)."""
+    return {
+        "events_redacted": len(progress.get("episodic", {}).get("ids", [])),
+        "event_seqs": progress.get("episodic", {}).get("ids", []),
+        "event_body_digests": progress.get("episodic", {}).get("body_digests", []),
+        "memories_deleted": len(progress.get("semantic", {}).get("ids", [])),
+        "memory_ids": progress.get("semantic", {}).get("ids", []),
+        "facts_deleted": len(progress.get("knowledge", {}).get("ids", [])),
+        "fact_ids": progress.get("knowledge", {}).get("ids", []),
+        "entity_ids": sorted(set(progress.get("knowledge", {}).get("entity_ids", []))),
+        "checkpoints_deleted": len(progress.get("checkpoints", {}).get("ids", [])),
+        "checkpoint_ids": progress.get("checkpoints", {}).get("ids", []),
+        "summary_nodes_deleted": len(progress.get("summaries", {}).get("ids", [])),
+        "summary_node_ids": progress.get("summaries", {}).get("ids", []),
+        "summary_memory_ids": progress.get("summaries", {}).get("memory_ids", []),
+        "summary_trees_rebuilt": sorted(set(progress.get("summaries", {}).get("rebuilt_sessions", []))),
+        "promotions_deleted": progress.get("semantic", {}).get("promotion_ids", []),
+        "promotions_detached": progress.get("knowledge", {}).get("promotions_detached", []),
+        "skill_runs_deleted": len(progress.get("procedural", {}).get("ids", [])),
+        "skill_run_ids": progress.get("procedural", {}).get("ids", []),
+        "store_items_deleted": len(progress.get("store", {}).get("ids", [])),
+        "store_item_ids": progress.get("store", {}).get("ids", []),
+        "store_memory_ids": progress.get("store", {}).get("memory_ids", []),
+        "tables_vacuumed": progress.get("vacuumed", []),
+        "indexes_rebuilt": progress.get("reindexed", []),
+    }
+
+
+def _receipt_stores(progress: dict[str, Any]) -> dict[str, Any]:
+    """The receipt's ``stores``: what the erasure removed, per store, from the run's ``progress``."""
+    return {
+        "postgres": _receipt_postgres(progress),
         "pgvector": {
             "embeddings_deleted": len(progress.get("semantic", {}).get("ids", []))
             + len(progress.get("summaries", {}).get("memory_ids", []))
@@ -422,7 +427,14 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
         "records": {"legal_holds_digested": progress.get("records", {}).get("hold_ids", [])},
         "redis_files": progress.get("redis_files", {}),
     }
-    document = {
+
+
+def _receipt_document(
+    request: ErasureRequest, stores: dict[str, Any], report: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    """The receipt of ``request`` executed at ``now``: the target by its digest, who asked and
+    approved, what each store lost (``stores``), the verification pass's ``report``, what lingers."""
+    return {
         "v": 1,
         "type": "engram-erasure-receipt",
         "tenant": current_schema(),
@@ -440,10 +452,16 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
             **{store: counts for store, counts in report.items()},
         },
         # what no erasure removes at once, and until when
-        "lingering": copies.lingering(progress.get("redis_files", {})),
+        "lingering": copies.lingering(request.progress.get("redis_files", {})),
         "key_id": signing.key_id(),
     }
-    statement = lifecycle.receipt_bytes(document)
+
+
+def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureRequest:
+    """Sign the receipt, clear the identifier, mark the request done and record it."""
+    now = timezone.now()
+    stores = _receipt_stores(request.progress)
+    statement = lifecycle.receipt_bytes(_receipt_document(request, stores, report, now))
     signature = signing.sign(statement)
     sha = hashlib.sha256(statement).hexdigest()
     with transaction.atomic():
@@ -459,31 +477,38 @@ def _erasure_finish(request: ErasureRequest, report: dict[str, Any]) -> ErasureR
         # the working lists held the erased texts' plain digests: only the receipt's keyed ones stay
         done.progress.get("semantic", {}).pop("content_hashes", None)
         done.save()
-        job_record(
-            job="erasure",
-            action="erasure_done",
-            content=f"Erasure {str(done.pk)[:8]} of a {done.kind} done: "
-            f"{stores['postgres']['events_redacted']} events redacted, "
-            f"{stores['postgres']['memories_deleted']} memories, {stores['postgres']['facts_deleted']} facts, "
-            f"{stores['postgres']['checkpoints_deleted']} checkpoints and {stores['redis']['keys_deleted']} "
-            f"Redis keys deleted; receipt SHA-256 {sha}.",
-            payload={
-                "erasure_id": str(done.pk),
-                "value_digest": done.value_digest,
-                "counts": {
-                    "events_redacted": stores["postgres"]["events_redacted"],
-                    "memories": stores["postgres"]["memories_deleted"],
-                    "facts": stores["postgres"]["facts_deleted"],
-                    "entities": len(stores["postgres"]["entity_ids"]),
-                    "checkpoints": stores["postgres"]["checkpoints_deleted"],
-                    "redis_keys": stores["redis"]["keys_deleted"],
-                    "exports_withdrawn": len(stores["exports"]["archives_withdrawn"]),
-                },
-                "receipt_sha256": sha,
-            },
-            session_id=LIFECYCLE_SESSION,
-        )
+        _erasure_done_record(done, stores, sha)
     return done
+
+
+def _erasure_done_record(done: ErasureRequest, stores: dict[str, Any], sha: str) -> None:
+    """Record the erasure ``done`` in the trail (``job:erasure``): its counts and the receipt's
+    SHA-256 ``sha``."""
+    postgres = stores["postgres"]
+    job_record(
+        job="erasure",
+        action="erasure_done",
+        content=f"Erasure {str(done.pk)[:8]} of a {done.kind} done: "
+        f"{postgres['events_redacted']} events redacted, "
+        f"{postgres['memories_deleted']} memories, {postgres['facts_deleted']} facts, "
+        f"{postgres['checkpoints_deleted']} checkpoints and {stores['redis']['keys_deleted']} "
+        f"Redis keys deleted; receipt SHA-256 {sha}.",
+        payload={
+            "erasure_id": str(done.pk),
+            "value_digest": done.value_digest,
+            "counts": {
+                "events_redacted": postgres["events_redacted"],
+                "memories": postgres["memories_deleted"],
+                "facts": postgres["facts_deleted"],
+                "entities": len(postgres["entity_ids"]),
+                "checkpoints": postgres["checkpoints_deleted"],
+                "redis_keys": stores["redis"]["keys_deleted"],
+                "exports_withdrawn": len(stores["exports"]["archives_withdrawn"]),
+            },
+            "receipt_sha256": sha,
+        },
+        session_id=LIFECYCLE_SESSION,
+    )
 
 
 def erasure_receipt_download_record(*, request: ErasureRequest, username: str) -> Event:
