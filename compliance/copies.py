@@ -46,7 +46,7 @@ class Erased:
 
     @classmethod
     def of(cls, progress: Mapping[str, Any], needles: Sequence[str] = ()) -> Erased:
-        """From an erasure's ``progress`` (see ``compliance.services._progress_add``)."""
+        """From an erasure's ``progress`` (see ``compliance.services.erasure._progress_add``)."""
 
         def ids(layer: str, key: str = "ids") -> list[Any]:
             return list(progress.get(layer, {}).get(key, []))

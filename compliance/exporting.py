@@ -223,10 +223,9 @@ def _scope_bounds(where: str, params: list[Any], end_seq: int) -> tuple[int, int
     return None if low is None else (int(low), int(high), int(count))
 
 
-def _object_lines(
-    export: Export, touched: _Touched, first: int | None, last: int | None
-) -> dict[str, Iterator[bytes]]:
-    """Per file name, the RFC 8785 lines of the objects the scope touched."""
+def _object_filters(export: Export, touched: _Touched) -> tuple[Q, Q, Q]:
+    """The memories, facts and checkpoints the export holds (a ``Q`` each): those of its session,
+    its agent or its time window, and those its events touched."""
     scope = export.scope
     agent = Agent.objects.filter(name=export.agent_name).first() if scope == ScopeKind.AGENT else None
     window = Q()
@@ -258,92 +257,98 @@ def _object_lines(
             fact_window &= Q(recorded_at__lt=export.occurred_to)
         facts = fact_window | Q(pk__in=touched.facts)
         checkpoints = window
+    return memories, facts, checkpoints
 
-    def dumps(doc: dict[str, Any]) -> bytes:
-        return rfc8785.dumps(doc)
 
-    def agent_rows() -> Iterator[bytes]:
-        for a in Agent.objects.filter(pk__in=touched.agents).order_by("pk").iterator(chunk_size=2000):
-            yield dumps(
-                {
-                    "id": a.pk,
-                    "name": a.name,
-                    "role": a.role,
-                    "is_active": a.is_active,
-                    "created_at": _iso(a.created_at),
-                }
-            )
-
-    def memory_rows() -> Iterator[bytes]:
-        rows = (
-            SemanticMemory.objects.filter(memories)
-            # the store's linked rows copy its items' text: the trail holds the items' changes
-            .exclude(memory_type=MemoryType.STORE)
-            .select_related("agent", "forgotten_by")
-            .defer("embedding", "search")
+def _agent_lines(agent_ids: set[int]) -> Iterator[bytes]:
+    for a in Agent.objects.filter(pk__in=agent_ids).order_by("pk").iterator(chunk_size=2000):
+        yield rfc8785.dumps(
+            {
+                "id": a.pk,
+                "name": a.name,
+                "role": a.role,
+                "is_active": a.is_active,
+                "created_at": _iso(a.created_at),
+            }
         )
-        for m in rows.order_by("created_at", "pk").iterator(chunk_size=2000):
-            yield dumps(
-                {
-                    "id": str(m.pk),
-                    "agent": m.agent.name,
-                    "scope": m.scope,
-                    "memory_type": m.memory_type,
-                    "session_id": m.session_id,
-                    "tags": list(m.tags),
-                    "content": m.content,
-                    "metadata": m.metadata,
-                    "importance": m.importance,
-                    "confidence": m.confidence,
-                    "embedding_model": m.embedding_model,
-                    "created_at": _iso(m.created_at),
-                    "forgotten_at": _iso(m.forgotten_at),
-                    "forgotten_by": m.forgotten_by.name if m.forgotten_by else None,
-                }
-            )
 
-    def fact_rows() -> Iterator[bytes]:
-        rows = Fact.objects.filter(facts).select_related("subject", "predicate", "object_entity", "agent")
-        for f in rows.order_by("pk").iterator(chunk_size=2000):
-            provenance = [
-                {
-                    "agent": p.agent.name,
-                    "session_id": p.session_id,
-                    "source_event_seq": p.source_event.seq if p.source_event else None,
-                    "confidence": p.confidence,
-                    "asserted_at": _iso(p.asserted_at),
-                }
-                for p in f.provenance.select_related("agent", "source_event").defer("source_event__search")
-            ]
-            yield dumps(
-                {
-                    "id": f.pk,
-                    "subject": f.subject.name,
-                    "predicate": f.predicate.name,
-                    "object_entity": f.object_entity.name if f.object_entity else None,
-                    "literal_type": f.literal_type,
-                    "literal_value": f.literal_value,
-                    "status": f.status,
-                    "confidence": f.confidence,
-                    "valid_from": _iso(f.valid_from),
-                    "valid_to": _iso(f.valid_to),
-                    "recorded_at": _iso(f.recorded_at),
-                    "agent": f.agent.name,
-                    "session_id": f.session_id,
-                    "provenance": provenance,
-                }
-            )
 
-    def checkpoint_rows() -> Iterator[bytes]:
-        rows = Checkpoint.objects.filter(checkpoints).select_related("agent")
-        for c in rows.order_by("session_id", "agent_id", "step_index").iterator(chunk_size=500):
-            yield dumps({**c.document(), "fingerprint": c.fingerprint})
+def _memory_lines(memories: Q) -> Iterator[bytes]:
+    rows = (
+        SemanticMemory.objects.filter(memories)
+        # the store's linked rows copy its items' text: the trail holds the items' changes
+        .exclude(memory_type=MemoryType.STORE)
+        .select_related("agent", "forgotten_by")
+        .defer("embedding", "search")
+    )
+    for m in rows.order_by("created_at", "pk").iterator(chunk_size=2000):
+        yield rfc8785.dumps(
+            {
+                "id": str(m.pk),
+                "agent": m.agent.name,
+                "scope": m.scope,
+                "memory_type": m.memory_type,
+                "session_id": m.session_id,
+                "tags": list(m.tags),
+                "content": m.content,
+                "metadata": m.metadata,
+                "importance": m.importance,
+                "confidence": m.confidence,
+                "embedding_model": m.embedding_model,
+                "created_at": _iso(m.created_at),
+                "forgotten_at": _iso(m.forgotten_at),
+                "forgotten_by": m.forgotten_by.name if m.forgotten_by else None,
+            }
+        )
 
+
+def _fact_lines(facts: Q) -> Iterator[bytes]:
+    rows = Fact.objects.filter(facts).select_related("subject", "predicate", "object_entity", "agent")
+    for f in rows.order_by("pk").iterator(chunk_size=2000):
+        provenance = [
+            {
+                "agent": p.agent.name,
+                "session_id": p.session_id,
+                "source_event_seq": p.source_event.seq if p.source_event else None,
+                "confidence": p.confidence,
+                "asserted_at": _iso(p.asserted_at),
+            }
+            for p in f.provenance.select_related("agent", "source_event").defer("source_event__search")
+        ]
+        yield rfc8785.dumps(
+            {
+                "id": f.pk,
+                "subject": f.subject.name,
+                "predicate": f.predicate.name,
+                "object_entity": f.object_entity.name if f.object_entity else None,
+                "literal_type": f.literal_type,
+                "literal_value": f.literal_value,
+                "status": f.status,
+                "confidence": f.confidence,
+                "valid_from": _iso(f.valid_from),
+                "valid_to": _iso(f.valid_to),
+                "recorded_at": _iso(f.recorded_at),
+                "agent": f.agent.name,
+                "session_id": f.session_id,
+                "provenance": provenance,
+            }
+        )
+
+
+def _checkpoint_lines(checkpoints: Q) -> Iterator[bytes]:
+    rows = Checkpoint.objects.filter(checkpoints).select_related("agent")
+    for c in rows.order_by("session_id", "agent_id", "step_index").iterator(chunk_size=500):
+        yield rfc8785.dumps({**c.document(), "fingerprint": c.fingerprint})
+
+
+def _object_lines(export: Export, touched: _Touched) -> dict[str, Iterator[bytes]]:
+    """Per file name, the RFC 8785 lines of the objects the scope touched."""
+    memories, facts, checkpoints = _object_filters(export, touched)
     return {
-        "objects/agents.jsonl": agent_rows(),
-        "objects/memories.jsonl": memory_rows(),
-        "objects/facts.jsonl": fact_rows(),
-        "objects/checkpoints.jsonl": checkpoint_rows(),
+        "objects/agents.jsonl": _agent_lines(touched.agents),
+        "objects/memories.jsonl": _memory_lines(memories),
+        "objects/facts.jsonl": _fact_lines(facts),
+        "objects/checkpoints.jsonl": _checkpoint_lines(checkpoints),
     }
 
 
@@ -421,114 +426,23 @@ def _write(
 ) -> tuple[str, int, int, int | None, int | None, dict[str, Any]]:
     """The body of ``archive_write``: writes ``partial``; returns (SHA-256, size, events, first
     seq, last seq, manifest)."""
-    where, params, bounds = span.where, span.params, span.bounds
-    start_seq, end_seq, start_prev, end_of_log = (
-        span.start_seq,
-        span.end_seq,
-        span.start_prev,
-        span.end_of_log,
-    )
-    anchors_in = span.anchors
+    bounds = span.bounds
     files: dict[str, dict[str, Any]] = {}
     touched = _Touched()
     with open(partial, "w+b", buffering=1024 * 1024) as raw:
         tar = _TarWriter(raw)
-
-        # events in scope, in seq order
         with tar.member("events.jsonl") as out:
-            sql = (
-                f"SELECT {_EVENT_COLUMNS} FROM {EVENT_TABLE} e "
-                f"WHERE {where} AND e.seq <= %s AND e.seq > %s ORDER BY e.seq LIMIT %s"
-            )
-            # agents are few: their names from one query instead of a join per row
-            names = dict(Agent.objects.values_list("pk", "name"))
-            written = 0
-            for row in _stream(sql, [*params, end_of_log]):
-                (row_id, seq, hash_value, prev, version, session_id, execution_id, agent_id,
-                 actor, role, kind, occurred_at, recorded_at, content, payload_json, salt, digest, redacted) = row  # fmt: skip
-                agent_name = names.get(agent_id)
-                if agent_name is None:  # an agent made during the export
-                    names = dict(Agent.objects.values_list("pk", "name"))
-                    agent_name = names.get(agent_id, "")
-                out.line(
-                    canonical_flat(
-                        {
-                            "id": row_id,
-                            "seq": seq,
-                            "hash": hash_value,
-                            "prev_hash": prev,
-                            "hash_version": version,
-                            "session_id": session_id,
-                            "execution_id": execution_id,
-                            "agent_id": agent_id,
-                            "agent": agent_name,
-                            "actor": actor,
-                            "role": role,
-                            "kind": kind,
-                            "occurred_at": occurred_at,
-                            "recorded_at": recorded_at,
-                            "content": content,
-                            "payload_json": payload_json,
-                            "body_salt": salt,
-                            "body_digest": digest,
-                            "redacted": redacted,
-                        }
-                    )
-                )
-                touched.note(kind, agent_id, payload_json)
-                written += 1
-                if progress is not None and written % CHUNK == 0:
-                    progress(written)
+            written = _events_write(out, span, touched, progress)
         files["events.jsonl"] = out.summary()
-
-        # the rest of the chain range, without content
         with tar.member("chain.jsonl") as out:
-            if bounds is not None and not (export.scope == ScopeKind.ALL and where == "TRUE"):
-                sql = (
-                    f"SELECT {_CHAIN_COLUMNS} FROM {EVENT_TABLE} e WHERE e.seq >= %s AND e.seq <= %s "
-                    f"AND NOT ({where}) AND e.seq > %s ORDER BY e.seq LIMIT %s"
-                )
-                for row in _stream(sql, [start_seq, end_seq, *params], key_index=0):
-                    (seq, hash_value, prev, version, session_id, execution_id, agent_id, actor, role, kind,
-                     occurred_at, recorded_at, digest) = row  # fmt: skip
-                    out.line(
-                        canonical_flat(
-                            {
-                                "seq": seq,
-                                "hash": hash_value,
-                                "prev_hash": prev,
-                                "hash_version": version,
-                                "session_id": session_id,
-                                "execution_id": execution_id,
-                                "agent_id": agent_id,
-                                "actor": actor,
-                                "role": role,
-                                "kind": kind,
-                                "occurred_at": occurred_at,
-                                "recorded_at": recorded_at,
-                                "body_digest": digest,
-                            }
-                        )
-                    )
+            _chain_write(out, export, span)
         files["chain.jsonl"] = out.summary()
-
-        anchor_seqs = []
         with tar.member("anchors.jsonl") as out:
-            for anchor in anchors_in:
-                out.line(
-                    canonical_flat(
-                        {
-                            "statement": anchor.statement,
-                            "signature": anchor.signature,
-                            "key_id": anchor.key_id,
-                        }
-                    )
-                )
-                anchor_seqs.append(anchor.seq)
+            anchor_seqs = _anchors_write(out, span.anchors)
         files["anchors.jsonl"] = out.summary()
 
         counts = {"events": written}
-        for name, lines in _object_lines(export, touched, bounds and bounds[0], bounds and bounds[1]).items():
+        for name, lines in _object_lines(export, touched).items():
             with tar.member(name) as out:
                 for line in lines:
                     out.line(line)
@@ -539,53 +453,173 @@ def _write(
             out.write(signing.public_key_pem())
         files["public_key.pem"] = out.summary()
 
-        manifest = {
-            "format": FORMAT,
-            "tenant": tenant,
-            "export_id": str(export.pk),
-            "created_at": _iso(timezone.now()),
-            "created_by": export.requested_by,
-            "scope": {
-                "kind": export.scope,
-                "session_id": export.session_id or None,
-                "agent": export.agent_name or None,
-                "occurred_from": _iso(export.occurred_from),
-                "occurred_to": _iso(export.occurred_to),
-            },
-            "counts": counts,
-            "chain": {
-                "start_seq": start_seq,
-                "start_prev_hash": start_prev,
-                "end_seq": end_seq,
-                "first_event_seq": bounds[0] if bounds else None,
-                "last_event_seq": bounds[1] if bounds else None,
-                "log_end_seq": end_of_log,
-                "anchored_start": start_seq == 1 or start_seq in anchor_seqs,
-                "anchored_end": end_seq in anchor_seqs,
-            },
-            "anchors": anchor_seqs,
-            "key_id": key_id,
-            "files": files,
-        }
+        manifest = _manifest(
+            export, span, tenant=tenant, key_id=key_id, counts=counts, anchor_seqs=anchor_seqs, files=files
+        )
         manifest_bytes = rfc8785.dumps(manifest)
         with tar.member("manifest.json") as out:
             out.write(manifest_bytes)
         with tar.member("manifest.sig") as out:
             out.write((signing.sign(manifest_bytes) + "\n").encode())
         tar.close()
-        raw.flush()
-        os.fsync(raw.fileno())
-        # the archive's digest, read back once (the headers were filled in after their contents)
-        raw.seek(0)
-        digest_all = hashlib.sha256()
-        while block := raw.read(4 * 1024 * 1024):
-            digest_all.update(block)
-        size_all = raw.tell()
-    return (
-        digest_all.hexdigest(),
-        size_all,
-        written,
-        bounds[0] if bounds else None,
-        bounds[1] if bounds else None,
-        manifest,
+        sha256, size = _sealed_digest(raw)
+    return (sha256, size, written, bounds[0] if bounds else None, bounds[1] if bounds else None, manifest)
+
+
+def _events_write(
+    out: _HashingWriter, span: _Range, touched: _Touched, progress: Callable[[int], None] | None
+) -> int:
+    """Write the events in scope to ``out`` in seq order (noting in ``touched`` what they refer
+    to, calling ``progress`` every ``CHUNK``); returns how many."""
+    sql = (
+        f"SELECT {_EVENT_COLUMNS} FROM {EVENT_TABLE} e "
+        f"WHERE {span.where} AND e.seq <= %s AND e.seq > %s ORDER BY e.seq LIMIT %s"
     )
+    # agents are few: their names from one query instead of a join per row
+    names = dict(Agent.objects.values_list("pk", "name"))
+    written = 0
+    for row in _stream(sql, [*span.params, span.end_of_log]):
+        doc = _event_doc(row)
+        agent_name = names.get(doc["agent_id"])
+        if agent_name is None:  # an agent made during the export
+            names = dict(Agent.objects.values_list("pk", "name"))
+            agent_name = names.get(doc["agent_id"], "")
+        doc["agent"] = agent_name
+        out.line(canonical_flat(doc))
+        touched.note(doc["kind"], doc["agent_id"], doc["payload_json"])
+        written += 1
+        if progress is not None and written % CHUNK == 0:
+            progress(written)
+    return written
+
+
+def _event_doc(row: tuple[Any, ...]) -> dict[str, Any]:
+    """One line of events.jsonl: a row of ``_EVENT_COLUMNS``, with everything its hash covers
+    (``agent``, the agent's name, left for the caller to fill in)."""
+    (row_id, seq, hash_value, prev, version, session_id, execution_id, agent_id,
+     actor, role, kind, occurred_at, recorded_at, content, payload_json, salt, digest, redacted) = row  # fmt: skip
+    return {
+        "id": row_id,
+        "seq": seq,
+        "hash": hash_value,
+        "prev_hash": prev,
+        "hash_version": version,
+        "session_id": session_id,
+        "execution_id": execution_id,
+        "agent_id": agent_id,
+        "agent": "",
+        "actor": actor,
+        "role": role,
+        "kind": kind,
+        "occurred_at": occurred_at,
+        "recorded_at": recorded_at,
+        "content": content,
+        "payload_json": payload_json,
+        "body_salt": salt,
+        "body_digest": digest,
+        "redacted": redacted,
+    }
+
+
+def _chain_write(out: _HashingWriter, export: Export, span: _Range) -> None:
+    """Write the rest of the chain range (the events out of scope) to ``out``, without content."""
+    if span.bounds is None or (export.scope == ScopeKind.ALL and span.where == "TRUE"):
+        return
+    sql = (
+        f"SELECT {_CHAIN_COLUMNS} FROM {EVENT_TABLE} e WHERE e.seq >= %s AND e.seq <= %s "
+        f"AND NOT ({span.where}) AND e.seq > %s ORDER BY e.seq LIMIT %s"
+    )
+    for row in _stream(sql, [span.start_seq, span.end_seq, *span.params], key_index=0):
+        (seq, hash_value, prev, version, session_id, execution_id, agent_id, actor, role, kind,
+         occurred_at, recorded_at, digest) = row  # fmt: skip
+        out.line(
+            canonical_flat(
+                {
+                    "seq": seq,
+                    "hash": hash_value,
+                    "prev_hash": prev,
+                    "hash_version": version,
+                    "session_id": session_id,
+                    "execution_id": execution_id,
+                    "agent_id": agent_id,
+                    "actor": actor,
+                    "role": role,
+                    "kind": kind,
+                    "occurred_at": occurred_at,
+                    "recorded_at": recorded_at,
+                    "body_digest": digest,
+                }
+            )
+        )
+
+
+def _anchors_write(out: _HashingWriter, anchors: Any) -> list[int]:
+    """Write the signed ``anchors`` of the range to ``out``; returns their seqs."""
+    anchor_seqs = []
+    for anchor in anchors:
+        out.line(
+            canonical_flat(
+                {
+                    "statement": anchor.statement,
+                    "signature": anchor.signature,
+                    "key_id": anchor.key_id,
+                }
+            )
+        )
+        anchor_seqs.append(anchor.seq)
+    return anchor_seqs
+
+
+def _manifest(
+    export: Export,
+    span: _Range,
+    *,
+    tenant: str,
+    key_id: str,
+    counts: dict[str, int],
+    anchor_seqs: list[int],
+    files: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """The archive's manifest: format, tenant, scope, who, when, ``counts``, the chain range, the
+    anchors in it (``anchor_seqs``), and every other file's SHA-256, bytes and lines (``files``)."""
+    bounds = span.bounds
+    return {
+        "format": FORMAT,
+        "tenant": tenant,
+        "export_id": str(export.pk),
+        "created_at": _iso(timezone.now()),
+        "created_by": export.requested_by,
+        "scope": {
+            "kind": export.scope,
+            "session_id": export.session_id or None,
+            "agent": export.agent_name or None,
+            "occurred_from": _iso(export.occurred_from),
+            "occurred_to": _iso(export.occurred_to),
+        },
+        "counts": counts,
+        "chain": {
+            "start_seq": span.start_seq,
+            "start_prev_hash": span.start_prev,
+            "end_seq": span.end_seq,
+            "first_event_seq": bounds[0] if bounds else None,
+            "last_event_seq": bounds[1] if bounds else None,
+            "log_end_seq": span.end_of_log,
+            "anchored_start": span.start_seq == 1 or span.start_seq in anchor_seqs,
+            "anchored_end": span.end_seq in anchor_seqs,
+        },
+        "anchors": anchor_seqs,
+        "key_id": key_id,
+        "files": files,
+    }
+
+
+def _sealed_digest(raw: IO[bytes]) -> tuple[str, int]:
+    """Flush ``raw`` to disk and read it back once: the archive's SHA-256 (hex) and size (the
+    tar headers were filled in after their contents, so it cannot be hashed as it is written)."""
+    raw.flush()
+    os.fsync(raw.fileno())
+    raw.seek(0)
+    digest_all = hashlib.sha256()
+    while block := raw.read(4 * 1024 * 1024):
+        digest_all.update(block)
+    return digest_all.hexdigest(), raw.tell()

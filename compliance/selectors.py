@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -305,7 +306,7 @@ def _neighbour_session(agent_id: int, session_id: str, start: Event, *, later: b
     that starts with ``start``: the agent's events are scanned in time from there (index on agent
     and time), at most ``NEIGHBOUR_SCAN`` of them."""
     # one bound on occurred_at alone, so the (agent, occurred_at) index is scanned in order and the
-    # LIMIT stops it: an OR with the seq tie-break made PostgreSQL sort all the agent's events
+    # LIMIT stops it: an OR with the seq tie-break makes PostgreSQL sort all the agent's events
     if later:
         rows = Event.objects.filter(agent_id=agent_id, occurred_at__gte=start.occurred_at).order_by(
             "occurred_at"
@@ -352,6 +353,54 @@ def session_timeline(
     events = session_events(
         session_id=session_id, agent_name=agent_name, kinds=kinds, since=since, until=until
     )
+    rows, next_cursor, prev_cursor = _timeline_rows(events, after=after, before=before, page_size=page_size)
+    flags = flagged_events()
+    items = [
+        TimelineItem(
+            e.occurred_at,
+            "event",
+            event=e,
+            payload_pretty=_pretty(e.payload_json),
+            refs=_refs(e.payload_json),
+            flags=flags.of(e.seq),
+        )
+        for e in rows
+    ]
+    if not kinds and rows:
+        low = None if prev_cursor is None else rows[0].occurred_at
+        high = None if next_cursor is None else rows[-1].occurred_at
+        items += _touched_objects(session_id, agent_name, _time_window(low, high, since, until))
+        items.sort(key=lambda item: (item.at, 0 if item.kind == "event" else 1))
+
+    unfiltered = bool(rows) and not (agent_name or kinds or since or until)
+    first, last = _session_ends(
+        session_id,
+        first=rows[0] if unfiltered and prev_cursor is None else None,
+        last=rows[-1] if unfiltered and next_cursor is None else None,
+    )
+    agents = sorted({e.agent.name for e in rows} | ({first.agent.name} if first else set()))
+    chosen = agent_name or (first.agent.name if first else None)
+    previous_session, next_session = _neighbour_sessions(session_id, agent_name, chosen, first)
+    return TimelinePage(
+        session_id=session_id,
+        items=items,
+        next_cursor=next_cursor,
+        prev_cursor=prev_cursor,
+        agents=agents,
+        agent=chosen,
+        previous_session=previous_session,
+        next_session=next_session,
+        first_at=first.occurred_at if first else None,
+        last_at=last.occurred_at if last else None,
+        flagged_by=flags.check if any(item.flags for item in items) else None,
+    )
+
+
+def _timeline_rows(
+    events: QuerySet[Event], *, after: Cursor | None, before: Cursor | None, page_size: int
+) -> tuple[list[Event], Cursor | None, Cursor | None]:
+    """The page's events (``page_size`` after ``after`` or before ``before``) in timeline order,
+    and the cursors of the next and the previous page (None when there is none)."""
     if before is not None:
         older = Q(occurred_at__lt=before.occurred_at) | Q(occurred_at=before.occurred_at, seq__lt=before.seq)
         rows = list(events.filter(older).order_by("-occurred_at", "-seq")[: page_size + 1])
@@ -368,108 +417,102 @@ def session_timeline(
         has_more_before = after is not None
     next_cursor = Cursor(rows[-1].occurred_at, rows[-1].seq) if rows and has_more_after else None
     prev_cursor = Cursor(rows[0].occurred_at, rows[0].seq) if rows and has_more_before else None
+    return rows, next_cursor, prev_cursor
 
-    flags = flagged_events()
-    items = [
-        TimelineItem(
-            e.occurred_at,
-            "event",
-            event=e,
-            payload_pretty=_pretty(e.payload_json),
-            refs=_refs(e.payload_json),
-            flags=flags.of(e.seq),
-        )
-        for e in rows
-    ]
-    if not kinds and rows:
-        low = None if prev_cursor is None else rows[0].occurred_at
-        high = None if next_cursor is None else rows[-1].occurred_at
 
-        def window(name: str) -> Q:
-            q = Q()
-            if low is not None:
-                q &= Q(**{f"{name}__gte": low})
-            if high is not None:
-                q &= Q(**{f"{name}__lt": high})
-            if since is not None:
-                q &= Q(**{f"{name}__gte": since})
-            if until is not None:
-                q &= Q(**{f"{name}__lt": until})
-            return q
+def _time_window(
+    low: datetime | None, high: datetime | None, since: datetime | None, until: datetime | None
+) -> Callable[[str], Q]:
+    """``window(field)``: the ``Q`` keeping ``field`` in the page's span [``low``, ``high``) and the
+    filter's [``since``, ``until``) (an open end where a bound is None)."""
 
-        by_agent = Q(agent__name=agent_name) if agent_name else Q()
-        limit = 200  # objects per page: a session's objects come with its events
-        for memory in (
-            SemanticMemory.objects.filter(window("created_at"), by_agent, session_id=session_id)
-            .select_related("agent")
-            .defer("embedding", "search")[:limit]
-        ):
-            items.append(TimelineItem(memory.created_at, "memory", obj=memory))
-        for fact in Fact.objects.filter(
-            window("recorded_at"), by_agent, session_id=session_id
-        ).select_related("subject", "predicate", "object_entity", "agent")[:limit]:
-            items.append(TimelineItem(fact.recorded_at, "fact", obj=fact))
-        for assertion in (
-            FactProvenance.objects.filter(window("asserted_at"), by_agent, session_id=session_id)
-            # a fact first asserted in this session is shown as the fact; here its other assertions
-            .exclude(fact__session_id=session_id)
-            .select_related("fact__subject", "fact__predicate", "fact__object_entity", "agent")[:limit]
-        ):
-            items.append(TimelineItem(assertion.asserted_at, "assertion", obj=assertion))
-        for checkpoint in (
-            Checkpoint.objects.filter(window("created_at"), by_agent, session_id=session_id)
-            .select_related("agent")
-            .defer("state", "plan")[:limit]
-        ):
-            items.append(TimelineItem(checkpoint.created_at, "checkpoint", obj=checkpoint))
-        items.sort(key=lambda item: (item.at, 0 if item.kind == "event" else 1))
+    def window(name: str) -> Q:
+        q = Q()
+        if low is not None:
+            q &= Q(**{f"{name}__gte": low})
+        if high is not None:
+            q &= Q(**{f"{name}__lt": high})
+        if since is not None:
+            q &= Q(**{f"{name}__gte": since})
+        if until is not None:
+            q &= Q(**{f"{name}__lt": until})
+        return q
 
-    unfiltered = not (agent_name or kinds or since or until)
-    # the session's first and last events: the page's own rows when it holds them (each query
-    # is a round trip the page waits for)
-    if unfiltered and rows and prev_cursor is None:
-        first: Event | None = rows[0]
-    else:
+    return window
+
+
+def _touched_objects(
+    session_id: str, agent_name: str | None, window: Callable[[str], Q]
+) -> list[TimelineItem]:
+    """The memories, facts, other assertions and checkpoints of the session (of ``agent_name``
+    only, when given) made within ``window``, as timeline items."""
+    items = []
+    by_agent = Q(agent__name=agent_name) if agent_name else Q()
+    limit = 200  # objects per page: a session's objects come with its events
+    for memory in (
+        SemanticMemory.objects.filter(window("created_at"), by_agent, session_id=session_id)
+        .select_related("agent")
+        .defer("embedding", "search")[:limit]
+    ):
+        items.append(TimelineItem(memory.created_at, "memory", obj=memory))
+    for fact in Fact.objects.filter(window("recorded_at"), by_agent, session_id=session_id).select_related(
+        "subject", "predicate", "object_entity", "agent"
+    )[:limit]:
+        items.append(TimelineItem(fact.recorded_at, "fact", obj=fact))
+    for assertion in (
+        FactProvenance.objects.filter(window("asserted_at"), by_agent, session_id=session_id)
+        # a fact first asserted in this session is shown as the fact; here its other assertions
+        .exclude(fact__session_id=session_id)
+        .select_related("fact__subject", "fact__predicate", "fact__object_entity", "agent")[:limit]
+    ):
+        items.append(TimelineItem(assertion.asserted_at, "assertion", obj=assertion))
+    for checkpoint in (
+        Checkpoint.objects.filter(window("created_at"), by_agent, session_id=session_id)
+        .select_related("agent")
+        .defer("state", "plan")[:limit]
+    ):
+        items.append(TimelineItem(checkpoint.created_at, "checkpoint", obj=checkpoint))
+    return items
+
+
+def _session_ends(
+    session_id: str, *, first: Event | None, last: Event | None
+) -> tuple[Event | None, Event | None]:
+    """The session's first and last events: ``first`` and ``last`` when the page holds them (each
+    query is a round trip the page waits for), else read."""
+    if first is None:
         first = (
             Event.objects.filter(session_id=session_id)
             .order_by("occurred_at", "seq")
             .select_related("agent")
             .first()
         )
-    if unfiltered and rows and next_cursor is None:
-        last: Event | None = rows[-1]
-    else:
+    if last is None:
         last = Event.objects.filter(session_id=session_id).order_by("-occurred_at", "-seq").first()
-    agents = sorted({e.agent.name for e in rows} | ({first.agent.name} if first else set()))
-    chosen = agent_name or (first.agent.name if first else None)
-    previous_session = next_session = None
-    if first is not None and chosen:
-        if agent_name:
-            agent = Agent.objects.filter(name=chosen).first()
-            start = (
-                Event.objects.filter(session_id=session_id, agent=agent)
-                .order_by("occurred_at", "seq")
-                .first()
-                if agent is not None
-                else None
-            )
-        else:
-            agent, start = first.agent, first
-        if agent is not None and start is not None:
-            previous_session = _neighbour_session(agent.pk, session_id, start, later=False)
-            next_session = _neighbour_session(agent.pk, session_id, start, later=True)
-    return TimelinePage(
-        session_id=session_id,
-        items=items,
-        next_cursor=next_cursor,
-        prev_cursor=prev_cursor,
-        agents=agents,
-        agent=chosen,
-        previous_session=previous_session,
-        next_session=next_session,
-        first_at=first.occurred_at if first else None,
-        last_at=last.occurred_at if last else None,
-        flagged_by=flags.check if any(item.flags for item in items) else None,
+    return first, last
+
+
+def _neighbour_sessions(
+    session_id: str, agent_name: str | None, chosen: str | None, first: Event | None
+) -> tuple[str | None, str | None]:
+    """The sessions before and after this one of the agent ``chosen`` (``agent_name`` when the page
+    is filtered by it, else the agent of the session's ``first`` event): (previous, next)."""
+    if first is None or not chosen:
+        return None, None
+    if agent_name:
+        agent = Agent.objects.filter(name=chosen).first()
+        start = (
+            Event.objects.filter(session_id=session_id, agent=agent).order_by("occurred_at", "seq").first()
+            if agent is not None
+            else None
+        )
+    else:
+        agent, start = first.agent, first
+    if agent is None or start is None:
+        return None, None
+    return (
+        _neighbour_session(agent.pk, session_id, start, later=False),
+        _neighbour_session(agent.pk, session_id, start, later=True),
     )
 
 

@@ -186,138 +186,175 @@ def verify(path: str, public_key_pem: bytes | None = None) -> Report:
         report.fail("unreadable", f"not a tar archive: {exc}")
         return report
     with archive:
-        try:
-            names = archive.getnames()
-            manifest_bytes = archive.extractfile("manifest.json").read()  # type: ignore[union-attr]
-            signature = archive.extractfile("manifest.sig").read().decode().strip()  # type: ignore[union-attr]
-            inner_key = archive.extractfile("public_key.pem").read()  # type: ignore[union-attr]
-        except (KeyError, AttributeError, tarfile.TarError, UnicodeDecodeError) as exc:
-            report.fail("unreadable", f"the manifest, its signature or the public key is missing: {exc}")
+        opened = _manifest_open(archive, public_key_pem, report)
+        if opened is None:
             return report
-        try:
-            key = serialization.load_pem_public_key(public_key_pem or inner_key)
-        except ValueError as exc:
-            report.fail("bad_key", f"the public key cannot be read: {exc}")
-            return report
-        if not isinstance(key, Ed25519PublicKey):
-            report.fail("bad_key", "the public key is not an Ed25519 key")
-            return report
-        if public_key_pem is None:
-            report.notes.append(
-                "signatures checked with the key inside the archive: pass --public-key with the key "
-                "from Engram's admin to know the archive comes from Engram"
-            )
-        try:
-            key.verify(bytes.fromhex(signature), manifest_bytes)
-        except (InvalidSignature, ValueError):
-            report.fail(
-                "manifest_signature",
-                "the manifest's signature does not verify: it was altered or not signed by this key",
-            )
-        try:
-            manifest = json.loads(manifest_bytes)
-        except ValueError:
-            report.fail("unreadable", "manifest.json is not JSON")
-            return report
-        if manifest.get("format") != FORMAT:
-            report.fail("format", f"unknown format {manifest.get('format')!r}")
-            return report
-
-        listed = manifest.get("files", {})
-        for name in names:
-            if name not in listed and name not in ("manifest.json", "manifest.sig"):
-                report.fail("unlisted_file", f"{name} is in the archive but not in the manifest")
-        for name, expected in listed.items():
-            stream = archive.extractfile(name) if name in names else None
-            if stream is None:
-                report.fail("missing_file", f"{name} is listed in the manifest but missing")
-                continue
-            digest, size, lines = hashlib.sha256(), 0, 0
-            while chunk := stream.read(1024 * 1024):
-                digest.update(chunk)
-                size += len(chunk)
-                lines += chunk.count(b"\n")
-            if digest.hexdigest() != expected.get("sha256"):
-                report.fail("file_hash", f"{name}: its SHA-256 is not the manifest's (the file was altered)")
-            if size != expected.get("bytes") or lines != expected.get("lines"):
-                report.fail(
-                    "file_size",
-                    f"{name}: {size} bytes / {lines} lines, the manifest says {expected.get('bytes')} / {expected.get('lines')}",
-                )
-        report.notes.append(f"{len(listed)} files hashed")
-
-        tenant = manifest.get("tenant")
-        anchored: dict[int, str] = {}
-        for number, line in enumerate(_lines(archive.extractfile("anchors.jsonl")), 1):
-            doc = _parse(line, f"anchors.jsonl line {number}", report)
-            if doc is None:
-                continue
-            try:
-                key.verify(bytes.fromhex(doc["signature"]), doc["statement"].encode())
-                statement = json.loads(doc["statement"])
-            except (InvalidSignature, ValueError, KeyError, AttributeError):
-                report.fail("anchor_signature", f"anchors.jsonl line {number}: the signature does not verify")
-                continue
-            if statement.get("tenant") != tenant:
-                report.fail(
-                    "anchor_tenant",
-                    f"the anchor of #{statement.get('seq')} is for tenant {statement.get('tenant')!r}",
-                )
-                continue
-            anchored[int(statement["seq"])] = str(statement["hash"])
-        for seq in manifest.get("anchors", []):
-            if seq not in anchored:
-                report.fail(
-                    "anchor_missing", f"the manifest lists an anchor of #{seq} that the archive lacks"
-                )
-
-        chain = manifest.get("chain", {})
-        expected_seq, expected_prev = chain.get("start_seq", 1), chain.get("start_prev_hash", GENESIS_HASH)
-        if expected_seq == 1 and expected_prev != GENESIS_HASH:
-            report.fail("link_broken", "the chain starts at #1 but not from the genesis hash")
-        in_scope = rows = legacy = 0
-        for row, with_body in _merged(archive, report):
-            rows += 1
-            seq = row.get("seq")
-            if seq != expected_seq:
-                report.fail(
-                    "gap", f"expected event #{expected_seq}, found #{seq}: events are missing or out of order"
-                )
-            if row.get("prev_hash") != expected_prev:
-                report.fail("link_broken", f"event #{seq} does not link to the event before it")
-            if row.get("hash_version") == 1:
-                legacy += 1  # format 1 (before chain format 2) is taken as linked, not recomputed
-            else:
-                try:
-                    if chain_hash(row) != row.get("hash"):
-                        report.fail("fields_altered", f"event #{seq}: its fields do not match its hash")
-                    # a redacted event (an erasure) has no body left: its digest stands for it
-                    if with_body and not row.get("redacted") and body_digest(row) != row.get("body_digest"):
-                        report.fail(
-                            "content_altered",
-                            f"event #{seq}: its content or payload does not match its body digest",
-                        )
-                except (KeyError, ValueError, TypeError) as exc:
-                    report.fail("unreadable", f"event #{seq}: {exc}")
-            if seq in anchored and anchored[seq] != row.get("hash"):
-                report.fail("anchor_mismatch", f"event #{seq} is not the event its anchor signed")
-            in_scope += with_body
-            expected_seq, expected_prev = (seq or 0) + 1, row.get("hash")
-        if rows and expected_seq - 1 != chain.get("end_seq"):
-            report.fail(
-                "truncated",
-                f"the chain range ends at #{expected_seq - 1}, the manifest says #{chain.get('end_seq')}",
-            )
-        if in_scope != manifest.get("counts", {}).get("events"):
-            report.fail(
-                "count",
-                f"{in_scope} events in scope, the manifest says {manifest.get('counts', {}).get('events')}",
-            )
-        report.notes.append(
-            f"{in_scope} events in scope, {rows} links from #{chain.get('start_seq')} to #{chain.get('end_seq')} "
-            f"recomputed ({legacy} format-1 events taken as linked), {len(anchored)} anchors verified"
-        )
+        names, key, manifest = opened
+        _files_check(archive, names, manifest, report)
+        anchored = _anchors_check(archive, key, manifest, report)
+        _chain_check(archive, manifest, anchored, report)
     return report
+
+
+def _manifest_open(
+    archive: tarfile.TarFile, public_key_pem: bytes | None, report: Report
+) -> tuple[list[str], Ed25519PublicKey, dict[str, Any]] | None:
+    """Check 1: the archive's member names, the key (``public_key_pem`` or the archive's own) and
+    the manifest, its signature checked; None when the archive cannot be checked further."""
+    try:
+        names = archive.getnames()
+        manifest_bytes = archive.extractfile("manifest.json").read()  # type: ignore[union-attr]
+        signature = archive.extractfile("manifest.sig").read().decode().strip()  # type: ignore[union-attr]
+        inner_key = archive.extractfile("public_key.pem").read()  # type: ignore[union-attr]
+    except (KeyError, AttributeError, tarfile.TarError, UnicodeDecodeError) as exc:
+        report.fail("unreadable", f"the manifest, its signature or the public key is missing: {exc}")
+        return None
+    try:
+        key = serialization.load_pem_public_key(public_key_pem or inner_key)
+    except ValueError as exc:
+        report.fail("bad_key", f"the public key cannot be read: {exc}")
+        return None
+    if not isinstance(key, Ed25519PublicKey):
+        report.fail("bad_key", "the public key is not an Ed25519 key")
+        return None
+    if public_key_pem is None:
+        report.notes.append(
+            "signatures checked with the key inside the archive: pass --public-key with the key "
+            "from Engram's admin to know the archive comes from Engram"
+        )
+    try:
+        key.verify(bytes.fromhex(signature), manifest_bytes)
+    except (InvalidSignature, ValueError):
+        report.fail(
+            "manifest_signature",
+            "the manifest's signature does not verify: it was altered or not signed by this key",
+        )
+    try:
+        manifest = json.loads(manifest_bytes)
+    except ValueError:
+        report.fail("unreadable", "manifest.json is not JSON")
+        return None
+    if manifest.get("format") != FORMAT:
+        report.fail("format", f"unknown format {manifest.get('format')!r}")
+        return None
+    return names, key, manifest
+
+
+def _files_check(
+    archive: tarfile.TarFile, names: list[str], manifest: dict[str, Any], report: Report
+) -> None:
+    """Check 2: every file the manifest lists, by SHA-256, size and lines; nothing else inside."""
+    listed = manifest.get("files", {})
+    for name in names:
+        if name not in listed and name not in ("manifest.json", "manifest.sig"):
+            report.fail("unlisted_file", f"{name} is in the archive but not in the manifest")
+    for name, expected in listed.items():
+        stream = archive.extractfile(name) if name in names else None
+        if stream is None:
+            report.fail("missing_file", f"{name} is listed in the manifest but missing")
+            continue
+        digest, size, lines = hashlib.sha256(), 0, 0
+        while chunk := stream.read(1024 * 1024):
+            digest.update(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+        if digest.hexdigest() != expected.get("sha256"):
+            report.fail("file_hash", f"{name}: its SHA-256 is not the manifest's (the file was altered)")
+        if size != expected.get("bytes") or lines != expected.get("lines"):
+            report.fail(
+                "file_size",
+                f"{name}: {size} bytes / {lines} lines, the manifest says {expected.get('bytes')} / {expected.get('lines')}",
+            )
+    report.notes.append(f"{len(listed)} files hashed")
+
+
+def _anchors_check(
+    archive: tarfile.TarFile, key: Ed25519PublicKey, manifest: dict[str, Any], report: Report
+) -> dict[int, str]:
+    """Check 4, first half: every anchor's signature and tenant, and that the manifest's anchors are
+    all there; returns the anchored hash per seq."""
+    tenant = manifest.get("tenant")
+    anchored: dict[int, str] = {}
+    for number, line in enumerate(_lines(archive.extractfile("anchors.jsonl")), 1):
+        doc = _parse(line, f"anchors.jsonl line {number}", report)
+        if doc is None:
+            continue
+        try:
+            key.verify(bytes.fromhex(doc["signature"]), doc["statement"].encode())
+            statement = json.loads(doc["statement"])
+        except (InvalidSignature, ValueError, KeyError, AttributeError):
+            report.fail("anchor_signature", f"anchors.jsonl line {number}: the signature does not verify")
+            continue
+        if statement.get("tenant") != tenant:
+            report.fail(
+                "anchor_tenant",
+                f"the anchor of #{statement.get('seq')} is for tenant {statement.get('tenant')!r}",
+            )
+            continue
+        anchored[int(statement["seq"])] = str(statement["hash"])
+    for seq in manifest.get("anchors", []):
+        if seq not in anchored:
+            report.fail("anchor_missing", f"the manifest lists an anchor of #{seq} that the archive lacks")
+    return anchored
+
+
+def _chain_check(
+    archive: tarfile.TarFile, manifest: dict[str, Any], anchored: dict[int, str], report: Report
+) -> None:
+    """Check 3 (and 4's second half): every event of the range recomputed and linked in seq order,
+    each anchored one the event its anchor signed; the range and the count as the manifest says."""
+    chain = manifest.get("chain", {})
+    expected_seq, expected_prev = chain.get("start_seq", 1), chain.get("start_prev_hash", GENESIS_HASH)
+    if expected_seq == 1 and expected_prev != GENESIS_HASH:
+        report.fail("link_broken", "the chain starts at #1 but not from the genesis hash")
+    in_scope = rows = legacy = 0
+    for row, with_body in _merged(archive, report):
+        rows += 1
+        seq = row.get("seq")
+        if seq != expected_seq:
+            report.fail(
+                "gap", f"expected event #{expected_seq}, found #{seq}: events are missing or out of order"
+            )
+        if row.get("prev_hash") != expected_prev:
+            report.fail("link_broken", f"event #{seq} does not link to the event before it")
+        if row.get("hash_version") == 1:
+            legacy += 1  # format 1 (before chain format 2) is taken as linked, not recomputed
+        else:
+            _event_check(row, with_body, report)
+        if seq in anchored and anchored[seq] != row.get("hash"):
+            report.fail("anchor_mismatch", f"event #{seq} is not the event its anchor signed")
+        in_scope += with_body
+        expected_seq, expected_prev = (seq or 0) + 1, row.get("hash")
+    if rows and expected_seq - 1 != chain.get("end_seq"):
+        report.fail(
+            "truncated",
+            f"the chain range ends at #{expected_seq - 1}, the manifest says #{chain.get('end_seq')}",
+        )
+    if in_scope != manifest.get("counts", {}).get("events"):
+        report.fail(
+            "count",
+            f"{in_scope} events in scope, the manifest says {manifest.get('counts', {}).get('events')}",
+        )
+    report.notes.append(
+        f"{in_scope} events in scope, {rows} links from #{chain.get('start_seq')} to #{chain.get('end_seq')} "
+        f"recomputed ({legacy} format-1 events taken as linked), {len(anchored)} anchors verified"
+    )
+
+
+def _event_check(row: dict[str, Any], with_body: bool, report: Report) -> None:
+    """One event of chain format 2: its hash over its fields, and (``with_body``) its body digest."""
+    seq = row.get("seq")
+    try:
+        if chain_hash(row) != row.get("hash"):
+            report.fail("fields_altered", f"event #{seq}: its fields do not match its hash")
+        # a redacted event (an erasure) has no body left: its digest stands for it
+        if with_body and not row.get("redacted") and body_digest(row) != row.get("body_digest"):
+            report.fail(
+                "content_altered",
+                f"event #{seq}: its content or payload does not match its body digest",
+            )
+    except (KeyError, ValueError, TypeError) as exc:
+        report.fail("unreadable", f"event #{seq}: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:
