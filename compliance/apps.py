@@ -12,5 +12,5 @@ class ComplianceConfig(AppConfig):
         from core.holds import holds_answer
 
         receivers.connect()
-        # every hard delete of a layer asks which rows a legal hold keeps (core.holds)
-        holds_answer(lifecycle.unheld)
+        # every hard delete of a layer, and a tenant's delete, asks what a legal hold keeps (core.holds)
+        holds_answer(lifecycle.unheld, lifecycle.tenant_holds)

@@ -21,13 +21,40 @@ M = TypeVar("M", bound=Model)
 
 # (layer name, rows) -> (the rows no active hold covers, the descriptions of the holds covering the others)
 Unheld = Callable[[str, QuerySet[Any]], tuple[QuerySet[Any], list[str]]]
+# schema name -> the descriptions of the active holds in that tenant's schema
+Active = Callable[[str], list[str]]
 
 _answer: list[Unheld] = []
+_active: list[Active] = []
 
 
-def holds_answer(unheld: Unheld) -> None:
-    """Register the function that says which rows a hold covers (once; a second call replaces it)."""
+def holds_answer(unheld: Unheld, active: Active) -> None:
+    """Register the functions that say which rows a hold covers and which holds a tenant's schema
+    has (once; a second call replaces them)."""
     _answer[:] = [unheld]
+    _active[:] = [active]
+
+
+def holds_in_tenant(*, schema_name: str) -> list[str]:
+    """The active legal holds in the tenant schema ``schema_name``, described (``legal hold #N on
+    … (reason)``). Raises ``RuntimeError`` when nothing answers (the compliance app is not loaded)."""
+    if not _active:
+        raise RuntimeError("no legal-hold check is registered (compliance.apps registers it)")
+    return _active[0](schema_name)
+
+
+def holds_refuse_tenant_delete(*, schema_name: str) -> None:
+    """Refuse to delete the tenant whose schema is ``schema_name`` while any legal hold in it is
+    active: deleting a tenant deletes (or strands) every row a hold keeps.
+
+    Raises ``Conflict`` (409, on ``schema_name``) naming the holds; ``RuntimeError`` as
+    ``holds_in_tenant``."""
+    holds = holds_in_tenant(schema_name=schema_name)
+    if holds:
+        raise Conflict(
+            f"Refused: {'; '.join(holds)} is active in this tenant. Release it before deleting the tenant.",
+            field="schema_name",
+        )
 
 
 def holds_check(

@@ -5,9 +5,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django_tenants.utils import get_public_schema_name
+
+from core.holds import holds_in_tenant
 
 from .models import Domain, Tenant
 
@@ -90,10 +93,15 @@ class TenantAdmin(admin.ModelAdmin):
         bulk delete asks this for every selected row too, so it cannot slip into a selection."""
         if obj is not None and obj.schema_name == get_public_schema_name():
             return False
+        if obj is not None and holds_in_tenant(schema_name=obj.schema_name):
+            return False  # a legal hold is active in it (Tenant.delete refuses it too)
         return super().has_delete_permission(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Tenant]) -> None:
-        super().delete_queryset(request, queryset.exclude(schema_name=get_public_schema_name()))
+        """Each selected tenant through ``Tenant.delete`` (its role, the hold check), all or none."""
+        with transaction.atomic():
+            for tenant in queryset.exclude(schema_name=get_public_schema_name()):
+                tenant.delete()
 
 
 public_admin_site.register(User, UserAdmin)

@@ -10,6 +10,7 @@ from django.db import models, transaction
 from django_tenants.models import DomainMixin, TenantMixin
 from django_tenants.utils import get_public_schema_name, schema_exists
 
+from core.holds import holds_refuse_tenant_delete
 from core.tenancy import maintenance, roles_enabled
 
 from . import roles
@@ -188,8 +189,10 @@ class Tenant(TenantMixin):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         """django-tenants' delete (role, schema when asked, then the row) in one transaction: the
-        row never outlives its role for another connection either."""
+        row never outlives its role for another connection either. Refused (``Conflict``) while a
+        legal hold in the tenant's schema is active (``core.holds.holds_refuse_tenant_delete``)."""
         with transaction.atomic():
+            holds_refuse_tenant_delete(schema_name=self.schema_name)
             return super().delete(*args, **kwargs)
 
     def create_schema(

@@ -34,7 +34,7 @@ from .erasure import (
     keyed_digest,
     value_digest,
 )
-from .holds import active_holds, held_q, holds_meeting, unheld
+from .holds import active_holds, held_q, holds_meeting, tenant_holds, unheld
 from .layers import (
     AGENT_TYPES,
     DAY,
@@ -90,6 +90,7 @@ __all__ = [
     "statistics_naming",
     "stored_layers",
     "target_q",
+    "tenant_holds",
     "touched_tables",
     "unheld",
     "vacuum",

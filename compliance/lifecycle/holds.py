@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet
+from django_tenants.utils import schema_context
 
 from memory.knowledge.models import entity_key
 
@@ -16,6 +18,17 @@ from .layers import Layer, layer_get, stored_layers, target_q
 
 def active_holds() -> list[LegalHold]:
     return list(LegalHold.objects.filter(released_at__isnull=True).order_by("pk"))
+
+
+def tenant_holds(schema_name: str) -> list[str]:
+    """The active holds in the tenant schema ``schema_name``, described (``legal hold #N on … (reason)``);
+    ``[]`` when the schema or its holds table does not exist (a tenant whose creation failed)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [f'"{schema_name}".{LegalHold._meta.db_table}'])
+        if cursor.fetchone()[0] is None:
+            return []
+    with schema_context(schema_name):
+        return [f"{hold} ({hold.reason})" for hold in active_holds()]
 
 
 def held_q(layer: Layer, holds: Sequence[LegalHold]) -> Q | None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
@@ -23,6 +24,7 @@ from django_tenants.utils import tenant_context
 from agents.models import Scope
 from compliance import lifecycle, services
 from compliance.models import LegalHold, RetentionRule, RunStatus
+from core.errors import Conflict
 from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.store.models import StoreItem
 from memory.store.services import items_expire
@@ -349,10 +351,11 @@ DELETERS: dict[str, str] = {
     "compliance.services.accounts.account_delete": "admin users and groups: no memory",
     "compliance.services.retention.retention_rule_delete": "a rule: no memory",
     "compliance.services.chain_checks.chain_check_scheduled": "routine intact chain checks a week old: no memory",
-    # The platform admin's tenant deletion drops the whole schema, held rows with it: not asked yet
-    # (a tenant-wide refusal needs the tenant's holds read from the public phase; open work).
-    "tenants.models.Tenant.delete": "drops the whole tenant (platform admin): holds not asked yet",
+    "tenants.models.Tenant.delete": "holds",
+    "tenants.admin.TenantAdmin.delete_queryset": "each tenant through Tenant.delete (asks)",
 }
+# what a function that deletes calls to ask the hold: the rows of a layer, or a whole tenant
+ASKS = {"holds_check", "holds_refuse_tenant_delete"}
 
 
 def _functions() -> Iterator[tuple[str, ast.FunctionDef]]:
@@ -403,7 +406,7 @@ def test_every_function_that_deletes_asks_the_hold_or_says_why_not() -> None:
     for name, reason in DELETERS.items():
         if reason != "holds":
             continue
-        assert "holds_check" in _called(found[name]), f"{name} deletes without asking the hold"
+        assert ASKS & _called(found[name]), f"{name} deletes without asking the hold"
 
 
 def test_no_admin_deletes_a_row_of_a_store(tenant_a: Tenant) -> None:
@@ -433,3 +436,35 @@ def test_retention_asks_the_same_function(alice: Caller) -> None:
         services.hold_place(kind="subject", value=SUBJECT, reason="x", username="olga")
         run = services.retention_run(run_id=services.retention_run_start(requested_by="job:retention").pk)
         assert run.status == RunStatus.DONE and StoreItem.objects.filter(key="kept").exists()
+
+
+# --- the tenant -----------------------------------------------------------------------------------------
+
+
+def test_a_hold_stops_the_platform_admin_deleting_the_tenant(
+    scratch_tenant: Tenant, django_db_blocker
+) -> None:  # type: ignore[no-untyped-def]
+    """Deleting a tenant drops its schema (or strands it without a role): every row a hold keeps.
+    The platform admin's delete, one tenant or a selection, is refused while a hold is active."""
+    from tenants.admin import TenantAdmin
+
+    with django_db_blocker.unblock():
+        placed = hold(scratch_tenant, "tenant", "")
+        connection.set_schema_to_public()
+        request = RequestFactory().post("/admin/")
+        request.user = User(username="root", is_superuser=True, is_staff=True, is_active=True)
+        model_admin = TenantAdmin(Tenant, admin.site)
+        with pytest.raises(Conflict, match=f"legal hold #{placed.pk}"):
+            scratch_tenant.delete(force_drop=True)
+        assert not model_admin.has_delete_permission(request, scratch_tenant)  # no button, no selection
+        with pytest.raises(Conflict, match=f"legal hold #{placed.pk}"):
+            model_admin.delete_model(request, scratch_tenant)
+        with pytest.raises(Conflict, match=f"legal hold #{placed.pk}"):
+            model_admin.delete_queryset(request, Tenant.objects.filter(pk=scratch_tenant.pk))
+        assert Tenant.objects.filter(pk=scratch_tenant.pk).exists()
+        with tenant_context(scratch_tenant):
+            assert LegalHold.objects.filter(pk=placed.pk, released_at__isnull=True).exists()
+        release(scratch_tenant, placed)
+        connection.set_schema_to_public()
+        assert model_admin.has_delete_permission(request, scratch_tenant)
+    # released, the fixture's own delete (force_drop) goes through
