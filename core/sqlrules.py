@@ -88,6 +88,12 @@ def defined_names(text: str) -> tuple[set[str], set[str]]:
     return functions, triggers
 
 
+def run_script(schema_editor: Any, sql: str) -> None:
+    """Execute ``sql`` statement by statement through ``schema_editor``, as ``RunSQL`` does."""
+    for statement in schema_editor.connection.ops.prepare_sql_script(sql):
+        schema_editor.execute(statement, params=None)
+
+
 class ApplySqlRule(migrations.RunSQL):
     """Apply version ``digest`` of the migration's app's rule ``name`` (see the module docstring).
 
@@ -111,14 +117,15 @@ class ApplySqlRule(migrations.RunSQL):
         self.name = name
         self.digest = digest
         self.previous = previous
-        super().__init__(sql=migrations.RunSQL.noop, reverse_sql=reverse_sql or "", hints=hints)
+        self.undo_sql = reverse_sql or ""
+        super().__init__(sql=migrations.RunSQL.noop, reverse_sql=self.undo_sql, hints=hints)
 
     def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if self.previous is not None:
             kwargs["previous"] = self.previous
         else:
-            kwargs["reverse_sql"] = self.reverse_sql
+            kwargs["reverse_sql"] = self.undo_sql
         if self.hints:
             kwargs["hints"] = self.hints
         return (f"{__name__}.{type(self).__qualname__}", [self.name, self.digest], kwargs)
@@ -128,14 +135,14 @@ class ApplySqlRule(migrations.RunSQL):
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
         if router.allow_migrate(schema_editor.connection.alias, app_label, **self.hints):
-            self._run_sql(schema_editor, rule_text(app_label, self.name, self.digest))
+            run_script(schema_editor, rule_text(app_label, self.name, self.digest))
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
         if router.allow_migrate(schema_editor.connection.alias, app_label, **self.hints):
             if self.previous is not None:
-                self._run_sql(schema_editor, rule_text(app_label, self.name, self.previous))
+                run_script(schema_editor, rule_text(app_label, self.name, self.previous))
             else:
-                self._run_sql(schema_editor, self.reverse_sql)
+                run_script(schema_editor, self.undo_sql)
 
 
 @dataclass(frozen=True)
