@@ -220,14 +220,19 @@ def test_a_function_or_trigger_without_a_file_is_found(tenant_a: Tenant) -> None
 
 @pytest.mark.django_db
 def test_the_comparison_sees_a_changed_body_or_trigger_but_not_white_space(tenant_a: Tenant) -> None:
-    save = rule_files("memory")["memory_checkpoint_save"].read_text(encoding="utf-8")
-    lexical = rule_files("memory")["memory_lexical_set"].read_text(encoding="utf-8")
     with tenant_context(tenant_a), maintenance():
-        body = drift(tenant_a.schema_name, save.replace("latest + 1, 0)", "latest + 1, 1)"))
+        objects = schema_objects(tenant_a.schema_name)
+        save = next(
+            definition for key, (name, definition) in objects.items() if name == "memory_checkpoint_save"
+        )
+        lexical = objects["trigger semantic_lexical_set on memory_semanticmemory"][1].replace(
+            "CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1
+        )
+        body = drift(tenant_a.schema_name, save.replace("\nBEGIN\n", "\nBEGIN\n    -- changed\n", 1))
         trigger = drift(tenant_a.schema_name, lexical.replace("INSERT OR UPDATE OF content", "INSERT"))
-        spaces = drift(tenant_a.schema_name, save.replace("    latest bigint;", "  latest  bigint;"))
-    assert len(body) == 1 and "-    saved_step := COALESCE(p_step, latest + 1, 0);" in body[0], body
-    assert "+    saved_step := COALESCE(p_step, latest + 1, 1);" in body[0]
+        spaces = drift(tenant_a.schema_name, save.replace("\nBEGIN\n", "\n  BEGIN  \n\n", 1))
+    assert "\nBEGIN\n" in save and "INSERT OR UPDATE OF content" in lexical
+    assert len(body) == 1 and "\n    +    -- changed\n" in body[0], body
     assert len(trigger) == 1 and trigger[0].startswith(
         "trigger semantic_lexical_set on memory_semanticmemory"
     ), trigger
