@@ -95,35 +95,45 @@ GROUPS = {
 }
 
 
-def grant(apps, schema_editor):
-    alias = schema_editor.connection.alias
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    ContentType.objects.clear_cache()
-    create_permissions(global_apps.get_app_config("memory"), verbosity=0, using=alias, apps=apps)
-    for name, perms in GROUPS.items():
-        group, _ = Group.objects.using(alias).get_or_create(name=name)
-        for perm in perms:
-            app_label, codename = perm.split(".")
-            group.permissions.add(
-                Permission.objects.using(alias).get(content_type__app_label=app_label, codename=codename)
-            )
+def group_permissions(groups):
+    """``(grant, revoke)`` for ``RunPython``: give each group of ``groups`` (name -> permissions as
+    ``"app_label.codename"``) its permissions, creating them and the group first; take them away."""
+
+    def grant(apps, schema_editor):
+        alias = schema_editor.connection.alias
+        ContentType = apps.get_model("contenttypes", "ContentType")
+        Group = apps.get_model("auth", "Group")
+        Permission = apps.get_model("auth", "Permission")
+        ContentType.objects.clear_cache()
+        create_permissions(global_apps.get_app_config("memory"), verbosity=0, using=alias, apps=apps)
+        for name, perms in groups.items():
+            group, _ = Group.objects.using(alias).get_or_create(name=name)
+            for perm in perms:
+                app_label, codename = perm.split(".")
+                group.permissions.add(
+                    Permission.objects.using(alias).get(content_type__app_label=app_label, codename=codename)
+                )
+
+    def revoke(apps, schema_editor):
+        alias = schema_editor.connection.alias
+        Group = apps.get_model("auth", "Group")
+        Permission = apps.get_model("auth", "Permission")
+        for name, perms in groups.items():
+            group = Group.objects.using(alias).filter(name=name).first()
+            if group is None:
+                continue
+            for perm in perms:
+                app_label, codename = perm.split(".")
+                group.permissions.remove(
+                    *Permission.objects.using(alias).filter(
+                        content_type__app_label=app_label, codename=codename
+                    )
+                )
+
+    return grant, revoke
 
 
-def revoke(apps, schema_editor):
-    alias = schema_editor.connection.alias
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, perms in GROUPS.items():
-        group = Group.objects.using(alias).filter(name=name).first()
-        if group is None:
-            continue
-        for perm in perms:
-            app_label, codename = perm.split(".")
-            group.permissions.remove(
-                *Permission.objects.using(alias).filter(content_type__app_label=app_label, codename=codename)
-            )
+grant, revoke = group_permissions(GROUPS)
 
 
 class Migration(migrations.Migration):

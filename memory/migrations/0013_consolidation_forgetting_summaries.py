@@ -4,11 +4,11 @@
 fact hints and source events of memories, the jobs' runs, promotions and the summary tree; and the
 tenant groups' permissions on them (see 0005 for why permissions are created here)."""
 
+import importlib
+
 import django.db.models.deletion
 import django.utils.timezone
 import pgvector.django.vector
-from django.apps import apps as global_apps
-from django.contrib.auth.management import create_permissions
 from django.db import migrations, models
 
 VIEW = ["memory.view_consolidationrun", "memory.view_promotion", "memory.view_summarynode"]
@@ -18,35 +18,10 @@ GROUPS = {
 }
 
 
-def grant(apps, schema_editor):
-    alias = schema_editor.connection.alias
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    ContentType.objects.clear_cache()
-    create_permissions(global_apps.get_app_config("memory"), verbosity=0, using=alias, apps=apps)
-    for name, perms in GROUPS.items():
-        group, _ = Group.objects.using(alias).get_or_create(name=name)
-        for perm in perms:
-            app_label, codename = perm.split(".")
-            group.permissions.add(
-                Permission.objects.using(alias).get(content_type__app_label=app_label, codename=codename)
-            )
-
-
-def revoke(apps, schema_editor):
-    alias = schema_editor.connection.alias
-    Group = apps.get_model("auth", "Group")
-    Permission = apps.get_model("auth", "Permission")
-    for name, perms in GROUPS.items():
-        group = Group.objects.using(alias).filter(name=name).first()
-        if group is None:
-            continue
-        for perm in perms:
-            app_label, codename = perm.split(".")
-            group.permissions.remove(
-                *Permission.objects.using(alias).filter(content_type__app_label=app_label, codename=codename)
-            )
+# migration 0011's functions, for these groups (their text, not a copy)
+grant, revoke = importlib.import_module("memory.migrations.0011_procedural_guarantees").group_permissions(
+    GROUPS
+)
 
 
 class Migration(migrations.Migration):

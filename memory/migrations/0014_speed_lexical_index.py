@@ -16,11 +16,15 @@
 import pgvector.django.sparsevec
 from django.db import migrations, models
 
-FUNCTIONS = """
+SATURATION = """
 CREATE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * dl / 8.0::float8));
+"""
 
+FUNCTIONS = (
+    SATURATION
+    + """
 CREATE FUNCTION memory_lexeme_index(lexeme text) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN ((hashtext(lexeme)::bigint & 2147483647) % 999999999 + 1)::integer;
@@ -79,6 +83,7 @@ FROM memory_semanticmemory m, unnest(m.search) AS u;
 
 ANALYZE memory_lexicalposting;
 """
+)
 
 DROP_FUNCTIONS = """
 DROP TRIGGER IF EXISTS semantic_lexical_postings ON memory_semanticmemory;

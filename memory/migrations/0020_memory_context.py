@@ -16,6 +16,8 @@ lexical signal (``MemoryContext``), kept by triggers.
   text of a memory that is gone, forgotten, merged or redacted.
 """
 
+import importlib
+
 import django.contrib.postgres.fields
 import django.db.models.deletion
 import pgvector.django.sparsevec
@@ -27,11 +29,10 @@ CREATE OR REPLACE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURN
     RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.7::float8 + 0.3::float8 * dl / 16.0::float8));
 """
 
-OLD_SATURATION = """
-CREATE OR REPLACE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURNS double precision
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * dl / 8.0::float8));
-"""
+# migration 0014's function, as it was (its text, not a copy)
+OLD_SATURATION = importlib.import_module("memory.migrations.0014_speed_lexical_index").SATURATION.replace(
+    "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1
+)
 
 # Set-based, the indexes rebuilt rather than fed row by row: every changed row is a new version that
 # every index of the table gets (the HNSW graph insert of a 384-d vector is ~1 ms a row; one build
@@ -105,7 +106,7 @@ FROM built b JOIN (SELECT id, array_agg(DISTINCT source) AS sources FROM nb GROU
 ANALYZE memory_memorycontext;
 """
 
-FUNCTIONS = """
+AROUND = """
 CREATE FUNCTION memory_context_around(
     p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
     p_at timestamptz, p_id uuid
@@ -128,9 +129,11 @@ BEGIN
        AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
      ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
 END $$;
+"""
 
--- plpgsql, not sql: PostgreSQL 16 plans a non-inlined SQL function on every call, plpgsql once
--- per connection
+# plpgsql, not sql: PostgreSQL 16 plans a non-inlined SQL function on every call, plpgsql once per
+# connection
+REFRESH = """
 CREATE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     WITH target AS (
@@ -163,7 +166,9 @@ BEGIN
     SELECT id, lexical, sources FROM built
     ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources;
 END $$;
+"""
 
+TRIGGERS = """
 CREATE FUNCTION memory_context_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM memory_context_refresh(ARRAY(
@@ -230,6 +235,8 @@ CREATE TRIGGER semantic_context_updated
     EXECUTE FUNCTION memory_context_updated();
 
 """
+
+FUNCTIONS = AROUND + REFRESH + TRIGGERS
 
 DROP_FUNCTIONS = """
 DROP TRIGGER IF EXISTS semantic_context_updated ON memory_semanticmemory;

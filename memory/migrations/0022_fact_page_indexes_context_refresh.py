@@ -13,33 +13,14 @@
   cost O(N^2) in it, now O(N log N).
 """
 
+import importlib
+
 from django.db import migrations, models
 
-# migration 0020's neighbours' lookup, as it was
-OLD_AROUND = """
-CREATE OR REPLACE FUNCTION memory_context_around(
-    p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
-    p_at timestamptz, p_id uuid
-) RETURNS SETOF uuid LANGUAGE plpgsql STABLE ROWS 4 AS $$
-BEGIN
-    -- two ordered scans of semantic_session_order_idx, LIMIT 2 each: bounded whatever the corpus
-    -- (ROWS 4 tells the planner so: with its default of 1,000 it joined them to a table scan)
-    RETURN QUERY
-    (SELECT s.id FROM memory_semanticmemory s
-     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
-       AND (s.created_at, s.id) < (p_at, p_id)
-       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
-     ORDER BY s.session_id DESC, s.agent_id DESC, s.scope DESC, s.created_at DESC, s.id DESC LIMIT 2)
-    UNION ALL
-    (SELECT s.id FROM memory_semanticmemory s
-     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
-       AND (s.created_at, s.id) > (p_at, p_id)
-       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
-     ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
-END $$;
-"""
+# migration 0020's functions, as they were (their text, not a copy)
+CONTEXT_0020 = importlib.import_module("memory.migrations.0020_memory_context")
+OLD_AROUND = CONTEXT_0020.AROUND.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+OLD_REFRESH = CONTEXT_0020.REFRESH.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
 
 # The neighbours' lookup, unchanged but for ``enable_bitmapscan = off``: plpgsql's generic plan
 # (from the sixth call of a connection) estimated one row and read the session's rows before the
@@ -81,42 +62,6 @@ BEGIN
     )
     INSERT INTO memory_memorycontext (memory_id, lexical, sources)
     SELECT b.id, b.lexical, s.sources FROM built b JOIN src s ON s.id = b.id
-    ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources;
-END $$;
-"""
-
-# migration 0020's function, as it was
-OLD_REFRESH = """
-CREATE OR REPLACE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    WITH target AS (
-        SELECT m.id, m.agent_id, m.scope, m.session_id, m.visible_to_agents, m.visible_to_roles,
-               m.created_at
-        FROM memory_semanticmemory m
-        WHERE m.id = ANY(ids) AND m.forgotten_at IS NULL AND m.session_id IS NOT NULL
-          AND m.memory_type <> 'store'
-    ), nb AS (
-        SELECT t.id, n.id AS source, n.search
-        FROM target t
-        CROSS JOIN LATERAL memory_context_around(
-            t.agent_id, t.scope, t.session_id, t.visible_to_agents, t.visible_to_roles::text[],
-            t.created_at, t.id) AS a(id)
-        JOIN memory_semanticmemory n ON n.id = a.id
-    ), lex AS (
-        SELECT nb.id, u.lexeme,
-               max(memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(nb.search))) AS w
-        FROM nb, unnest(nb.search) AS u
-        GROUP BY nb.id, u.lexeme
-    ), built AS (
-        SELECT l.id, memory_lexical_query(array_agg(l.lexeme), array_agg(l.w)) AS lexical,
-               (SELECT array_agg(DISTINCT nb.source) FROM nb WHERE nb.id = l.id) AS sources
-        FROM lex l GROUP BY l.id
-    ), gone AS (
-        DELETE FROM memory_memorycontext c
-        WHERE c.memory_id = ANY(ids) AND c.memory_id NOT IN (SELECT id FROM built)
-    )
-    INSERT INTO memory_memorycontext (memory_id, lexical, sources)
-    SELECT id, lexical, sources FROM built
     ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources;
 END $$;
 """
