@@ -28,7 +28,7 @@ environment::
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/search_latency.py --sizes 10000,100000
+    python -m benchmarks search_latency --sizes 10000,100000
 """
 
 from __future__ import annotations
