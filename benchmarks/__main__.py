@@ -30,7 +30,7 @@ ROOT = HERE.parent
 QUICK: dict[str, list[str]] = {
     "audit_trail": "--events 2000 --batch 500 --agents 2 --session-events 10 --requests 10".split(),
     "blackboard": "--ops 200 --http-ops 40 --clients 2".split(),
-    "cel_cost": ["--repeat", "1", "--quick"],
+    "cel_cost": "--repeat 1 --first 1".split(),
     "checkpoint_restore": "--sessions 50 --steps 2 --requests 50 --warmup 10".split(),
     "consolidation": "summarize --events 300".split(),
     "context_assembly": "--memories 300 --queries 10 --jobs 1".split(),
@@ -132,7 +132,7 @@ def run(name: str, args: list[str]) -> int:
     status: Any = 0
     try:
         if tee is not None:
-            sys.stdout = tee  # type: ignore[assignment]
+            sys.stdout = tee
         if name in COMMANDS:
             from _common import django_setup
             from django.core.management import execute_from_command_line

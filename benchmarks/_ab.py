@@ -12,8 +12,12 @@ A benchmark uses it in two halves:
 - the driver calls ``compare(script=__file__, base=..., rounds=..., warmup=..., request=...)`` and
   gets each side's answers (or starts ``Side``s itself to interleave them with other systems);
 - the same script, started as ``script --ab-worker <root> [args...]``, calls ``serve(root, setup,
-  probe)``: ``setup()`` prepares the measurement and returns the handler that turns one request
-  into one answer (both JSON).
+  probe)``: ``setup(stack)`` prepares the measurement (what must end with the worker, a server or a
+  scratch tenant, entered on ``stack``) and returns the handler that turns one request into one
+  answer (both JSON).
+
+``entry(worker=..., driver=...)`` is the script's ``__main__``: the worker with ``(root, *args)``
+when started as one, else the driver.
 
 The worker's protocol is one JSON line per request and per answer on its stdin and stdout; its
 first line is ``ready <file of the probe module>``. Anything the set-up prints goes to stderr. A
@@ -23,6 +27,8 @@ worker stops with status 2 when any module of the project's packages came from o
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, commit
+from _common import ROOT, commit, record
 
 WORKER_FLAG = "--ab-worker"
 # the project's top-level packages (pyproject's [tool.setuptools] packages): a worker must load
@@ -122,11 +128,30 @@ def worker_root(argv: Sequence[str] | None = None) -> tuple[str, list[str]] | No
     return argv[1], list(argv[2:])
 
 
-def serve(root: str, setup: Callable[[], Callable[[Any], Any]], probe: str) -> None:
-    """The worker's side: Django set up with ``root``'s code first, ``setup()`` run (it returns the
-    handler), then one answer per request line until stdin closes. ``probe`` names a module whose
-    file the ``ready`` line shows (the code under test). Exits with status 2 when a module of the
-    project's packages came from outside ``root``."""
+def arguments(doc: str | None) -> argparse.ArgumentParser:
+    """An A/B benchmark's command line: described by the first paragraph of ``doc``, with
+    ``--base``, the other checkout."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
+    return parser
+
+
+def entry(*, worker: Callable[..., None], driver: Callable[[], None]) -> None:
+    """Run ``worker(root, *args)`` when this process was started as a worker, else ``driver()``."""
+    found = worker_root()
+    if found:
+        root, args = found
+        worker(root, *args)
+    else:
+        driver()
+
+
+def serve(root: str, setup: Callable[[contextlib.ExitStack[Any]], Callable[[Any], Any]], probe: str) -> None:
+    """The worker's side: Django set up with ``root``'s code first, ``setup(stack)`` run (it returns
+    the handler; what it enters on ``stack`` ends with the worker), then one answer per request
+    line until stdin closes. ``probe`` names a module whose file the ``ready`` line shows (the
+    code under test). Exits with status 2 when a module of the project's packages came from
+    outside ``root``."""
     import importlib
 
     sys.stdout.flush()
@@ -147,13 +172,14 @@ def serve(root: str, setup: Callable[[], Callable[[Any], Any]], probe: str) -> N
             protocol.flush()
             sys.exit(2)
 
-    handler = setup()
-    check()
-    print(f"ready {importlib.import_module(probe).__file__}", file=protocol, flush=True)
-    for line in sys.stdin:
-        answer = handler(json.loads(line))
-        check()  # what the round imported too (untimed)
-        print(json.dumps(answer), file=protocol, flush=True)
+    with contextlib.ExitStack() as stack:
+        handler = setup(stack)
+        check()
+        print(f"ready {importlib.import_module(probe).__file__}", file=protocol, flush=True)
+        for line in sys.stdin:
+            answer = handler(json.loads(line))
+            check()  # what the round imported too (untimed)
+            print(json.dumps(answer), file=protocol, flush=True)
 
 
 @dataclass
@@ -169,6 +195,10 @@ class Comparison:
     @property
     def load_range(self) -> str:
         return f"{min(self.loads):.1f}-{max(self.loads):.1f}" if self.loads else "-"
+
+    def record(self, **figures: Any) -> None:
+        """``_common.record`` of ``figures`` with the sides, the measured rounds and their loads."""
+        record(sides=self.sides, rounds=len(self.loads), loads=self.loads, **figures)
 
 
 def compare(

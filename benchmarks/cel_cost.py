@@ -16,7 +16,7 @@ of the evaluation alone. Then whole skills: as many copies of
 an expression as one skill may hold (``validation.MAX_STEPS``, ``validation.MAX_CONDITION_CHARS``),
 compiled by ``validation.compile_skill`` (its conditions share ``cel.SKILL_EVALUATION_STEPS``). The
 figures are printed and, with ``--json``, stored in ``benchmarks/results/cel_cost.json`` (kept with
-the code). ``--quick`` measures the first expression and the first skill only.
+the code). ``--first N`` measures the first N expressions and skills only.
 
 No services needed::
 
@@ -202,10 +202,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=5, help="runs per expression (default 5)")
-    parser.add_argument("--quick", action="store_true", help="the first expression and skill only")
+    parser.add_argument("--first", type=int, help="measure the first N expressions and skills only")
     args = parser.parse_args()
     cel.check("1 > 2", {})  # the parser is built on first use: not part of any figure
-    families = list(FAMILIES.items())[: 1 if args.quick else None]
+    families = list(FAMILIES.items())[: args.first]
     rows = {name: measure(build(), args.repeat) for name, build in families}
     width = max(map(len, rows))
     print(f"{'expression':<{width}}  chars  check p50  check max  evaluate max  outcome (ms)")
@@ -214,10 +214,7 @@ def main() -> None:
             f"{name:<{width}}  {row['chars']:>5}  {row['check_median_ms']:>9}  {row['check_max_ms']:>9}  "
             f"{row['evaluate_max_ms'] if row['evaluate_max_ms'] is not None else '-':>12}  {row['outcome']}"
         )
-    skills = {
-        name: measure_skill(build(), args.repeat)
-        for name, build in list(SKILLS.items())[: 1 if args.quick else None]
-    }
+    skills = {name: measure_skill(build(), args.repeat) for name, build in list(SKILLS.items())[: args.first]}
     print(f"\n{'whole skill':<{width}}  conditions  chars  compile p50  compile max  outcome (ms)")
     for name, row in skills.items():
         print(
@@ -230,14 +227,12 @@ def main() -> None:
         f"(step budget: tree size + {cel.EVALUATION_STEPS}); a whole skill's compile "
         f"{max(r['compile_max_ms'] for r in skills.values())} ms; load average {os.getloadavg()[0]:.1f}"
     )
-    record(
-        evaluation_steps=cel.EVALUATION_STEPS,
-        repeat=args.repeat,
-        skill_evaluation_steps=cel.SKILL_EVALUATION_STEPS,
-        max_condition_chars=validation.MAX_CONDITION_CHARS,
-        expressions=rows,
-        skills=skills,
-    )
+    limits = {
+        "evaluation_steps": cel.EVALUATION_STEPS,
+        "skill_evaluation_steps": cel.SKILL_EVALUATION_STEPS,
+        "max_condition_chars": validation.MAX_CONDITION_CHARS,
+    }
+    record(**limits, repeat=args.repeat, expressions=rows, skills=skills)
 
 
 if __name__ == "__main__":

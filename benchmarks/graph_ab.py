@@ -24,8 +24,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from _ab import compare, serve, worker_root
-from _common import percentiles, record
+from _ab import arguments, compare, entry, serve
+from _common import percentiles
 
 KINDS = ("neighbourhood", "recall", "recall+json")
 
@@ -73,11 +73,50 @@ def _roots(samples: int, hubs: int, seed: int) -> tuple[list[tuple[int, str]], l
     return sample, [(pk, names[pk]) for pk, _ in degree.most_common(hubs)]
 
 
-def worker(root: str, tenant_slug: str, samples: int, hubs: int, rounds: int, seed: int) -> None:
-    """One side: each request is a round number ``r``; the answer maps ``"<label>|<backend>"`` to
-    the round's times (ms) of its share of the roots (every ``rounds``-th from ``r``)."""
+def driver() -> None:
+    """Parse the command line, run the rounds and print the percentiles per read."""
+    parser = arguments(__doc__)
+    parser.add_argument("--tenant", default="bench_kg")
+    parser.add_argument("--samples", type=int, default=300, help="random entities")
+    parser.add_argument("--hubs", type=int, default=10, help="highest-degree entities, apart (0: none)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=5)
+    args = parser.parse_args()
+    result = compare(
+        script=__file__,
+        base=args.base,
+        rounds=args.rounds,
+        warmup=0,
+        request=lambda r: r,
+        args=[args.tenant, str(args.samples), str(args.hubs), str(args.rounds), str(args.seed)],
+    )
+    times: dict[str, dict[str, list[float]]] = {}
+    for name, answers in result.answers.items():
+        for answer in answers:
+            for key, values in answer.items():
+                times.setdefault(name, {}).setdefault(key, []).extend(values)
+    print(
+        f"graph reads, tenant {args.tenant}: {args.samples} roots (+ {args.hubs} hubs apart) in "
+        f"{args.rounds} interleaved rounds, load {result.load_range}"
+    )
+    print(f"{'read (ms)':<28}{'backend':<12}{'n':>5}  {'base p50/p95/p99':>24}  {'new p50/p95/p99':>24}")
+    figures: dict[str, dict[str, Any]] = {}
+    for key in times["new"]:
+        label, backend = key.split("|")
+        stats = {name: percentiles(times[name].get(key) or [float("nan")]) for name in ("base", "new")}
+        figures[key] = stats
+        cells = ["/".join(f"{stats[name][q]:.1f}" for q in ("p50", "p95", "p99")) for name in ("base", "new")]
+        print(f"{label:<28}{backend:<12}{len(times['new'][key]):>5}  {cells[0]:>24}  {cells[1]:>24}")
+    result.record(tenant=args.tenant, samples=args.samples, hubs=args.hubs, reads_ms=figures)
 
-    def setup() -> Any:
+
+def worker(root: str, tenant_slug: str, *numbers: str) -> None:
+    """One side: each request is a round number ``r``; the answer maps ``"<label>|<backend>"`` to
+    the round's times (ms) of its share of the roots (every ``rounds``-th from ``r``). ``numbers``:
+    samples, hubs, rounds and seed."""
+    samples, hubs, rounds, seed = map(int, numbers)
+
+    def setup(stack: Any) -> Any:
         import logging
 
         from django_tenants.utils import get_tenant_model, tenant_context
@@ -122,57 +161,5 @@ def worker(root: str, tenant_slug: str, samples: int, hubs: int, rounds: int, se
     serve(root, setup, "memory.knowledge.selectors")
 
 
-def main() -> None:
-    found = worker_root()
-    if found:
-        root, (tenant, samples, hubs, rounds, seed) = found
-        worker(root, tenant, int(samples), int(hubs), int(rounds), int(seed))
-        return
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
-    parser.add_argument("--tenant", default="bench_kg")
-    parser.add_argument("--samples", type=int, default=300, help="random entities")
-    parser.add_argument("--hubs", type=int, default=10, help="highest-degree entities, apart (0: none)")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--seed", type=int, default=5)
-    args = parser.parse_args()
-    result = compare(
-        script=__file__,
-        base=args.base,
-        rounds=args.rounds,
-        warmup=0,
-        request=lambda r: r,
-        args=[args.tenant, str(args.samples), str(args.hubs), str(args.rounds), str(args.seed)],
-    )
-    times: dict[str, dict[str, list[float]]] = {}
-    for name, answers in result.answers.items():
-        for answer in answers:
-            for key, values in answer.items():
-                times.setdefault(name, {}).setdefault(key, []).extend(values)
-    print(
-        f"graph reads, tenant {args.tenant}: {args.samples} roots (+ {args.hubs} hubs apart) in "
-        f"{args.rounds} interleaved rounds, load {result.load_range}"
-    )
-    print(f"{'read (ms)':<28}{'backend':<12}{'n':>5}  {'base p50/p95/p99':>24}  {'new p50/p95/p99':>24}")
-    figures: dict[str, dict[str, Any]] = {}
-    for key in times["new"]:
-        label, backend = key.split("|")
-        stats = {name: percentiles(times[name].get(key) or [float("nan")]) for name in ("base", "new")}
-        figures[key] = stats
-        cells = ["/".join(f"{stats[name][q]:.1f}" for q in ("p50", "p95", "p99")) for name in ("base", "new")]
-        print(f"{label:<28}{backend:<12}{len(times['new'][key]):>5}  {cells[0]:>24}  {cells[1]:>24}")
-    record(
-        tenant=args.tenant,
-        samples=args.samples,
-        hubs=args.hubs,
-        rounds=args.rounds,
-        sides=result.sides,
-        reads_ms=figures,
-        loads=result.loads,
-    )
-
-
 if __name__ == "__main__":
-    main()
+    entry(worker=worker, driver=driver)

@@ -404,7 +404,7 @@ def checkpoint_worker(root: str, seed: int) -> None:
     """The worker of ``BaseWorker``: rounds of ``Engram`` with the code of ``root``, one per request,
     each answered with its latencies (ms) by measure."""
 
-    def setup() -> Any:
+    def setup(stack: Any) -> Any:
         engram = Engram(0, [], None, seed)
         rng = random.Random(seed + 1)
 

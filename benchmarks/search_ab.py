@@ -15,51 +15,16 @@ Prints p50 / p95 / mean per side, the new/base ratios and the load average seen 
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
-from _ab import compare, serve, worker_root
-from _common import bench_key, percentiles, record
+from _ab import arguments, compare, entry, serve
+from _common import bench_key, percentiles
 
 
-def worker(root: str, tenant_slug: str, touch: bool) -> None:
-    """One side: each request is a list of questions, each answer their ``memory_search`` latencies
-    (ms), in the tenant ``tenant_slug`` with a reader agent."""
-
-    def setup() -> Any:
-        from django_tenants.utils import tenant_context
-
-        from memory.embeddings import embed_query
-        from memory.semantic.services.recall import memory_search
-
-        tenant, agents, _ = bench_key(tenant_slug, ["bench-reader"])
-        agent = agents["bench-reader"]
-        policy = tenant.retrieval_policy
-
-        def run(questions: list[str]) -> list[float]:
-            out = []
-            with tenant_context(tenant):
-                for q in questions:
-                    embed_query.cache_clear()
-                    t0 = time.perf_counter()
-                    memory_search(agent=agent, query=q, policy=policy, touch=touch)
-                    out.append((time.perf_counter() - t0) * 1000)
-            return out
-
-        return run
-
-    serve(root, setup, "memory.semantic.selectors")
-
-
-def main() -> None:
-    found = worker_root()
-    if found:
-        root, (tenant, touch) = found
-        worker(root, tenant, touch == "1")
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
+def driver() -> None:
+    """Parse the command line, run the rounds and print the percentiles."""
+    parser = arguments(__doc__)
     parser.add_argument("--size", type=int, default=100_000, help="the tenant bench_search_<size>")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--queries", type=int, default=30, help="questions per round (both sides)")
@@ -86,17 +51,40 @@ def main() -> None:
         print(f"  {n:<5} p50 {p['p50']:6.2f}  p95 {p['p95']:6.2f}  mean {p['mean']:6.2f} ms")
     b, n = stats["base"], stats["new"]
     print(f"  new/base: p50 {n['p50'] / b['p50']:.2f}x  p95 {n['p95'] / b['p95']:.2f}x")
-    record(
-        size=args.size,
-        touch=args.touch,
-        rounds=args.rounds,
-        queries=args.queries,
-        sides=result.sides,
-        search_ms=stats,
-        new_over_base={"p50": n["p50"] / b["p50"], "p95": n["p95"] / b["p95"]},
-        loads=result.loads,
+    ratios = {"p50": n["p50"] / b["p50"], "p95": n["p95"] / b["p95"]}
+    result.record(
+        size=args.size, touch=args.touch, queries=args.queries, search_ms=stats, new_over_base=ratios
     )
 
 
+def worker(root: str, tenant_slug: str, touch: str) -> None:
+    """One side: each request is a list of questions, each answer their ``memory_search`` latencies
+    (ms), in the tenant ``tenant_slug`` with a reader agent, ``touch`` (``"1"``) on or off."""
+
+    def setup(stack: Any) -> Any:
+        from django_tenants.utils import tenant_context
+
+        from memory.embeddings import embed_query
+        from memory.semantic.services.recall import memory_search
+
+        tenant, agents, _ = bench_key(tenant_slug, ["bench-reader"])
+        agent = agents["bench-reader"]
+        policy = tenant.retrieval_policy
+
+        def run(questions: list[str]) -> list[float]:
+            out = []
+            with tenant_context(tenant):
+                for q in questions:
+                    embed_query.cache_clear()
+                    t0 = time.perf_counter()
+                    memory_search(agent=agent, query=q, policy=policy, touch=touch == "1")
+                    out.append((time.perf_counter() - t0) * 1000)
+            return out
+
+        return run
+
+    serve(root, setup, "memory.semantic.selectors")
+
+
 if __name__ == "__main__":
-    main()
+    entry(worker=worker, driver=driver)

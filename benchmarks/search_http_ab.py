@@ -12,14 +12,14 @@ waits, the CPU mostly one's own work. Uses the tenant ``search_latency.py`` fill
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import os
 import statistics
 import time
 from typing import Any
 
-from _ab import compare, serve, worker_root
-from _common import bench_key, percentiles, record, web_server
+from _ab import arguments, compare, entry, serve
+from _common import bench_key, percentiles, web_server
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -27,11 +27,11 @@ TICK = os.sysconf("SC_CLK_TCK")
 def group_cpu(pgid: int) -> float:
     """CPU seconds (user + system) used so far by the processes of process group ``pgid``."""
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
@@ -40,59 +40,9 @@ def group_cpu(pgid: int) -> float:
     return total / TICK
 
 
-def worker(root: str, tenant_slug: str) -> None:
-    """One side: each request is a list of questions; the answer holds each path's wall times (ms)
-    and CPU seconds, ``{service, http, service_cpu, server_cpu}``."""
-    import contextlib
-
-    stack = contextlib.ExitStack()
-
-    def setup() -> Any:
-        import httpx
-        from django_tenants.utils import tenant_context
-
-        from memory.semantic.services.recall import memory_search
-
-        tenant, agents, keys = bench_key(tenant_slug, ["bench-reader"])
-        agent = agents["bench-reader"]
-        server = stack.enter_context(web_server("uvicorn", workers=2, root=root))
-        client = stack.enter_context(
-            httpx.Client(
-                base_url=server.url, headers={"Authorization": f"Bearer {keys['bench-reader']}"}, timeout=60
-            )
-        )
-
-        def run(questions: list[str]) -> dict[str, Any]:
-            out: dict[str, Any] = {"service": [], "http": [], "service_cpu": 0.0}
-            cpu0 = group_cpu(server.process.pid)
-            for i, q in enumerate(questions):
-                for path in ("service", "http") if i % 2 == 0 else ("http", "service"):
-                    t = time.perf_counter()
-                    if path == "service":
-                        c = time.process_time()
-                        with tenant_context(tenant):
-                            memory_search(agent=agent, query=q, policy=tenant.retrieval_policy)
-                        out["service_cpu"] += time.process_time() - c
-                    else:
-                        client.post("/api/v1/memories/search", json={"query": q}).raise_for_status()
-                    out[path].append((time.perf_counter() - t) * 1000)
-            out["server_cpu"] = group_cpu(server.process.pid) - cpu0
-            return out
-
-        return run
-
-    with stack:
-        serve(root, setup, "memory.semantic.services.recall")
-
-
-def main() -> None:
-    found = worker_root()
-    if found:
-        root, (tenant,) = found
-        worker(root, tenant)
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
+def driver() -> None:
+    """Parse the command line, run the rounds and print each side's paths."""
+    parser = arguments(__doc__)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=10, help="the queries are split into this many")
     parser.add_argument("--tenant", default="bench_search_10000")
@@ -141,8 +91,49 @@ def main() -> None:
             for s, f in figures.items()
         )
     )
-    record(tenant=args.tenant, queries=n, sides=result.sides, search=figures, loads=result.loads)
+    result.record(tenant=args.tenant, queries=n, search=figures)
+
+
+def worker(root: str, tenant_slug: str) -> None:
+    """One side: each request is a list of questions; the answer holds each path's wall times (ms)
+    and CPU seconds, ``{service, http, service_cpu, server_cpu}``."""
+
+    def setup(stack: contextlib.ExitStack[Any]) -> Any:
+        import httpx
+        from django_tenants.utils import tenant_context
+
+        from memory.semantic.services.recall import memory_search
+
+        tenant, agents, keys = bench_key(tenant_slug, ["bench-reader"])
+        agent = agents["bench-reader"]
+        server = stack.enter_context(web_server("uvicorn", workers=2, root=root))
+        client = stack.enter_context(
+            httpx.Client(
+                base_url=server.url, headers={"Authorization": f"Bearer {keys['bench-reader']}"}, timeout=60
+            )
+        )
+
+        def run(questions: list[str]) -> dict[str, Any]:
+            out: dict[str, Any] = {"service": [], "http": [], "service_cpu": 0.0}
+            cpu0 = group_cpu(server.process.pid)
+            for i, q in enumerate(questions):
+                for path in ("service", "http") if i % 2 == 0 else ("http", "service"):
+                    t = time.perf_counter()
+                    if path == "service":
+                        c = time.process_time()
+                        with tenant_context(tenant):
+                            memory_search(agent=agent, query=q, policy=tenant.retrieval_policy)
+                        out["service_cpu"] += time.process_time() - c
+                    else:
+                        client.post("/api/v1/memories/search", json={"query": q}).raise_for_status()
+                    out[path].append((time.perf_counter() - t) * 1000)
+            out["server_cpu"] = group_cpu(server.process.pid) - cpu0
+            return out
+
+        return run
+
+    serve(root, setup, "memory.semantic.services.recall")
 
 
 if __name__ == "__main__":
-    main()
+    entry(worker=worker, driver=driver)

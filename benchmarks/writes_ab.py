@@ -18,14 +18,15 @@ Needs what the other benchmarks need (``DATABASE_URL``, ``REDIS_URL``)::
     python -m benchmarks writes_ab facts --base ../engram-main --rounds 12
 """
 
+import contextlib
 import json
 import os
 import statistics
 import time
 from typing import Any
 
-from _ab import compare, serve, worker_root
-from _common import ROOT, percentiles, record, scratch_tenant, web_server
+from _ab import arguments, compare, entry, serve
+from _common import ROOT, percentiles, scratch_tenant, web_server
 
 KINDS = ("memory-batch", "memory-single", "facts", "events-service", "events-http")
 
@@ -105,18 +106,8 @@ def _write_round(kind: str, r: int, agent: Any, tenant: Any, state: dict[str, An
 
         n = 0
         for b in state["batches"][r * 10 : r * 10 + 10]:
-            events = [
-                EventData(
-                    session_id=e["session_id"],
-                    execution_id=e["execution_id"],
-                    role=e["role"],
-                    kind=e["kind"],
-                    content=e["content"],
-                    payload=e["payload"],
-                    occurred_at=datetime.fromisoformat(e["occurred_at"]),
-                )
-                for e in b
-            ]
+            # the API's body of each event (``event_append.make_batch``), its time parsed
+            events = [EventData(**{**e, "occurred_at": datetime.fromisoformat(e["occurred_at"])}) for e in b]
             events_append(agent=agent, events=events)
             n += size
     return n / (time.perf_counter() - t0)
@@ -145,48 +136,10 @@ def _http_round(url: str, key: str, batches: list[Any], size: int) -> float:
     return len(bodies) * size / (time.perf_counter() - t0)
 
 
-def worker(root: str, kind: str, size: int) -> None:
-    """One side: a fresh tenant (dropped when the worker ends), the inputs, then one round per
-    request (its number); the answer is the round's writes per second."""
-    import contextlib
-
-    stack = contextlib.ExitStack()
-
-    def setup() -> Any:
-        from django_tenants.utils import tenant_context
-
-        prefix = f"bench_ab_{kind.replace('-', '_')}"
-        tenant, agents, keys = stack.enter_context(scratch_tenant(prefix, ["w"]))
-        state = _prepare(kind, tenant, size)
-        if kind == "events-http":
-            server = stack.enter_context(web_server("uvicorn", workers=2, root=root))
-
-            def over_http(r: int) -> float:
-                return _http_round(server.url, keys["w"], state["batches"][r * 20 : r * 20 + 20], size)
-
-            return over_http
-
-        def in_service(r: int) -> float:
-            with tenant_context(tenant):
-                return _write_round(kind, r, agents["w"], tenant, state, size)
-
-        return in_service
-
-    with stack:
-        serve(root, setup, "memory.semantic.services.writes")
-
-
-def main() -> None:
-    found = worker_root()
-    if found:
-        root, (kind, size) = found
-        worker(root, kind, int(size))
-        return
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def driver() -> None:
+    """Parse the command line, run the rounds and print the medians."""
+    parser = arguments(__doc__)
     parser.add_argument("kind", choices=KINDS)
-    parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--batch", type=int, default=100, help="events per batch (events kinds; default 100)")
@@ -209,17 +162,37 @@ def main() -> None:
         print(f"  {name:<5} median {statistics.median(v):>8,.0f}/s  (min {v[0]:,.0f}, max {v[-1]:,.0f})")
     ratio = statistics.median(result.answers["new"]) / statistics.median(result.answers["base"])
     print(f"  new/base {ratio:.2f}x")
-    record(
-        kind=args.kind,
-        batch=args.batch,
-        rounds=args.rounds,
-        warmup=args.warmup,
-        sides=result.sides,
-        writes_per_second={n: percentiles(v) for n, v in result.answers.items()},
-        new_over_base=ratio,
-        loads=result.loads,
-    )
+    rates = {n: percentiles(v) for n, v in result.answers.items()}
+    result.record(kind=args.kind, batch=args.batch, writes_per_second=rates, new_over_base=ratio)
+
+
+def worker(root: str, kind: str, batch: str) -> None:
+    """One side: a fresh tenant (dropped when the worker ends), the inputs, then one round per
+    request (its number); the answer is the round's writes per second."""
+    size = int(batch)
+
+    def setup(stack: contextlib.ExitStack[Any]) -> Any:
+        from django_tenants.utils import tenant_context
+
+        prefix = f"bench_ab_{kind.replace('-', '_')}"
+        tenant, agents, keys = stack.enter_context(scratch_tenant(prefix, ["w"]))
+        state = _prepare(kind, tenant, size)
+        if kind == "events-http":
+            server = stack.enter_context(web_server("uvicorn", workers=2, root=root))
+
+            def over_http(r: int) -> float:
+                return _http_round(server.url, keys["w"], state["batches"][r * 20 : r * 20 + 20], size)
+
+            return over_http
+
+        def in_service(r: int) -> float:
+            with tenant_context(tenant):
+                return _write_round(kind, r, agents["w"], tenant, state, size)
+
+        return in_service
+
+    serve(root, setup, "memory.semantic.services.writes")
 
 
 if __name__ == "__main__":
-    main()
+    entry(worker=worker, driver=driver)
