@@ -39,7 +39,7 @@ QUICK: dict[str, list[str]] = {
     "graph_ab": "--base {root} --tenant bench_kg_quick --samples 10 --hubs 2 --rounds 2".split(),
     "knowledge_batch": "--facts 2000 --batch 100 --rounds 2 --samples 10 --tenant bench_kgb_quick".split(),
     "knowledge_graph": (
-        "--facts 1000 --tenant bench_kg_quick --samples 10 --pairs 3 --hubs 2 --depth3-samples 2 "
+        "--facts 1000 --tenant bench_kg_quick --http-facts 0 --samples 10 --pairs 3 --hubs 2 --depth3-samples 2 "
         "--no-path-pairs 1"
     ).split(),
     "langgraph_saver": "--rounds 10".split(),
