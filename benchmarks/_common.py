@@ -1,25 +1,30 @@
-"""Shared plumbing for the benchmark scripts: Django setup, a real web server, RSS sampling, percentiles.
+"""Shared plumbing for the benchmark scripts: Django setup, a real web server, RSS sampling,
+percentiles, and the one writer of a run's figures as JSON (``Run``, ``record``).
 
 Not a test helper: the scripts print figures. They read ``DATABASE_URL`` and ``REDIS_URL`` from the
-environment (``./engram services --profile bench`` prints both as ``export`` lines).
+environment (``python -m devstack services --profile bench`` prints both as ``export`` lines).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
+import platform
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def django_setup() -> None:
@@ -27,7 +32,7 @@ def django_setup() -> None:
     if not os.environ.get("DATABASE_URL"):
         sys.exit(
             "DATABASE_URL is not set: start the services first\n"
-            "  ./engram services --profile bench > /tmp/bench-svc.log 2>&1 &\n"
+            "  python -m devstack services --profile bench > /tmp/bench-svc.log 2>&1 &\n"
             '  eval "$(grep export /tmp/bench-svc.log)"'
         )
     if str(ROOT) not in sys.path:
@@ -171,10 +176,14 @@ class Server:
 
 @contextlib.contextmanager
 def web_server(
-    kind: str, workers: int = 2, threads: int = 2, env: dict[str, str] | None = None
+    kind: str,
+    workers: int = 2,
+    threads: int = 2,
+    env: dict[str, str] | None = None,
+    root: str | Path = ROOT,
 ) -> Iterator[Server]:
     """Run the project's web server in a child process (DEBUG off; ``env`` added to this process's
-    environment) until the block ends."""
+    environment) until the block ends, with the code of checkout ``root`` (its working directory)."""
     import httpx
 
     from devstack import free_port
@@ -188,7 +197,7 @@ def web_server(
         **(env or {}),
     }
     proc = subprocess.Popen(
-        server_command(kind, port, workers, threads), cwd=ROOT, env=env, start_new_session=True
+        server_command(kind, port, workers, threads), cwd=root, env=env, start_new_session=True
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -221,32 +230,6 @@ def web_server(
                 proc.wait()
 
 
-def checkout_worker(name: str, root: str, argv: list[str]) -> tuple[subprocess.Popen[str], str]:
-    """Start ``python argv...`` as a worker running the code of checkout ``root`` (for a before /
-    after in one run) and wait for its ``ready <path of the engram code it loaded>`` line.
-
-    The checkout's code comes first on the worker's path from its first statement, and the worker
-    runs in the checkout's folder: Celery's Django fixup (run by ``django.setup()`` through the
-    project's Celery app) puts the working directory first on ``sys.path``, so a worker started in
-    this checkout imported this checkout's packages whatever came before (an A/A run).
-
-    Returns the process (stdin and stdout text pipes) and the loaded code's path. Raises
-    ``SystemExit`` if the worker does not start or loaded code from outside ``root``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().strip()
-    if not line.startswith("ready "):
-        raise SystemExit(f"{name}: the worker did not start (it said {line!r}; its stderr above)")
-    code = line.removeprefix("ready ")
-    if not os.path.realpath(code).startswith(os.path.join(root, "")):
-        raise SystemExit(f"{name}: the worker loaded {code}, not the code of {root}")
-    print(f"  {name}: {code}", flush=True)
-    return proc, code
-
-
 def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
     """p50/p95/p99/mean/max of ``values_ms`` (linear interpolation, like numpy's default)."""
     import numpy as np
@@ -264,3 +247,80 @@ def percentiles(values_ms: Sequence[float]) -> dict[str, float]:
 
 def mib(n_bytes: int) -> str:
     return f"{n_bytes / 2**20:,.0f} MiB"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were taken on: ``{cpus, model, ram_bytes, python, platform}``."""
+    import psutil
+
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpus": os.cpu_count(),
+        "model": model,
+        "ram_bytes": psutil.virtual_memory().total,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def commit(root: str | Path = ROOT) -> dict[str, Any]:
+    """The code a run measured: ``{sha, dirty}`` of the git checkout ``root`` (``sha`` None outside
+    git; ``dirty`` true when tracked files differ from the commit)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": sha, "dirty": bool(status) if status is not None else None}
+
+
+_FIGURES: dict[str, Any] = {}
+
+
+def record(**figures: Any) -> None:
+    """Add ``figures`` (JSON-able: numbers, strings, lists, dicts) to this run's record, under their
+    names; a later value of a name replaces the earlier one. Written by ``Run.write``."""
+    _FIGURES.update(figures)
+
+
+@dataclass
+class Run:
+    """One run of a benchmark, from before its set-up to its last figure: what the JSON of its
+    figures says besides them. ``python -m benchmarks NAME --json`` makes one and writes it."""
+
+    benchmark: str
+    command: list[str]
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    load_before: list[float] = field(default_factory=lambda: list(os.getloadavg()))
+
+    def write(self, path: str | Path | None = None, *, output: Sequence[str] = ()) -> Path:
+        """Write the record to ``path`` (default ``benchmarks/results/<benchmark>.json``) and return
+        the path: ``{benchmark, command, commit, machine, load_before, load_after (1, 5, 15 min),
+        started_at, finished_at, figures, output}``, ``figures`` what ``record`` gathered and
+        ``output`` the lines the run printed."""
+        target = Path(path) if path else RESULTS / f"{self.benchmark}.json"
+        document = {
+            "benchmark": self.benchmark,
+            "command": self.command,
+            "commit": commit(),
+            "machine": machine(),
+            "load_before": self.load_before,
+            "load_after": list(os.getloadavg()),
+            "started_at": self.started_at,
+            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "figures": dict(_FIGURES),
+            "output": list(output),
+        }
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        return target

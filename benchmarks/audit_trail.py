@@ -23,7 +23,7 @@ PostgreSQL and Redis::
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/audit_trail.py [--events 1000000] [--requests 300]
+    python -m benchmarks audit_trail [--events 1000000] [--requests 300]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ percentiles. Needs PostgreSQL and Redis from the environment::
     ./engram services --profile bench > /tmp/bench-svc.log 2>&1 &
     eval "$(grep export /tmp/bench-svc.log)"; export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/blackboard.py [--ops 20000] [--http-ops 4000] [--clients 4]
+    python -m benchmarks blackboard [--ops 20000] [--http-ops 4000] [--clients 4]
 """
 
 from __future__ import annotations

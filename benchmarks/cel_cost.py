@@ -15,20 +15,18 @@ worst of ``--repeat`` runs; parsing 2,000 characters alone takes up to ~100 ms) 
 of the evaluation alone. Then whole skills: as many copies of
 an expression as one skill may hold (``validation.MAX_STEPS``, ``validation.MAX_CONDITION_CHARS``),
 compiled by ``validation.compile_skill`` (its conditions share ``cel.SKILL_EVALUATION_STEPS``). The
-figures are printed and stored as JSON (``--out``, by default ``benchmarks/results/cel_cost.json``,
-kept with the code).
+figures are printed and, with ``--json``, stored in ``benchmarks/results/cel_cost.json`` (kept with
+the code). ``--first N`` measures the first N expressions and skills only.
 
 No services needed::
 
-    .venv/bin/python benchmarks/cel_cost.py --repeat 5
+    python -m benchmarks cel_cost --repeat 5 --json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -39,6 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from _common import record  # noqa: E402
 
 from memory.procedural import cel, validation  # noqa: E402  (the path above first)
 
@@ -202,14 +202,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeat", type=int, default=5, help="runs per expression (default 5)")
-    parser.add_argument(
-        "--out",
-        default=str(ROOT / "benchmarks" / "results" / "cel_cost.json"),
-        help="where to store the figures",
-    )
+    parser.add_argument("--first", type=int, help="measure the first N expressions and skills only")
     args = parser.parse_args()
     cel.check("1 > 2", {})  # the parser is built on first use: not part of any figure
-    rows = {name: measure(build(), args.repeat) for name, build in FAMILIES.items()}
+    families = list(FAMILIES.items())[: args.first]
+    rows = {name: measure(build(), args.repeat) for name, build in families}
     width = max(map(len, rows))
     print(f"{'expression':<{width}}  chars  check p50  check max  evaluate max  outcome (ms)")
     for name, row in rows.items():
@@ -217,7 +214,7 @@ def main() -> None:
             f"{name:<{width}}  {row['chars']:>5}  {row['check_median_ms']:>9}  {row['check_max_ms']:>9}  "
             f"{row['evaluate_max_ms'] if row['evaluate_max_ms'] is not None else '-':>12}  {row['outcome']}"
         )
-    skills = {name: measure_skill(build(), args.repeat) for name, build in SKILLS.items()}
+    skills = {name: measure_skill(build(), args.repeat) for name, build in list(SKILLS.items())[: args.first]}
     print(f"\n{'whole skill':<{width}}  conditions  chars  compile p50  compile max  outcome (ms)")
     for name, row in skills.items():
         print(
@@ -230,22 +227,12 @@ def main() -> None:
         f"(step budget: tree size + {cel.EVALUATION_STEPS}); a whole skill's compile "
         f"{max(r['compile_max_ms'] for r in skills.values())} ms; load average {os.getloadavg()[0]:.1f}"
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    record = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg()[0],
+    limits = {
         "evaluation_steps": cel.EVALUATION_STEPS,
-        "repeat": args.repeat,
         "skill_evaluation_steps": cel.SKILL_EVALUATION_STEPS,
         "max_condition_chars": validation.MAX_CONDITION_CHARS,
-        "expressions": rows,
-        "skills": skills,
     }
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"stored in {out}")
+    record(**limits, repeat=args.repeat, expressions=rows, skills=skills)
 
 
 if __name__ == "__main__":

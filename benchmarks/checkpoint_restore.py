@@ -21,7 +21,7 @@ missed). Needs PostgreSQL and Redis; ``DATABASE_URL`` and ``REDIS_URL`` come fro
     eval "$(grep export /tmp/ckpt-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/checkpoint_restore.py [--sessions 10000] [--requests 5000] [--interface wsgi]
+    python -m benchmarks checkpoint_restore [--sessions 10000] [--requests 5000] [--interface wsgi]
     kill -TERM %1    # stops PostgreSQL and Redis again (the services command's job)
 """
 

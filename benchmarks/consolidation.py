@@ -32,7 +32,7 @@ Needs PostgreSQL (with pgvector) and Redis: ``DATABASE_URL`` / ``REDIS_URL`` fro
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/consolidation.py pass|summarize|async|locomo
+    python -m benchmarks consolidation pass|summarize|async|locomo
 """
 
 from __future__ import annotations

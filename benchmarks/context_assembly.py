@@ -10,7 +10,7 @@ facts about the corpus's people, a blackboard and a scratchpad of ten fields eac
 after a warm-up, and the script prints p50/p95/p99, with the sizes of what was assembled and the
 saving reported against the whole history (M = 500 turns, and the window's 20 once they reach the
 log). A rerun adds no turns while the window lives (an hour) and no facts, so it measures the same
-data; earlier versions appended both on every run.
+data.
 
 Needs PostgreSQL (with pgvector) and Redis, as ``benchmarks/search_latency.py`` says::
 
@@ -18,7 +18,7 @@ Needs PostgreSQL (with pgvector) and Redis, as ``benchmarks/search_latency.py`` 
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/context_assembly.py --memories 100000
+    python -m benchmarks context_assembly --memories 100000
 
 ``ENGRAM_EMBEDDER=model2vec ENGRAM_EMBEDDING_MODEL_PATH=../shared/models/minilm-static-256`` fills
 in minutes instead of a quarter of an hour (the query embedding is then ~0.1 ms instead of ~3 ms).

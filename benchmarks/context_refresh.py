@@ -10,7 +10,7 @@ whose cost grows with N^2 shows it as a ratio far above the sizes' ratio, whatev
 
 Needs ``DATABASE_URL`` and ``REDIS_URL`` as the other benchmarks::
 
-    .venv/bin/python benchmarks/context_refresh.py [--sizes 500,2000] [--rounds 2]
+    python -m benchmarks context_refresh [--sizes 500,2000] [--rounds 2]
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Needs PostgreSQL and Redis: ``DATABASE_URL`` and ``REDIS_URL`` are read from the
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/event_append.py [--batches 300] [--clients 2] [--server uvicorn]
+    python -m benchmarks event_append [--batches 300] [--clients 2] [--server uvicorn]
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Graph reads of two checkouts side by side, in one run: their rounds interleaved.
 
-On a shared machine the load moves between two runs more than most changes do; here two worker
-processes, one running this checkout's code and one another checkout's (``--base``, e.g. ``git
-archive`` of main unpacked next to this one, using this checkout's ``.venv``), take turns round by
-round (the order alternates), reading the same tenant that ``knowledge_graph.py`` loaded and
-projected (``bench_kg``, 100k facts), the same roots in the same order. Each round reads
+Through the A/B harness (``_ab.py``): a worker per checkout (``--base`` and this one), the rounds'
+order alternating, reading the same tenant that ``knowledge_graph.py`` loaded and projected
+(``bench_kg``, 100k facts), the same roots in the same order. Each round reads
 ``--samples / --rounds`` random entities (and, on ``--hubs``, the highest-degree entities apart),
 each with both backends (the order alternates) at depth 1 and 2, and times:
 
@@ -15,176 +13,153 @@ each with both backends (the order alternates) at depth 1 and 2, and times:
   ``JSONRenderer``), what the view does short of the HTTP layer.
 
 Both checkouts read the same database: an index a migration of one adds is there for both (run the
-plain ``knowledge_graph.py --steps read`` before migrating for figures without it). Needs the
+plain ``knowledge_graph --steps read`` before migrating for figures without it). Needs the
 services of ``knowledge_graph.py`` (``DATABASE_URL``, ``REDIS_URL``, ``NEO4J_URI``)::
 
-    .venv/bin/python benchmarks/graph_ab.py --base ../graph-base [--samples 300] [--rounds 6]
+    python -m benchmarks graph_ab --base ../graph-base [--samples 300] [--rounds 6]
 """
 
-import json
-import os
-import subprocess
-import sys
+from __future__ import annotations
+
 import time
-from pathlib import Path
 from typing import Any
 
-NEW = str(Path(__file__).resolve().parent.parent)
+from _ab import arguments, compare, entry, serve
+from _common import percentiles
+
 KINDS = ("neighbourhood", "recall", "recall+json")
 
 
-def worker(root: str, tenant_slug: str, samples: int, hubs: int, rounds: int, seed: int) -> None:
-    sys.path.insert(0, root)
-    sys.path.insert(0, f"{root}/benchmarks")
-    os.chdir(root)
-    from _common import django_setup
-
-    django_setup()
-    import logging
-    import random
-    from collections import Counter
-
-    logging.getLogger("neo4j").setLevel(logging.ERROR)
-    from django.db import connection
-    from django_tenants.utils import get_tenant_model, tenant_context
+def _read(kind: str, backend: Any, pk: int, name: str, depth: int) -> float:
+    """One timed read of ``kind`` around entity ``pk`` (``name``) at ``depth``, in ms."""
     from rest_framework.renderers import JSONRenderer
 
     from api.rest.knowledge import EntityRecallSerializer
-    from core.neo4j import get_driver
     from memory.knowledge import selectors
-    from memory.knowledge.graph import Neo4jGraph, PostgresGraph
+
+    t0 = time.perf_counter()
+    if kind == "neighbourhood":
+        backend.neighbourhood(pk, depth)
+    else:
+        recall = selectors.entity_recall(name=name, reader=backend, depth=depth)
+        if kind == "recall+json":
+            JSONRenderer().render(EntityRecallSerializer(recall, context={"graph_next": None}).data)
+    return (time.perf_counter() - t0) * 1000
+
+
+def _roots(samples: int, hubs: int, seed: int) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """``samples`` random entities (seeded) and the ``hubs`` highest-degree ones, as ``(pk, name)``."""
+    import random
+    from collections import Counter
+
+    from django.db import connection
+
     from memory.knowledge.models import Entity
 
-    tenant = get_tenant_model().objects.get(schema_name=tenant_slug)
-    driver = get_driver()
-    if driver is None:
-        raise SystemExit("NEO4J_URI is not set")
-    with tenant_context(tenant):
-        backends: dict[str, Any] = {
-            "postgresql": PostgresGraph(),
-            "neo4j": Neo4jGraph(driver, tenant.schema_name),
-        }
-        entities = list(
-            Entity.objects.exclude(name__startswith="Bench island").order_by("pk").values_list("pk", "name")
-        )
-        rng = random.Random(seed)
-        sample = rng.sample(entities, samples)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT subject_id, object_entity_id FROM memory_fact "
-                "WHERE status IN ('active', 'disputed') AND object_entity_id IS NOT NULL"
-            )
-            degree: Counter[int] = Counter()
-            for s, o in cursor.fetchall():
-                degree[s] += 1
-                degree[o] += 1
-        names = dict(entities)
-        top = [(pk, names[pk]) for pk, _ in degree.most_common(hubs)]
-
-        def read(kind: str, backend: Any, pk: int, name: str, depth: int) -> float:
-            t0 = time.perf_counter()
-            if kind == "neighbourhood":
-                backend.neighbourhood(pk, depth)
-            else:
-                recall = selectors.entity_recall(name=name, reader=backend, depth=depth)
-                if kind == "recall+json":
-                    JSONRenderer().render(EntityRecallSerializer(recall, context={"graph_next": None}).data)
-            return (time.perf_counter() - t0) * 1000
-
-        for pk, name in rng.sample(entities, 10):  # warm caches and connections, not measured
-            for backend in backends.values():
-                for kind in KINDS:
-                    read(kind, backend, pk, name, 2)
-        print("ready", flush=True)
-        for line in sys.stdin:
-            r = int(line)
-            out: dict[str, list[float]] = {}
-            groups = [("", sample[r::rounds])]
-            if top:
-                groups.append(("hubs ", top[r::rounds]))
-            names_order = list(backends) if r % 2 == 0 else list(backends)[::-1]
-            for prefix, roots in groups:
-                for pk, name in roots:
-                    for backend_name in names_order:
-                        for depth in (1, 2):
-                            for kind in KINDS:
-                                key = f"{prefix}{kind} d={depth}|{backend_name}"
-                                out.setdefault(key, []).append(
-                                    read(kind, backends[backend_name], pk, name, depth)
-                                )
-            print(json.dumps({"times": out, "load": os.getloadavg()[0]}), flush=True)
-
-
-def driver(base: str, tenant: str, samples: int, hubs: int, rounds: int, seed: int) -> None:
-    procs: dict[str, Any] = {}
-    for name, root in (("base", str(Path(base).resolve())), ("new", NEW)):
-        procs[name] = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--worker",
-                root,
-                tenant,
-                str(samples),
-                str(hubs),
-                str(rounds),
-                str(seed),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        while True:
-            line = procs[name].stdout.readline()
-            if not line or line.strip() == "ready":
-                break
-    times: dict[str, dict[str, list[float]]] = {"base": {}, "new": {}}
-    loads = []
-    for r in range(rounds):
-        for name in ["base", "new"] if r % 2 == 0 else ["new", "base"]:
-            p = procs[name]
-            p.stdin.write(f"{r}\n")
-            p.stdin.flush()
-            got = json.loads(p.stdout.readline())
-            loads.append(got["load"])
-            for key, values in got["times"].items():
-                times[name].setdefault(key, []).extend(values)
-    for p in procs.values():
-        p.stdin.close()
-        p.wait(60)
-    import numpy as np
-
-    print(
-        f"graph reads, tenant {tenant}: {samples} roots (+ {hubs} hubs apart) in {rounds} interleaved rounds, "
-        f"load {min(loads):.1f}-{max(loads):.1f}"
+    entities = list(
+        Entity.objects.exclude(name__startswith="Bench island").order_by("pk").values_list("pk", "name")
     )
-    print(f"{'read (ms)':<28}{'backend':<12}{'n':>5}  {'base p50/p95/p99':>24}  {'new p50/p95/p99':>24}")
-    for key in times["new"]:
-        label, backend = key.split("|")
-        cells = []
-        for name in ("base", "new"):
-            v = np.asarray(times[name].get(key, [float("nan")]))
-            cells.append("/".join(f"{np.percentile(v, q):.1f}" for q in (50, 95, 99)))
-        print(f"{label:<28}{backend:<12}{len(times['new'][key]):>5}  {cells[0]:>24}  {cells[1]:>24}")
+    sample = random.Random(seed).sample(entities, samples)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT subject_id, object_entity_id FROM memory_fact "
+            "WHERE status IN ('active', 'disputed') AND object_entity_id IS NOT NULL"
+        )
+        degree: Counter[int] = Counter()
+        for s, o in cursor.fetchall():
+            degree[s] += 1
+            degree[o] += 1
+    names = dict(entities)
+    return sample, [(pk, names[pk]) for pk, _ in degree.most_common(hubs)]
 
 
-def main() -> None:
-    if sys.argv[1:2] == ["--worker"]:
-        root, tenant, samples, hubs, rounds, seed = sys.argv[2:8]
-        worker(root, tenant, int(samples), int(hubs), int(rounds), int(seed))
-        return
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", required=True, help="the other checkout (its code, this .venv)")
+def driver() -> None:
+    """Parse the command line, run the rounds and print the percentiles per read."""
+    parser = arguments(__doc__)
     parser.add_argument("--tenant", default="bench_kg")
     parser.add_argument("--samples", type=int, default=300, help="random entities")
     parser.add_argument("--hubs", type=int, default=10, help="highest-degree entities, apart (0: none)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
-    driver(args.base, args.tenant, args.samples, args.hubs, args.rounds, args.seed)
+    result = compare(
+        script=__file__,
+        base=args.base,
+        rounds=args.rounds,
+        warmup=0,
+        request=lambda r: r,
+        args=[args.tenant, str(args.samples), str(args.hubs), str(args.rounds), str(args.seed)],
+    )
+    times: dict[str, dict[str, list[float]]] = {}
+    for name, answers in result.answers.items():
+        for answer in answers:
+            for key, values in answer.items():
+                times.setdefault(name, {}).setdefault(key, []).extend(values)
+    print(
+        f"graph reads, tenant {args.tenant}: {args.samples} roots (+ {args.hubs} hubs apart) in "
+        f"{args.rounds} interleaved rounds, load {result.load_range}"
+    )
+    print(f"{'read (ms)':<28}{'backend':<12}{'n':>5}  {'base p50/p95/p99':>24}  {'new p50/p95/p99':>24}")
+    figures: dict[str, dict[str, Any]] = {}
+    for key in times["new"]:
+        label, backend = key.split("|")
+        stats = {name: percentiles(times[name].get(key) or [float("nan")]) for name in ("base", "new")}
+        figures[key] = stats
+        cells = ["/".join(f"{stats[name][q]:.1f}" for q in ("p50", "p95", "p99")) for name in ("base", "new")]
+        print(f"{label:<28}{backend:<12}{len(times['new'][key]):>5}  {cells[0]:>24}  {cells[1]:>24}")
+    result.record(tenant=args.tenant, samples=args.samples, hubs=args.hubs, reads_ms=figures)
+
+
+def worker(root: str, tenant_slug: str, *numbers: str) -> None:
+    """One side: each request is a round number ``r``; the answer maps ``"<label>|<backend>"`` to
+    the round's times (ms) of its share of the roots (every ``rounds``-th from ``r``). ``numbers``:
+    samples, hubs, rounds and seed."""
+    samples, hubs, rounds, seed = map(int, numbers)
+
+    def setup(stack: Any) -> Any:
+        import logging
+
+        from django_tenants.utils import get_tenant_model, tenant_context
+
+        from core.neo4j import get_driver
+        from memory.knowledge.graph import Neo4jGraph, PostgresGraph
+
+        logging.getLogger("neo4j").setLevel(logging.ERROR)
+        tenant = get_tenant_model().objects.get(schema_name=tenant_slug)
+        driver = get_driver()
+        if driver is None:
+            raise SystemExit("NEO4J_URI is not set")
+        backends: dict[str, Any] = {
+            "postgresql": PostgresGraph(),
+            "neo4j": Neo4jGraph(driver, tenant.schema_name),
+        }
+        with tenant_context(tenant):
+            sample, top = _roots(samples, hubs, seed)
+            for pk, name in sample[:10]:  # warm caches and connections, not measured
+                for backend in backends.values():
+                    for kind in KINDS:
+                        _read(kind, backend, pk, name, 2)
+
+        def run(r: int) -> dict[str, list[float]]:
+            out: dict[str, list[float]] = {}
+            groups = [("", sample[r::rounds])]
+            if top:
+                groups.append(("hubs ", top[r::rounds]))
+            order = list(backends) if r % 2 == 0 else list(backends)[::-1]
+            with tenant_context(tenant):
+                for prefix, roots in groups:
+                    for pk, name in roots:
+                        for backend_name in order:
+                            for depth in (1, 2):
+                                for kind in KINDS:
+                                    times = out.setdefault(f"{prefix}{kind} d={depth}|{backend_name}", [])
+                                    times.append(_read(kind, backends[backend_name], pk, name, depth))
+            return out
+
+        return run
+
+    serve(root, setup, "memory.knowledge.selectors")
 
 
 if __name__ == "__main__":
-    main()
+    entry(worker=worker, driver=driver)

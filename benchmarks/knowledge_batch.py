@@ -25,7 +25,7 @@ Needs PostgreSQL, Redis and Neo4j (``DATABASE_URL``, ``REDIS_URL``, ``NEO4J_URI`
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/knowledge_batch.py [--facts 100000] [--rounds 6] [--samples 200]
+    python -m benchmarks knowledge_batch [--facts 100000] [--rounds 6] [--samples 200]
 """
 
 from __future__ import annotations

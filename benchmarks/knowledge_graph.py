@@ -38,7 +38,7 @@ the environment (run from the project root; both servers share the machine with 
     eval "$(grep export /tmp/kbench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/knowledge_graph.py [--facts 100000] [--samples 300] [--pairs 100]
+    python -m benchmarks knowledge_graph [--facts 100000] [--samples 300] [--pairs 100]
     kill -TERM <pid of ./engram services>    # stops PostgreSQL, Redis and Neo4j
 """
 

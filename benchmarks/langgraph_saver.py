@@ -14,7 +14,7 @@ Prints p50/p99 in milliseconds per operation and saver, their ratio, and ``uptim
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/langgraph_saver.py --rounds 300
+    python -m benchmarks langgraph_saver --rounds 300
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ on each run. It prints the figures with the load average and exits 1 if a target
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/lifecycle.py [--others 1000000] [--subject-rows 10000] [--memories 1000000]
+    python -m benchmarks lifecycle [--others 1000000] [--subject-rows 10000] [--memories 1000000]
 """
 
 from __future__ import annotations

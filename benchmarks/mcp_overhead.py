@@ -11,7 +11,7 @@ Prints p50/p95 per path and the difference of the medians.
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/mcp_overhead.py --calls 300
+    python -m benchmarks mcp_overhead --calls 300
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the same steps with the static model (256-d). Needs PostgreSQL (pgvector) and Re
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/memory_writes.py [--batches 4] [--batch 500] [--singles 200] [--http]
+    python -m benchmarks memory_writes [--batches 4] [--batch 500] [--singles 200] [--http]
 """
 
 from __future__ import annotations

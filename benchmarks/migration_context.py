@@ -11,7 +11,7 @@ Load (``uptime``) is printed with every figure.
 
 Needs ``DATABASE_URL`` and ``REDIS_URL`` as the other benchmarks::
 
-    .venv/bin/python benchmarks/migration_context.py --size 100000 --base ../mig6-base --bound 900
+    python -m benchmarks migration_context --size 100000 --base ../mig6-base --bound 900
 """
 
 from __future__ import annotations

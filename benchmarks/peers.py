@@ -33,7 +33,7 @@ average. Needs PostgreSQL (pgvector) and Redis from the environment::
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/peers.py --sizes 10000,100000
+    python -m benchmarks peers --sizes 10000,100000
 
 ``--checkpoints-only`` measures the checkpoints alone (``--rounds 8``); with ``--base <checkout>``
 (e.g. ``/work/main``) that checkout's Engram runs in a worker process in the same interleaved
@@ -59,7 +59,8 @@ from urllib.parse import quote
 
 import corpus
 import numpy as np
-from _common import ROOT, bench_key, checkout_worker, django_setup, drop_tenant, percentiles
+from _ab import Side, serve, worker_root
+from _common import ROOT, bench_key, django_setup, drop_tenant, percentiles
 
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
@@ -384,84 +385,37 @@ def _checkpoint_round(system: Any, rng: random.Random, latencies: dict[tuple[str
 
 
 class BaseWorker:
-    """Engram's checkpoints with another checkout's code (``--base``), in a worker process that
-    runs a round when told: the same rounds, interleaved with this checkout's and LangGraph's."""
+    """Engram's checkpoints with a checkout's code, in an A/B harness worker (``_ab.Side``) that
+    runs a round when told: the same rounds, interleaved with the other systems'."""
 
     def __init__(self, base: str, seed: int, name: str = "Engram base") -> None:
         self.name = name
-        self.root = os.path.realpath(base)
-        self.proc, self.code = checkout_worker(
-            name, self.root, [os.path.abspath(__file__), "--checkpoint-worker", self.root, str(seed), name]
-        )
+        self.side = Side.start(name, base, __file__, [str(seed), name])
 
     def round(self, latencies: dict[tuple[str, str], list[float]]) -> None:
-        import json
-
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write("go\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline()
-        if not answer.startswith("{"):
-            raise SystemExit(f"{self.name}: the worker failed (it said {answer.strip()!r}; its stderr above)")
-        for measure, values in json.loads(answer).items():
+        for measure, values in self.side.ask("go").items():
             latencies.setdefault((self.name, measure), []).extend(values)
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(60)
+        self.side.close()
 
 
-# the project's top-level packages (pyproject's [tool.setuptools] packages): a worker must load
-# every one of them from its own checkout
-PROJECT_PACKAGES = ("agents", "api", "compliance", "config", "core", "devstack", "memory", "tenants")
+def checkpoint_worker(root: str, seed: int) -> None:
+    """The worker of ``BaseWorker``: rounds of ``Engram`` with the code of ``root``, one per request,
+    each answered with its latencies (ms) by measure."""
 
+    def setup(stack: Any) -> Any:
+        engram = Engram(0, [], None, seed)
+        rng = random.Random(seed + 1)
 
-def loaded_elsewhere(root: str) -> list[str]:
-    """The modules of the project's packages loaded in this process from outside ``root`` (the
-    editable install's checkout, when ``root`` is another), as ``name: file``."""
-    prefix = os.path.join(os.path.realpath(root), "")
-    wrong = []
-    for name, module in list(sys.modules.items()):
-        if name.split(".")[0] not in PROJECT_PACKAGES:
-            continue
-        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), None)
-        if where is not None and not os.path.realpath(where).startswith(prefix):
-            wrong.append(f"{name}: {where}")
-    return wrong
+        def run(_: Any) -> dict[str, list[float]]:
+            latencies: dict[tuple[str, str], list[float]] = {}
+            _checkpoint_round(engram, rng, latencies)
+            return {measure: v for (_, measure), v in latencies.items()}
 
+        return run
 
-def checkpoint_worker(root: str, seed: int, name: str) -> None:
-    """``--checkpoint-worker <root> <seed> <name>``: rounds of ``Engram`` with the code of ``<root>``
-    (first on ``sys.path``), one per ``go`` line read, each answered with its latencies as JSON.
-
-    The first line is ``ready <file of memory.checkpoints.services>``. Exits with status 2 (and
-    says which) when any module of the project's packages came from outside ``<root>``. Anything
-    the setup prints (a new tenant's migrations) goes to stderr: stdout carries the protocol."""
-    import json
-
-    sys.stdout.flush()
-    protocol = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # fd 1 (and so sys.stdout) is stderr from here: the protocol has its own
-    from memory.checkpoints import services
-
-    def check() -> None:
-        wrong = loaded_elsewhere(root)
-        if wrong:
-            print(f"{name}: modules not from {root}:\n  " + "\n  ".join(sorted(wrong)), file=sys.stderr)
-            protocol.write("wrong-code\n")
-            protocol.flush()
-            sys.exit(2)
-
-    engram = Engram(0, [], None, seed)
-    check()
-    rng = random.Random(seed + 1)
-    print(f"ready {services.__file__}", file=protocol, flush=True)
-    for _ in sys.stdin:
-        latencies: dict[tuple[str, str], list[float]] = {}
-        _checkpoint_round(engram, rng, latencies)
-        check()  # what the round imported too (untimed)
-        print(json.dumps({measure: v for (_, measure), v in latencies.items()}), file=protocol, flush=True)
+    serve(root, setup, "memory.checkpoints.services")
 
 
 def _run_round(system: Any, rng: random.Random, latencies: dict[tuple[str, str], list[float]]) -> None:
@@ -599,13 +553,10 @@ def main() -> int:
         "--base",
         help="with --checkpoints-only: another checkout (e.g. /work/main) whose Engram runs in the same rounds",
     )
-    if sys.argv[1:2] == ["--checkpoint-worker"]:
-        root = sys.argv[2]
-        sys.path.insert(0, root)
-        if str(ROOT) not in sys.path:
-            sys.path.append(str(ROOT))  # so django_setup does not put this checkout before it
-        django_setup()
-        checkpoint_worker(root, int(sys.argv[3]), sys.argv[4])
+    found = worker_root()
+    if found:
+        root, (seed, _name) = found
+        checkpoint_worker(root, int(seed))
         return 0
     args = parser.parse_args()
     django_setup()

@@ -24,7 +24,7 @@ Needs PostgreSQL (with pgvector): ``DATABASE_URL`` is read from the environment:
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/skill_match.py
+    python -m benchmarks skill_match
 """
 
 from __future__ import annotations

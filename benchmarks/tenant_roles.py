@@ -43,7 +43,7 @@ profile's, without ``ENGRAM_PG_APP_USER``)::
     eval "$(grep export /tmp/bench-svc.log)"
     export DJANGO_SETTINGS_MODULE=config.settings.local
     .venv/bin/python manage.py migrate_schemas --noinput -v 0
-    .venv/bin/python benchmarks/tenant_roles.py [--statements 20000] [--blocks 10] [--requests 1000] [--tenants 4]
+    python -m benchmarks tenant_roles [--statements 20000] [--blocks 10] [--requests 1000] [--tenants 4]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""benchmarks/peers.py's --base worker (it must run the other checkout's code, and say so when not) and
+"""The A/B harness's worker (benchmarks/_ab.py, used by peers.py's --base) (it must run the other checkout's code, and say so when not) and
 the scratch tenants of the benchmarks (dropped at the end of a run)."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ def _benchmark(module: str):  # type: ignore[no-untyped-def]
 
 
 def test_a_worker_finds_the_modules_loaded_from_another_checkout(tmp_path: Path) -> None:
-    peers = _benchmark("benchmarks.peers")
-    assert peers.loaded_elsewhere(str(ROOT)) == []
-    wrong = peers.loaded_elsewhere(str(tmp_path))
+    ab = _benchmark("_ab")
+    assert ab.loaded_elsewhere(str(ROOT)) == []
+    wrong = ab.loaded_elsewhere(str(tmp_path))
     assert any(line.startswith("memory.checkpoints.services: ") for line in wrong)
     assert all(line.split(": ", 1)[1].startswith(str(ROOT)) for line in wrong)
 
