@@ -320,10 +320,10 @@ ERASE = "called by an erasure (refused by any hold meeting it) or retention (lea
 DELETERS: dict[str, str] = {
     "memory.store.services.item_delete": "holds",
     "memory.store.services.items_expire": "holds",
-    "memory.checkpoints.services.checkpoints_delete": "holds",
+    "memory.checkpoints.services.delete.checkpoints_delete": "holds",
     "memory.store.services.items_erase": ERASE + ", or items_expire (asks)",
     "memory.store.services.item_put": "its own item's index row, replaced by the put",
-    "memory.checkpoints.services.checkpoints_erase": ERASE,
+    "memory.checkpoints.services.delete.checkpoints_erase": ERASE,
     "memory.semantic.services.erase.memories_erase": ERASE + ", or its own item's or summary's index row",
     "memory.knowledge.services.facts_erase": ERASE,
     "memory.procedural.services.skill_runs_erase": ERASE,
