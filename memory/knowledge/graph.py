@@ -222,9 +222,8 @@ class PostgresGraph:
         if source == target:
             return GraphPath([source], [])
         # Bidirectional breadth-first search, one query per level, expanding the smaller frontier:
-        # the work grows with the entities reached, not with the paths. (A recursive CTE carrying
-        # each path enumerated every simple path shorter than the answer: seconds through hubs at
-        # 100k facts, and no end within 6 hops when there is no path; benchmarks/knowledge_graph.py.)
+        # the work grows with the entities reached, not with the paths
+        # (docs/decisions/0017-knowledge-graph-reads-bounded-by-the-page.md).
         # ``reached[side][node]`` is (previous node, fact) towards that side's end, None at the end.
         reached: tuple[dict[int, tuple[int, int] | None], ...] = ({source: None}, {target: None})
         frontiers = [[source], [target]]
@@ -303,9 +302,8 @@ class Neo4jGraph:
         (the same answer); raises ``ValueError`` for a bad ``depth`` or ``limit``."""
         return _page(root, depth, limit, after, self._adjacent, self._expand)
 
-    # Results come back as one list, not a record per entity or edge: the driver's per-record
-    # decoding cost several times the query itself for the thousands of entities and edges around a
-    # hub (benchmarks/knowledge_graph.py).
+    # Results come back as one list, not a record per entity or edge: the driver decodes each record
+    # on its own, and a hub has thousands of entities and edges.
     def _adjacent(self, root: int) -> list[tuple[int, int]]:
         rows = self._run(
             """
@@ -318,9 +316,8 @@ class Neo4jGraph:
 
     def _expand(self, nodes: list[int], k: int) -> dict[int, list[tuple[int, int]]]:
         # Each node's first facts are its ``head`` (kept by the projection, ``projection.HEAD``
-        # entries, ``HEAD``): one property read per node instead of sorting all of a hub's relationships,
-        # which cost 30-100 ms per hub of 2,000 under load (benchmarks/knowledge_graph.py). A node
-        # projected before heads existed (no ``head_facts``) is walked as before.
+        # entries, ``HEAD``): one property read per node instead of sorting all of a hub's
+        # relationships. A node without ``head_facts`` has its relationships sorted.
         if not nodes:
             return {}
         if k > HEAD:

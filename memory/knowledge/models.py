@@ -18,8 +18,8 @@ from django.utils import timezone
 _SPACES = re.compile(r"\s+")
 PREDICATE_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 # Other spellings an entity records (the first ones seen; later ones still find it by its key, they
-# are just not listed). Unbounded, one entity collected 1,499 case variants, and every assert with a
-# new one rewrote the growing array: each 500-fact batch slower than the last (5 s, 7.5 s, 12 s).
+# are just not listed). Bounded: every assert with a new spelling rewrites the array
+# (docs/decisions/0016-knowledge-writes-in-bounded-statements.md).
 MAX_ALIASES = 16
 
 

@@ -16,9 +16,11 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from core.errors import NotFound
+from memory.episodic.models import Event
 
 from .models import (
     LIVE_STATUSES,
+    Cardinality,
     Contradiction,
     Entity,
     Fact,
@@ -36,6 +38,62 @@ if TYPE_CHECKING:
 def entity_by_name(name: str) -> Entity | None:
     """The entity whose normalised key matches ``name`` (any spelling, case or width), or None."""
     return Entity.objects.filter(key=entity_key(name)).first()
+
+
+ENTITY_COLUMNS = ("id", "name", "key", "entity_type", "aliases", "created_at")  # Entity's, in order
+_ENTITY_SELECT_SQL = f"SELECT {', '.join(ENTITY_COLUMNS)} FROM {Entity._meta.db_table} WHERE key = ANY(%s)"
+
+
+def entities_by_key(keys: list[str]) -> dict[str, Entity]:
+    """The stored entities among ``keys``, by key, in one statement: the keys travel as one array
+    parameter (an ``IN`` list binds, compiles and quotes a placeholder per key)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ENTITY_SELECT_SQL, [keys])
+        rows = cursor.fetchall()
+    alias = connection.alias
+    return {row[2]: Entity.from_db(alias, ENTITY_COLUMNS, row) for row in rows}
+
+
+def events_known(ids: Iterable[int | None]) -> set[int]:
+    """Those of the event ids ``ids`` (``None`` ignored) that exist in the current tenant (no query
+    for none)."""
+    wanted = {pk for pk in ids if pk is not None}
+    return set(Event.objects.filter(pk__in=wanted).values_list("pk", flat=True)) if wanted else set()
+
+
+def facts_judged_against(
+    *, subject_id: int, predicate_id: int, object_key: str, cardinality: str, retracted: bool
+) -> list[Fact]:
+    """The stored facts an assert of (subject, predicate, ``object_key``) is judged against
+    (``services.rule.assert_judge``), oldest first (``recorded_at``, ``id``): the live fact with
+    that object (at most one), with ``retracted`` its retracted ones too, and on a ``one``
+    predicate the active facts with another object."""
+    same = [*LIVE_STATUSES, FactStatus.RETRACTED] if retracted else list(LIVE_STATUSES)
+    wanted = Q(object_key=object_key, status__in=same)
+    if cardinality == Cardinality.ONE:
+        wanted |= Q(status=FactStatus.ACTIVE)
+    return list(
+        Fact.objects.filter(wanted, subject_id=subject_id, predicate_id=predicate_id).order_by(
+            "recorded_at", "id"
+        )
+    )
+
+
+def facts_of_pairs(pairs: list[tuple[int, int]]) -> dict[tuple[int, int], list[Fact]]:
+    """The live and retracted facts of each (subject id, predicate id) of ``pairs``, oldest first
+    (``recorded_at``, ``id``): what a batch of asserts is judged against. One statement, one probe
+    of ``fact_subject_pred_idx`` per pair (the pairs travel as two array parameters)."""
+    in_pairs = RawSQL(
+        "SELECT id FROM memory_fact WHERE (subject_id, predicate_id) IN "
+        "(SELECT * FROM unnest(%s::bigint[], %s::bigint[]))",
+        ([s for s, _ in pairs], [p for _, p in pairs]),
+    )
+    known: dict[tuple[int, int], list[Fact]] = {pair: [] for pair in pairs}
+    for stored in Fact.objects.filter(
+        pk__in=in_pairs, status__in=[*LIVE_STATUSES, FactStatus.RETRACTED]
+    ).order_by("recorded_at", "id"):
+        known[(stored.subject_id, stored.predicate_id)].append(stored)
+    return known
 
 
 MAX_NAME_WORDS = 4  # entity names in a query are matched as runs of 1 to 4 words
@@ -163,10 +221,8 @@ def fact_list(
 
 def _renderable(*, select_entities: bool = True) -> QuerySet[Fact]:
     """Facts with what their rendering needs: subject, predicate, object entity and agent loaded, and
-    ``assertions`` (the number of provenance rows) annotated by a correlated count per fact. (As a
-    join with ``GROUP BY`` over the five tables' columns and a ``DISTINCT``, the count made the
-    planner hash the whole provenance and entity tables for a page of 100 facts: tens of ms at 100k
-    facts, benchmarks/knowledge_graph.py; per fact it is one probe of the provenance's fact index.)"""
+    ``assertions`` (the number of provenance rows) annotated by a correlated count per fact: one
+    probe of the provenance's fact index per fact, whatever the size of the tables."""
     related = (
         ("subject", "predicate", "object_entity", "agent") if select_entities else ("predicate", "agent")
     )
@@ -281,15 +337,14 @@ RecalledFact = Fact | FactRow
 _LIVE_SQL = "('active', 'disputed')"
 
 
-def _recall_rows(
+def _recall_statement(
     entity: Entity, page: int, after: FactsCursor | None, edges: Iterable[int]
-) -> tuple[list[FactRow], list[FactRow]]:
-    """The first ``page`` live facts about ``entity`` (subject or object, ``fact_list`` order, after
-    ``after``) and the live facts ``edges`` (same order), as rows, in one statement: the page from
-    two ordered ranges of the partial indexes ``fact_live_subject_page_idx`` and
-    ``fact_live_object_page_idx`` (migration 0022), merged, so a hub's thousands are not sorted;
-    then every fact of both with its entities, predicate, agent and provenance count (one probe of
-    the provenance's fact index per fact)."""
+) -> tuple[str, list[Any]]:
+    """``_recall_rows``' statement and its parameters: the page from two ordered ranges of the
+    partial indexes ``fact_live_subject_page_idx`` and ``fact_live_object_page_idx`` (migration
+    0022), merged, so a hub's thousands are not sorted; then every fact of the page and of
+    ``edges`` with its entities, predicate, agent and provenance count (one probe of the
+    provenance's fact index per fact), ``on_page`` first."""
     cursor_sql, cursor_params = "", list[Any]()
     if after is not None:
         cursor_sql, cursor_params = "AND (f.valid_from, f.id) > (%s, %s)", [after.valid_from, after.id]
@@ -323,35 +378,43 @@ def _recall_rows(
         WHERE f.status IN {_LIVE_SQL}
         ORDER BY f.valid_from, f.id
     """
-    params: list[Any] = [
-        entity.pk,
-        *cursor_params,
-        page,
-        entity.pk,
-        entity.pk,
-        *cursor_params,
-        page,
-        page,
-        list(edges),
-    ]
+    pk = entity.pk
+    return sql, [pk, *cursor_params, page, pk, pk, *cursor_params, page, page, list(edges)]
+
+
+class _RowParts:
+    """The entities and names of one recall's rows, one ``EntityRow`` per entity and one
+    ``NamedRow`` per name (as many facts share them)."""
+
+    def __init__(self) -> None:
+        self.entities: dict[int, EntityRow] = {}
+        self.names: dict[str, NamedRow] = {}
+
+    def entity(self, pk: int, name: str, entity_type: str) -> EntityRow:
+        found = self.entities.get(pk)
+        if found is None:
+            found = self.entities[pk] = EntityRow(pk, name, entity_type)
+        return found
+
+    def named(self, name: str) -> NamedRow:
+        found = self.names.get(name)
+        if found is None:
+            found = self.names[name] = NamedRow(name)
+        return found
+
+
+def _recall_rows(
+    entity: Entity, page: int, after: FactsCursor | None, edges: Iterable[int]
+) -> tuple[list[FactRow], list[FactRow]]:
+    """The first ``page`` live facts about ``entity`` (subject or object, ``fact_list`` order, after
+    ``after``) and the live facts ``edges`` (same order), as rows, in one statement
+    (``_recall_statement``)."""
+    edges = list(edges)
+    sql, params = _recall_statement(entity, page, after, edges)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    entities: dict[int, EntityRow] = {}
-    names: dict[str, NamedRow] = {}
-
-    def entity_row(pk: int, name: str, entity_type: str) -> EntityRow:
-        found = entities.get(pk)
-        if found is None:
-            found = entities[pk] = EntityRow(pk, name, entity_type)
-        return found
-
-    def named(name: str) -> NamedRow:
-        found = names.get(name)
-        if found is None:
-            found = names[name] = NamedRow(name)
-        return found
-
+    parts = _RowParts()
     on_page: list[FactRow] = []
     others: list[FactRow] = []
     for (
@@ -363,10 +426,10 @@ def _recall_rows(
             literal_value = json.loads(literal_value)
         row = FactRow(
             pk,
-            entity_row(subject_id, s_name, s_type),
+            parts.entity(subject_id, s_name, s_type),
             subject_id,
-            named(predicate),
-            None if object_id is None else entity_row(object_id, o_name, o_type),
+            parts.named(predicate),
+            None if object_id is None else parts.entity(object_id, o_name, o_type),
             object_id,
             literal_type,
             literal_value,
@@ -375,7 +438,7 @@ def _recall_rows(
             valid_from,
             valid_to,
             recorded_at,
-            named(agent),
+            parts.named(agent),
             session_id,
             data_subject,
             source_event_id,

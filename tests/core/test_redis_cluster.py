@@ -29,6 +29,7 @@ from devstack import VAR_DIR
 from devstack.redis_cluster import EmbeddedRedisCluster, cluster_ports
 from memory.checkpoints import services as checkpoints
 from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.services import cache as checkpoint_cache
 from memory.episodic.models import Event
 from memory.working import services as working
 from tenants.models import Tenant
@@ -272,7 +273,7 @@ def test_the_pending_flush_after_an_outage_works_on_the_cluster(
     assert on_cluster.keyslot(stale) != on_cluster.keyslot(theirs)
     for key, step in ((stale, 1), (newer, 9), (theirs, 1)):
         on_cluster.hset(key, mapping={"step": step, "body": "{}"})
-        checkpoints._remember_stale(key, 5)
+        checkpoint_cache.remember_stale(key, 5)
     try:
         with tenant_context(alice.tenant):  # the next checkpoint call that reaches Redis flushes
             restored = checkpoints.checkpoint_latest(
@@ -281,10 +282,10 @@ def test_the_pending_flush_after_an_outage_works_on_the_cluster(
         assert restored.body is None and not restored.degraded
         assert not on_cluster.exists(stale) and not on_cluster.exists(theirs)
         assert on_cluster.hget(newer, "step") == b"9"  # newer than the saved step: kept
-        assert not {stale, newer, theirs} & set(checkpoints._pending)
+        assert not {stale, newer, theirs} & set(checkpoint_cache._pending)
     finally:
         for key in (stale, newer, theirs):
-            checkpoints._pending.pop(key, None)
+            checkpoint_cache._pending.pop(key, None)
         on_cluster.delete(newer)
 
 

@@ -1,0 +1,157 @@
+"""The bounds of a checkpoint and the checks of a save's input (no query): each error names its field."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import InvalidInput, PayloadTooLarge
+from core.redis import check_id
+
+from ..models import (
+    MAX_NAMESPACE_LENGTH,
+    MAX_SCHEMA_VERSION,
+    MAX_SERIALIZED_TYPE_LENGTH,
+    MAX_STEP_INDEX,
+    canonical_json,
+)
+
+MAX_STATE_BYTES = (
+    1024 * 1024
+)  # 1 MiB of JSON (UTF-8): larger state belongs in semantic memory or a blob store
+MAX_PLAN_BYTES = 256 * 1024
+MAX_KEY_LENGTH = 255
+MAX_METADATA_BYTES = 64 * 1024
+MAX_WRITES = 1_000  # pending writes in one call (a LangGraph task writes a handful)
+MAX_TASK_ID_LENGTH = 200
+MAX_CHANNEL_LENGTH = 200
+MAX_SUBJECT_LENGTH = 200  # Checkpoint.data_subject
+
+# a NUL character in a JSON string: canonical JSON writes it as the escape \u0000, and a backslash
+# of the text itself as \\, so the escape is one preceded by an even number of backslashes
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def _json_text(value: Any, *, field: str, limit: int) -> str:
+    """``value`` in canonical JSON (``canonical_json``), checked: no NUL character (PostgreSQL's
+    jsonb refuses them) and at most ``limit`` bytes as UTF-8. Raises ``InvalidInput`` or
+    ``PayloadTooLarge`` naming ``field``."""
+    text = canonical_json(value)
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
+        raise InvalidInput(f"{field} must not contain NUL characters.", field=field)
+    # UTF-8 takes at least one byte per character: count the bytes only when it could matter
+    if len(text) > limit // 4 and (size := len(text.encode("utf-8"))) > limit:
+        hint = (
+            ""
+            if field == "metadata"
+            else " Keep large material in semantic memory and reference it from the state."
+        )
+        raise PayloadTooLarge(
+            f"{field} is {size} bytes of JSON; a checkpoint allows at most {limit} bytes.{hint}", field=field
+        )
+    return text
+
+
+def _check_key(value: Any, *, field: str) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH or not value.isprintable():
+        raise InvalidInput(f"{field} must be 1 to {MAX_KEY_LENGTH} printable characters.", field=field)
+
+
+def check_namespace(value: Any, *, field: str = "checkpoint_ns") -> str:
+    """Validate a checkpoint namespace: at most ``MAX_NAMESPACE_LENGTH`` printable characters ("" is
+    the root). Raises ``InvalidInput`` naming ``field``."""
+    if not isinstance(value, str) or len(value) > MAX_NAMESPACE_LENGTH or not value.isprintable():
+        raise InvalidInput(
+            f"{field} must be at most {MAX_NAMESPACE_LENGTH} printable characters.", field=field
+        )
+    return value
+
+
+def check_serialized_type(value: Any, *, field: str) -> None:
+    """Validate a serializer's type tag: 1 to ``MAX_SERIALIZED_TYPE_LENGTH`` printable characters.
+    Raises ``InvalidInput`` naming ``field``."""
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_SERIALIZED_TYPE_LENGTH
+        or not value.isprintable()
+    ):
+        raise InvalidInput(
+            f"{field} must be 1 to {MAX_SERIALIZED_TYPE_LENGTH} printable characters.", field=field
+        )
+
+
+@dataclass(frozen=True)
+class Body:
+    """A checked checkpoint body's JSON values in canonical JSON (serialised once, see ``_json_text``)."""
+
+    state_json: str
+    plan_json: str
+    metadata_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveInput:
+    """``checkpoint_save``'s values as sent, before any check (``agent`` and ``policy`` apart)."""
+
+    session_id: str
+    step_index: int | None
+    idempotency_key: str
+    state: Any
+    plan: Any
+    schema_version: int
+    data_subject: Any
+    checkpoint_ns: str
+    parent_key: str
+    metadata: Any
+    serialized: tuple[str, bytes] | None
+
+
+def check_input(given: SaveInput) -> Body:
+    """The checks of ``checkpoint_save``'s arguments, in its order; returns the JSON values in
+    canonical JSON. Raises ``InvalidInput`` or ``PayloadTooLarge`` naming the field."""
+    check_id(given.session_id, field="session_id")
+    _check_key(given.idempotency_key, field="idempotency_key")
+    if given.step_index is not None and (
+        isinstance(given.step_index, bool)
+        or not isinstance(given.step_index, int)
+        or not 0 <= given.step_index <= MAX_STEP_INDEX
+    ):
+        raise InvalidInput(f"step_index must be an integer from 0 to {MAX_STEP_INDEX}.", field="step_index")
+    check_namespace(given.checkpoint_ns)
+    if given.parent_key:
+        _check_key(given.parent_key, field="parent_key")
+    if not isinstance(given.data_subject, str) or len(given.data_subject) > MAX_SUBJECT_LENGTH:
+        raise InvalidInput(
+            f"data_subject must be text of at most {MAX_SUBJECT_LENGTH} characters.", field="data_subject"
+        )
+    metadata_json = "{}"
+    if given.metadata is not None:
+        if not isinstance(given.metadata, dict):
+            raise InvalidInput("metadata must be a JSON object.", field="metadata")
+        metadata_json = _json_text(given.metadata, field="metadata", limit=MAX_METADATA_BYTES)
+    if given.serialized is not None:
+        kind, data = given.serialized
+        check_serialized_type(kind, field="serialized.type")
+        if len(data) > MAX_STATE_BYTES:
+            raise PayloadTooLarge(
+                f"serialized.data is {len(data)} bytes; a checkpoint allows at most {MAX_STATE_BYTES}.",
+                field="serialized.data",
+            )
+    if (
+        isinstance(given.schema_version, bool)
+        or not isinstance(given.schema_version, int)
+        or not 1 <= given.schema_version <= MAX_SCHEMA_VERSION
+    ):
+        raise InvalidInput(
+            f"schema_version must be an integer from 1 to {MAX_SCHEMA_VERSION}.", field="schema_version"
+        )
+    if not isinstance(given.state, dict):
+        raise InvalidInput("state must be a JSON object.", field="state")
+    if not isinstance(given.plan, list):
+        raise InvalidInput("plan must be a JSON list of steps.", field="plan")
+    return Body(
+        state_json=_json_text(given.state, field="state", limit=MAX_STATE_BYTES),
+        plan_json=_json_text(given.plan, field="plan", limit=MAX_PLAN_BYTES),
+        metadata_json=metadata_json,
+    )

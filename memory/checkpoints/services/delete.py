@@ -1,0 +1,135 @@
+"""Deleting checkpoints: an agent's stream in a session (LangGraph's ``delete_thread``, held rows
+refused) and an erasure's rows, with their pending writes and Redis copies."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import redis
+from django.db import transaction
+
+from agents.models import Agent
+from core.errors import NotFound, PermissionDenied, ServiceUnavailable
+from core.holds import holds_check
+from core.locks import advisory_xact_lock
+from core.redis import check_id, get_redis
+from memory.episodic.models import Event
+from memory.episodic.services import decision_record
+
+from .. import selectors
+from ..models import MAX_STEP_INDEX, Checkpoint, CheckpointWrite
+from .cache import cache_key, remember_stale
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ThreadDeleted:
+    """What ``checkpoints_delete`` removed from one agent's stream in a session, and the decision
+    event that records it (``None`` when there was nothing to delete)."""
+
+    agent: str
+    checkpoints: int
+    writes: int
+    namespaces: list[str]
+    event: Event | None
+
+
+def checkpoints_delete(
+    *, agent: Agent, session_id: str, owner_name: str | None = None, may_curate: bool = False
+) -> ThreadDeleted:
+    """Delete a stream of checkpoints in ``session_id`` (every namespace, with their pending
+    writes): LangGraph's ``delete_thread``. The stream is ``agent``'s own, or with ``owner_name``
+    that agent's, which needs ``may_curate`` (a key with the ``curate`` scope) unless it names
+    ``agent`` itself. The delete is recorded as a ``decision`` event of ``agent`` in the session
+    (payload: ``action`` ``checkpoints_deleted``, the stream's ``agent``, the counts and namespaces);
+    after the commit the Redis copies of the stream's namespaces are dropped (when Redis cannot be
+    reached, this process drops them at its next checkpoint call that reaches it).
+
+    Raises ``InvalidInput`` (bad session id), ``PermissionDenied`` (another agent's stream without
+    ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant), ``Conflict``
+    (field ``session_id``) when a legal hold covers a checkpoint of the stream: nothing is deleted.
+    """
+    check_id(session_id, field="session_id")
+    owner = agent
+    if owner_name is not None and owner_name != agent.name:
+        if not may_curate:
+            raise PermissionDenied(
+                "Checkpoints are per agent: only their agent, or a key with the 'curate' scope, may "
+                "delete another agent's checkpoints.",
+                field="agent",
+            )
+        found = Agent.objects.filter(name=owner_name).first()
+        if found is None:
+            raise NotFound(f"No agent named {owner_name!r}.", field="agent")
+        owner = found
+    with transaction.atomic():
+        advisory_xact_lock("ckpt", session_id, owner.pk)
+        ids, namespaces = selectors.checkpoint_stream_ids(agent=owner, session_id=session_id)
+        holds_check(layer="checkpoints", rows=Checkpoint.objects.filter(pk__in=ids), field="session_id")
+        writes, _ = CheckpointWrite.objects.filter(session_id=session_id, agent=owner).delete()
+        if not ids and not writes:
+            return ThreadDeleted(agent=owner.name, checkpoints=0, writes=0, namespaces=[], event=None)
+        Checkpoint.objects.filter(pk__in=ids).delete()
+        event = decision_record(
+            agent=agent,
+            session_id=session_id,
+            content=(
+                f"Deleted {len(ids)} checkpoint(s) and {writes} pending write(s) of agent {owner.name} "
+                "in this session."
+            ),
+            payload={
+                "action": "checkpoints_deleted",
+                "agent": owner.name,
+                "checkpoints": len(ids),
+                "writes": writes,
+                "namespaces": namespaces,
+            },
+        )
+        keys = [cache_key(session_id, owner.pk, ns) for ns in namespaces]
+
+        def drop_copies() -> None:
+            if not keys:  # only writes were there: no checkpoint, so no copy
+                return
+            try:
+                get_redis().delete(*keys)
+            except redis.RedisError as exc:
+                logger.warning("dropping checkpoint copies %s failed: %s", keys, exc)
+                for key in keys:  # any cached step is older than this: the next call drops it
+                    remember_stale(key, MAX_STEP_INDEX + 1)
+
+        transaction.on_commit(drop_copies)
+    return ThreadDeleted(
+        agent=owner.name, checkpoints=len(ids), writes=writes, namespaces=namespaces, event=event
+    )
+
+
+def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str]]:
+    """Delete the checkpoints ``checkpoint_ids`` of the current tenant, then the Redis copies of
+    the streams they were in (the cached latest may be one of them; the next restore reads what is
+    left in PostgreSQL). Returns ``(ids deleted, Redis keys deleted)``.
+
+    Raises ``ServiceUnavailable`` when Redis cannot be reached after the delete: an erasure must not
+    report a copy gone that may still be cached (run it again; it is idempotent). The caller
+    records why."""
+    if not checkpoint_ids:
+        return [], []
+    with transaction.atomic():
+        rows = list(
+            Checkpoint.objects.select_for_update()
+            .filter(pk__in=checkpoint_ids)
+            .values_list("pk", "session_id", "agent_id", "checkpoint_ns", "idempotency_key")
+        )
+        Checkpoint.objects.filter(pk__in=[r[0] for r in rows]).delete()
+        # their pending writes go with them
+        selectors.checkpoint_writes_of(
+            checkpoints=[(session_id, agent_id, ns, key) for _, session_id, agent_id, ns, key in rows]
+        ).delete()
+    keys = sorted({cache_key(session_id, agent_id, ns) for _, session_id, agent_id, ns, _ in rows})
+    if keys:
+        try:
+            get_redis().delete(*keys)
+        except redis.RedisError as exc:
+            raise ServiceUnavailable(f"Redis cannot be reached to drop checkpoint copies: {exc}") from exc
+    return sorted(r[0] for r in rows), keys

@@ -1,0 +1,81 @@
+"""Restoring an agent's latest checkpoint: Redis first (one ``HGET``); on a miss, PostgreSQL, then
+the copy is re-warmed. When Redis cannot be reached, the answer comes from PostgreSQL and says so
+(``degraded``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+from agents.models import Agent
+from core.metrics import record_lookup
+from core.redis import check_id, get_redis
+from tenants.models import WorkingMemoryPolicy
+
+from .. import selectors
+from .cache import cache_key, cache_put, flush_pending
+from .checks import check_namespace
+
+logger = logging.getLogger(__name__)
+
+Source = Literal["redis", "postgres"]
+
+
+@dataclass(frozen=True)
+class Restored:
+    """The latest checkpoint of a session as the JSON document bytes (``None``: the session has none).
+
+    ``source`` says which store answered; ``degraded`` that Redis could not be reached (or re-warmed).
+    """
+
+    body: bytes | None
+    source: Source
+    degraded: bool = False
+
+    def data(self) -> dict[str, Any] | None:
+        """The document parsed (see ``Checkpoint.document``)."""
+        return None if self.body is None else json.loads(self.body)
+
+
+def checkpoint_latest(
+    *, agent: Agent, session_id: str, policy: WorkingMemoryPolicy, checkpoint_ns: str = ""
+) -> Restored:
+    """``agent``'s latest checkpoint in ``session_id`` and namespace ``checkpoint_ns`` ("" the root)
+    (current tenant), from Redis or else PostgreSQL.
+
+    Only ``agent``'s own stream is read: another agent's checkpoints in the session are never
+    returned (``body`` is ``None`` when ``agent`` saved none there). A Redis miss reads PostgreSQL and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``);
+    when Redis cannot be reached the answer comes from PostgreSQL with ``degraded=True``. Counts one
+    ``checkpoint`` lookup for ``agent``: a hit when Redis answered, else a miss.
+    Raises ``InvalidInput`` for a malformed session id or namespace.
+    """
+    check_id(session_id, field="session_id")
+    check_namespace(checkpoint_ns)
+    key = cache_key(session_id, agent.pk, checkpoint_ns)
+    degraded = False
+    try:
+        client = get_redis()
+        flush_pending(client)
+        body: bytes | None = client.hget(key, "body")  # type: ignore[assignment]  # bytes: no decoding
+    except redis.RedisError as exc:
+        logger.warning("checkpoint cache read for %s failed: %s", key, exc)
+        degraded, body = True, None
+    record_lookup(agent=agent.name, layer="checkpoint", hit=body is not None)
+    if body is not None:
+        return Restored(body=body, source="redis")
+
+    stored = selectors.checkpoint_latest_document(
+        agent=agent, session_id=session_id, checkpoint_ns=checkpoint_ns
+    )
+    if stored is None:
+        return Restored(body=None, source="postgres", degraded=degraded)
+    step, body = stored
+    if not degraded:  # Redis just failed: do not wait for it a second time
+        degraded = not cache_put(
+            key=key, step_index=step, body=body, ttl_seconds=policy.checkpoint_cache_ttl_seconds
+        )
+    return Restored(body=body, source="postgres", degraded=degraded)
