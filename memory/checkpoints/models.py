@@ -63,7 +63,8 @@ def fingerprint_prefix(
 
     ``state_json``, ``plan_json``, ``metadata_json``: the values as ``canonical_json`` gives them.
     ``step_index`` is the last key in sorted order, so the prefix does not depend on the step: a
-    save that lets PostgreSQL choose the step (``step_index`` ``None``) finishes the hash there.
+    save that lets PostgreSQL choose the step (``step_index`` ``None``) finishes the hash there
+    (``memory/sql/memory_checkpoint_save.sql``: prefix || step || ``}``).
     Equal to ``canonical_json`` of the whole document (a dict's canonical JSON is its items in key
     order, each ``key:value`` with the value in canonical JSON, joined by commas).
     """
