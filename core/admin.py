@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import unicodedata
-from functools import cached_property
+from collections.abc import Callable
+from functools import cached_property, update_wrapper
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,6 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.views.decorators.cache import never_cache
+from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from core.errors import DomainError
@@ -46,6 +49,27 @@ class AdminSite(admin.AdminSite):
         if admin_class is not None and admin_class.__module__ in ADMIN_BASES_ONLY:
             return
         super().register(model_or_iterable, admin_class, **options)
+
+    def admin_view(
+        self, view: Callable[..., HttpResponse], cacheable: bool = False
+    ) -> Callable[..., HttpResponse]:
+        """Django's ``admin_view`` (login and permission required, CSRF, no caching), except that an
+        htmx request from someone not logged in (an expired session) gets ``HX-Redirect`` to the
+        login page, a full-page navigation, instead of a redirect that htmx would follow and swap
+        into the fragment (a polling panel, a queue row, an editor step). After login the person
+        comes back to the page htmx reports (``HX-Current-URL``, when it is on this site), else to
+        the requested path. Every admin URL goes through here, custom views included."""
+        protected = super().admin_view(view, cacheable)
+
+        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            htmx = getattr(request, "htmx", None)
+            if htmx and not self.has_permission(request):
+                login = reverse("admin:login", current_app=self.name)
+                page = htmx.current_url_abs_path or request.get_full_path()
+                return HttpResponseClientRedirect(f"{login}?{urlencode({'next': page})}")
+            return protected(request, *args, **kwargs)
+
+        return update_wrapper(inner if cacheable else never_cache(inner), protected)
 
 
 class EstimatedCountPaginator(Paginator):
