@@ -5,7 +5,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 from functools import cached_property, update_wrapper
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Model
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -31,6 +31,8 @@ class HtmxHttpRequest(HttpRequest):
 
     htmx: HtmxDetails
 
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
 
 # Modules whose admin classes are bases for the project's own, never registered as they are
 ADMIN_BASES_ONLY = frozenset({"django.contrib.auth.admin"})
@@ -50,9 +52,7 @@ class AdminSite(admin.AdminSite):
             return
         super().register(model_or_iterable, admin_class, **options)
 
-    def admin_view(
-        self, view: Callable[..., HttpResponse], cacheable: bool = False
-    ) -> Callable[..., HttpResponse]:
+    def admin_view(self, view: _View, cacheable: bool = False) -> _View:
         """Django's ``admin_view`` (login and permission required, CSRF, no caching), except that an
         htmx request from someone not logged in (an expired session) gets ``HX-Redirect`` to the
         login page, a full-page navigation, instead of a redirect that htmx would follow and swap
@@ -61,7 +61,7 @@ class AdminSite(admin.AdminSite):
         the requested path. Every admin URL goes through here, custom views included."""
         protected = super().admin_view(view, cacheable)
 
-        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             htmx = getattr(request, "htmx", None)
             if htmx and not self.has_permission(request):
                 login = reverse("admin:login", current_app=self.name)
@@ -69,7 +69,7 @@ class AdminSite(admin.AdminSite):
                 return HttpResponseClientRedirect(f"{login}?{urlencode({'next': page})}")
             return protected(request, *args, **kwargs)
 
-        return update_wrapper(inner if cacheable else never_cache(inner), protected)
+        return cast(_View, update_wrapper(inner if cacheable else never_cache(inner), protected))
 
 
 class EstimatedCountPaginator(Paginator):
