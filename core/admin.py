@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import unicodedata
-from functools import cached_property
-from typing import Any
+from collections.abc import Callable
+from functools import cached_property, update_wrapper
+from typing import Any, TypeVar, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -13,10 +14,12 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Model
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.views.decorators.cache import never_cache
+from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from core.errors import DomainError
@@ -28,6 +31,8 @@ class HtmxHttpRequest(HttpRequest):
 
     htmx: HtmxDetails
 
+
+_View = TypeVar("_View", bound=Callable[..., HttpResponseBase])
 
 # Modules whose admin classes are bases for the project's own, never registered as they are
 ADMIN_BASES_ONLY = frozenset({"django.contrib.auth.admin"})
@@ -46,6 +51,25 @@ class AdminSite(admin.AdminSite):
         if admin_class is not None and admin_class.__module__ in ADMIN_BASES_ONLY:
             return
         super().register(model_or_iterable, admin_class, **options)
+
+    def admin_view(self, view: _View, cacheable: bool = False) -> _View:
+        """Django's ``admin_view`` (login and permission required, CSRF, no caching), except that an
+        htmx request from someone not logged in (an expired session) gets ``HX-Redirect`` to the
+        login page, a full-page navigation, instead of a redirect that htmx would follow and swap
+        into the fragment (a polling panel, a queue row, an editor step). After login the person
+        comes back to the page htmx reports (``HX-Current-URL``, when it is on this site), else to
+        the requested path. Every admin URL goes through here, custom views included."""
+        protected = super().admin_view(view, cacheable)
+
+        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            htmx = getattr(request, "htmx", None)
+            if htmx and not self.has_permission(request):
+                login = reverse("admin:login", current_app=self.name)
+                page = htmx.current_url_abs_path or request.get_full_path()
+                return HttpResponseClientRedirect(f"{login}?{urlencode({'next': page})}")
+            return protected(request, *args, **kwargs)
+
+        return cast(_View, update_wrapper(inner if cacheable else never_cache(inner), protected))
 
 
 class EstimatedCountPaginator(Paginator):

@@ -16,10 +16,9 @@ POSTGRES_VERSION = 16
 def shared_buffers_mb(total_bytes: int) -> int:
     """``shared_buffers`` in MiB for a machine of ``total_bytes`` of RAM: a quarter of it (the
     PostgreSQL manual's starting point for a dedicated server), at least 128 MiB (its default) and at
-    most 8 GiB. At 1M memories in one tenant the HNSW index (~2 GB) and the rows it points to (~2.6
-    GB) outgrow the 1 GiB this used to stop at, and every search read ~a thousand pages back from the
-    OS cache: search p50 / p95 with the embedding cached 11.8 / 14.6 ms with 1 GiB, 8.8 / 10.9 with
-    6 GiB (benchmarks/search_latency.py --sizes 1000000 --bulk, same run of the machine, load 0.7).
+    most 8 GiB: at 1M memories in one tenant the HNSW index (~2 GB) and the rows it points to (~2.6
+    GB) are what a search reads, and a cache smaller than them sends each search back to the OS
+    cache for about a thousand pages (decision 0043).
     Shared memory is only backed by RAM as pages are used, so a small test database costs no more."""
     quarter = total_bytes // (4 * 1024 * 1024)
     return max(128, min(8192, quarter))

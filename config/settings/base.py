@@ -370,12 +370,10 @@ ENGRAM = {
         "ENGRAM_EMBEDDING_MODEL_PATH", default=str(_LOCAL_MINILM) if _LOCAL_MINILM.exists() else ""
     ),
     "EMBEDDING_DIMENSIONS": env.int("ENGRAM_EMBEDDING_DIMENSIONS", default=0),  # 0: ask the model
-    # ONNX Runtime threads per embedding call; 0: one per physical core. On an idle 2-core machine
-    # a query embeds in ~2.4 ms on 2 cores instead of ~3.9 ms on one, but the runtime's pool spins
-    # on its cores after each run (its default), taking them from PostgreSQL and the other workers:
-    # at load 10 on 2 cores one thread embedded a query in 9-16 ms p50 (5-6 ms CPU) against 28-34 ms
-    # (13 ms CPU) for the pool, and batches of 64 at 77 texts/s against 44. Servers are loaded when
-    # their p95 counts, so 1 is the default; 0 suits a machine that does nothing else.
+    # ONNX Runtime threads per embedding call; 0: one per physical core. 1 by default: the runtime's
+    # pool spins on its cores after each run, taking them from PostgreSQL and the other workers, so
+    # on a busy server one thread embeds faster; 0 suits a machine that does nothing else
+    # (decision 0043).
     "EMBEDDING_THREADS": env.int("ENGRAM_EMBEDDING_THREADS", default=1),
     "OPENAI_BASE_URL": env("ENGRAM_OPENAI_BASE_URL", default=""),
     # seconds an OpenAI-compatible embeddings call may take before recall and writes answer 503

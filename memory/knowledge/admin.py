@@ -329,12 +329,12 @@ class ContradictionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return [
             path(
                 "queue/",
-                admin_views.htmx_admin_view(self.admin_site, self.queue_view),
+                self.admin_site.admin_view(self.queue_view),
                 name="memory_contradiction_queue",
             ),
             path(
                 "<int:contradiction_id>/resolve/",
-                admin_views.htmx_admin_view(self.admin_site, self.resolve_view),
+                self.admin_site.admin_view(self.resolve_view),
                 name="memory_contradiction_resolve",
             ),
             *super().get_urls(),

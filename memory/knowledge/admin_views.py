@@ -12,11 +12,8 @@ resolution) come back as the row with a visible message and a 4xx status, never 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import wraps
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -24,7 +21,6 @@ from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django_htmx.http import HttpResponseClientRedirect
 
 from core.admin import HtmxHttpRequest
 from core.errors import DomainError, InvalidInput
@@ -34,8 +30,6 @@ from .models import Contradiction, ContradictionStatus, Fact, FactProvenance, Re
 from .selectors import contradiction_list
 
 if TYPE_CHECKING:
-    from django.contrib.admin import AdminSite
-
     from .admin import ContradictionAdmin
 
 QUEUE_PAGE_SIZE = 50
@@ -124,23 +118,6 @@ def queue_item(contradiction: Contradiction, *, error: str = "") -> dict[str, An
         "is_open": contradiction.status == ContradictionStatus.OPEN,
         "error": error,
     }
-
-
-def htmx_admin_view(admin_site: AdminSite, view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """``admin_site.admin_view(view)``, except that an htmx request from someone no longer logged in
-    (an expired session) gets ``HX-Redirect`` to the login page, a full-page navigation, instead of
-    a redirect that htmx would follow and swap into a queue row."""
-    protected = admin_site.admin_view(view)
-
-    @wraps(view)
-    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.htmx and not admin_site.has_permission(request):
-            login = reverse("admin:login", current_app=admin_site.name)
-            queue = reverse("admin:memory_contradiction_queue", current_app=admin_site.name)
-            return HttpResponseClientRedirect(f"{login}?{urlencode({'next': queue})}")
-        return protected(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _open_count() -> int:

@@ -208,29 +208,28 @@ class SkillAdmin(ServiceSaveAdmin):
     def get_urls(self) -> list[URLPattern]:
         """The editor and version page, publish, retire, new draft, the diff and the proposals queue,
         before the model's own URLs (``admin:memory_skill_<name>``)."""
-        view = admin_views.htmx_admin_view
-        site = self.admin_site
+        view = self.admin_site.admin_view
         return [
-            path("proposals/", view(site, self.proposals_view), name="memory_skill_proposals"),
-            path("<int:skill_id>/diff/", view(site, self.diff_view), name="memory_skill_diff"),
+            path("proposals/", view(self.proposals_view), name="memory_skill_proposals"),
+            path("<int:skill_id>/diff/", view(self.diff_view), name="memory_skill_diff"),
             path(
                 "<int:skill_id>/versions/<int:number>/",
-                view(site, self.version_view),
+                view(self.version_view),
                 name="memory_skill_version",
             ),
             path(
                 "<int:skill_id>/versions/<int:number>/publish/",
-                view(site, self.publish_view),
+                view(self.publish_view),
                 name="memory_skill_publish",
             ),
             path(
                 "<int:skill_id>/versions/<int:number>/retire/",
-                view(site, self.retire_view),
+                view(self.retire_view),
                 name="memory_skill_retire",
             ),
             path(
                 "<int:skill_id>/versions/<int:number>/draft/",
-                view(site, self.draft_view),
+                view(self.draft_view),
                 name="memory_skill_draft",
             ),
             *super().get_urls(),

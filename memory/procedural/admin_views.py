@@ -21,11 +21,8 @@ the skill from a refusal.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import wraps
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
@@ -43,8 +40,6 @@ from .models import Skill, SkillVersion, VersionStatus
 from .validation import ON_ERROR_KEYWORDS, Compiled, Problem
 
 if TYPE_CHECKING:
-    from django.contrib.admin import AdminSite
-
     from .admin import SkillAdmin
 
 VIEW_PERMISSION = "memory.view_skillversion"
@@ -53,21 +48,6 @@ DRAFT_PERMISSION = "memory.add_skillversion"
 PUBLISH_PERMISSION = "memory.publish_skillversion"
 MAX_EDITOR_STEPS = 200
 OPS = ("validate", "save", "add")
-
-
-def htmx_admin_view(admin_site: AdminSite, view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """``admin_site.admin_view(view)``; an htmx request from someone whose session expired gets
-    ``HX-Redirect`` to the login page (a full navigation) instead of a login form swapped into a step."""
-    protected = admin_site.admin_view(view)
-
-    @wraps(view)
-    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.htmx and not admin_site.has_permission(request):
-            login = reverse("admin:login", current_app=admin_site.name)
-            return HttpResponseClientRedirect(f"{login}?{urlencode({'next': request.path})}")
-        return protected(request, *args, **kwargs)
-
-    return wrapper
 
 
 def _can(request: HtmxHttpRequest, permission: str) -> bool:

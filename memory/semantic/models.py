@@ -85,8 +85,7 @@ class SemanticMemory(models.Model):
     )
     # BM25 term saturations of ``search`` by hashed lexeme (``memory_lexical_vector``), set by a
     # database trigger from ``content`` (migration 0014): search scores a candidate's words with one
-    # sparse dot product against the query's IDFs (unnesting ``search`` per candidate instead cost
-    # ~17 µs a row: 2.6 against 0.45 ms for 128 rows, best of 30, at load 12)
+    # sparse dot product against the query's IDFs, without reading ``search`` back (decision 0042)
     lexical = SparseVectorField(dimensions=LEXICAL_DIMENSIONS, null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     archived_at = models.DateTimeField(null=True, blank=True)
@@ -219,9 +218,7 @@ class LexicalPosting(models.Model):
     change (erasure) and delete keeps the postings equal to ``search``, whatever wrote the row (the
     services, bulk loads, the admin). Read by the lexical arm of search through the index
     ``(lexeme, impact DESC)``: the best ``n`` memories for a word cost ``n`` index entries however
-    many memories hold it, so the lexical arm does not grow with the corpus (the GIN arm it replaced
-    read every posting of every query word: its bitmap scan took 8 ms at 10k memories for a
-    five-word question, at load 9).
+    many memories hold it, so the lexical arm does not grow with the corpus (decision 0042).
     """
 
     pk = models.CompositePrimaryKey("memory_id", "lexeme")

@@ -23,23 +23,19 @@ def _vector_format(dimensions: int) -> str:
 
 def vector_text(vector: np.ndarray) -> str:
     """pgvector's text form of ``vector``. Nine significant digits give back every float32 exactly
-    (pgvector stores float4), in one C formatting call: a third of the time of ``repr`` per element
-    (120 against 390 µs for 384 dimensions), which was 0.2 s of a batch of 500."""
+    (pgvector stores float4), in one C formatting call (a third of ``repr``'s time per element)."""
     return _vector_format(len(vector)) % tuple(vector.tolist())
 
 
 # The near-duplicate lookup, the SQL half of the rule (it proposes, ``dedup_plan`` decides): for each
-# vector ``i`` (text, parsed once each in a materialised CTE: inlined, the cast ran once per row
-# compared, 700 ms against 2,600 rows instead of 1 ms), the ``limit`` nearest embedded live memories
-# of its agent and scope, kept when the cosine is at least the threshold: CTE ``near(i, id,
-# similarity, content)``. Each lookup walks the HNSW index (iteratively, past rows of other agents
-# and scopes) for the statement only (``NEAR_OPTIONS``, then ``NEAR_RESET``): the planner's
-# estimate preferred sorting every row of the agent by distance per vector, ~12-18 µs a row (30-46
-# ms per write at 2,600 memories, seconds for a batch), against 7 ms by the index, at load 10.
-# Options, lookup and reset travel as one multi-statement query (Django's psycopg cursors bind
-# client-side): local to the caller's transaction, or to the implicit one of the query outside any.
-# Sent one statement at a time (with a savepoint around them) they took six round trips of a single
-# write's eleven.
+# vector ``i`` (text, parsed once each in a materialised CTE, not once per row compared), the
+# ``limit`` nearest embedded live memories of its agent and scope, kept when the cosine is at least
+# the threshold: CTE ``near(i, id, similarity, content)``. Each lookup walks the HNSW index
+# (iteratively, past rows of other agents and scopes), which the planner's estimate would pass over
+# for a sort of every row of the agent by distance; the options hold for the statement only
+# (``NEAR_OPTIONS``, then ``NEAR_RESET``). Options, lookup and reset travel as one multi-statement
+# query (Django's psycopg cursors bind client-side), one round trip: local to the caller's
+# transaction, or to the implicit one of the query outside any. Figures: decision 0041.
 NEAR_OPTIONS = (
     "SELECT set_config('enable_sort', 'off', true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 )

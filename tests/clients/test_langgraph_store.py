@@ -9,15 +9,18 @@ tenant, nothing across tenants, and a graph node using the store."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db.models import F
+from django.utils import timezone
+from django_tenants.utils import tenant_context
 from engram_client import InvalidInput
 from engram_client.langgraph import EngramStore
 from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 
+from memory.store.models import StoreItem
 from tenants.models import Tenant
 from tests.factories import asgi_server, make_caller, requires_model
 
@@ -126,16 +129,40 @@ def test_search_by_query_ranks_the_relevant_item_first(store: EngramStore) -> No
     assert [r.key for r in store.search(("memories",), query="dog", filter={"source": "email"})] == []
 
 
-def test_ttl(store: EngramStore) -> None:
-    # 0.05 minutes: 3 seconds
-    store.put(("tmp",), "short", {"v": 1}, index=False, ttl=0.05)
+def _expiry(tenant: Tenant, key: str) -> datetime | None:
+    with tenant_context(tenant):
+        return StoreItem.objects.get(namespace=["tmp"], key=key).expires_at
+
+
+def _elapse(tenant: Tenant, key: str, seconds: float) -> datetime:
+    """As if ``seconds`` passed for the item's TTL: its expiry moved that much earlier (the server
+    compares it with its own clock, which the test cannot move). Returns the new expiry."""
+    with tenant_context(tenant):
+        items = StoreItem.objects.filter(namespace=["tmp"], key=key)
+        assert items.update(expires_at=F("expires_at") - timedelta(seconds=seconds)) == 1
+    expiry = _expiry(tenant, key)
+    assert expiry is not None
+    return expiry
+
+
+def test_ttl(store: EngramStore, scratch_tenant: Tenant) -> None:
+    before = timezone.now()
+    store.put(("tmp",), "short", {"v": 1}, index=False, ttl=1.0)  # minutes
     store.put(("tmp",), "kept", {"v": 2}, index=False, ttl=None)
-    assert store.get(("tmp",), "short") is not None
-    time.sleep(2.0)
-    assert store.get(("tmp",), "short", refresh_ttl=True) is not None  # 3 more seconds from here
-    time.sleep(2.0)  # past the first expiry, within the refreshed one
+    first = _expiry(scratch_tenant, "short")
+    assert first is not None
+    assert before + timedelta(minutes=1) <= first <= timezone.now() + timedelta(minutes=1)
+    assert _expiry(scratch_tenant, "kept") is None
+    _elapse(scratch_tenant, "short", 50)
+    asked = timezone.now()
+    assert store.get(("tmp",), "short", refresh_ttl=True) is not None  # a minute more from here
+    refreshed = _expiry(scratch_tenant, "short")
+    assert refreshed is not None and refreshed >= asked + timedelta(minutes=1)
+    left = _elapse(scratch_tenant, "short", 40)
+    assert first - timedelta(seconds=90) < timezone.now() < left  # past the first expiry, within the new one
     assert store.get(("tmp",), "short", refresh_ttl=False) is not None
-    time.sleep(2.5)
+    assert _expiry(scratch_tenant, "short") == left  # a read without refresh leaves the clock alone
+    _elapse(scratch_tenant, "short", 30)
     assert store.get(("tmp",), "short", refresh_ttl=False) is None
     assert [r.key for r in store.search(("tmp",))] == ["kept"]
 

@@ -311,7 +311,11 @@ def test_the_erasure_drill(graph_tenant: Tenant, neo4j_driver: Any, redis_on_dis
         result_key, json.dumps({"status": "FAILURE", "result": {"exc_message": [SUBJECT]}}), ex=600
     )
     client.save()
-    time.sleep(1.2)  # appendfsync everysec
+    # the last write reaches the append-only file (written at once, fsynced each second)
+    deadline = time.monotonic() + 10
+    while result_key.encode() not in on_disk(redis_folder):
+        assert time.monotonic() < deadline, "Redis did not write its append-only file"
+        time.sleep(0.05)
 
     # what the subject's rows leave in indexes: its words' lexemes, its memories' vectors
     with tenant_context(tenant), connection.cursor() as cursor:

@@ -203,6 +203,20 @@ def test_an_erasure_withdraws_archives_in_any_state(alice: Caller, bob: Caller) 
     assert receipt["verification"]["files"] == {"archives_holding_erased": 0}
 
 
+def waiting_for_me() -> int:
+    """How many other sessions wait, directly or behind another waiter, for a lock this connection
+    holds."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH RECURSIVE waiter(pid) AS ("
+            " SELECT pid FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+            " UNION SELECT a.pid FROM pg_stat_activity a JOIN waiter w ON w.pid = ANY(pg_blocking_pids(a.pid))"
+            ") SELECT count(*) FROM waiter"
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
 def test_an_export_delivered_twice_runs_once(scratch_tenant: Tenant) -> None:
     alice = make_caller(scratch_tenant, "alice")
     with tenant_context(scratch_tenant):
@@ -216,12 +230,16 @@ def test_an_export_delivered_twice_runs_once(scratch_tenant: Tenant) -> None:
         connection.close()
 
     with tenant_context(scratch_tenant), transaction.atomic():
-        # both deliveries reach the export before either starts writing
+        # both deliveries reach the export before either starts writing: each has ended or waits
+        # for this transaction's lock on the export
         Export.objects.select_for_update().get(pk=export.pk)
         workers = [threading.Thread(target=run) for _ in range(2)]
         for worker in workers:
             worker.start()
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60
+        while sum(not w.is_alive() for w in workers) + waiting_for_me() < len(workers):
+            assert time.monotonic() < deadline, "the deliveries did not reach the export"
+            time.sleep(0.05)
     for worker in workers:
         worker.join(120)
     with tenant_context(scratch_tenant):

@@ -109,8 +109,7 @@ def dedup_plan(
     if len(todo) > 1:
         matrix = np.stack([vectors[j] for j in todo])  # type: ignore[misc]
         cosines = matrix @ matrix.T
-        # per item, the earlier items of its owner still new, compared as one row of the matrix (a
-        # loop over every earlier pair took 60 ms for a batch of 500 of one owner)
+        # per item, the earlier items of its owner still new, compared as one row of the matrix
         group_of = {o: k for k, o in enumerate(dict.fromkeys(owners[j] for j in todo))}
         groups = np.array([group_of[owners[j]] for j in todo])
         is_new = np.zeros(len(todo), dtype=bool)

@@ -18,9 +18,8 @@ from ..selectors import consolidation_policy
 from .duplicates import content_hash
 
 # A summary is embedded from its first 1,200 characters (about 256 word pieces): all-MiniLM-L6-v2 was
-# trained on 256 and attention costs grow with the square of the length (LoCoMo's summaries took
-# 0.31 s each embedded whole under load, against about 0.05 s cut); the full text stays searchable
-# by the full-text side of recall.
+# trained on 256 and attention costs grow with the square of the length; the full text stays
+# searchable by the full-text side of recall.
 SUMMARY_EMBED_CHARS = 1200
 
 

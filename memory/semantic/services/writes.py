@@ -354,9 +354,8 @@ def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[
 
 
 # The memories of a write and their access clocks in one statement: the rows travel as one JSON
-# document (``jsonb_to_recordset``), the vectors as pgvector text. ``bulk_create`` twice took two
-# round trips and, for a batch of 500, 0.2 s compiling 10,000 placeholders before psycopg spent
-# another 0.18 s splitting them (client-side binding), against 1.4 ms of Python per memory in all.
+# document (``jsonb_to_recordset``), the vectors as pgvector text, so the statement has the same few
+# placeholders for one memory as for 500 (decision 0040).
 _INSERT_ROWS = f"""
     INSERT INTO {SemanticMemory._meta.db_table} (id, agent_id, scope, memory_type, session_id,
         data_subject, tags, visible_to_agents, visible_to_roles, content, content_hash, metadata,
@@ -479,9 +478,8 @@ def _create_unless_near(
     implicit one makes it all or nothing): the near-duplicate lookup (``near_sql``) and, when it
     finds nothing, the row and its access clock. Returns the created memory, or None when the
     lookup found a near memory (nothing written): the caller's transaction then applies the rule
-    (``dedup_plan``), which reinforces it or, when it says something else, stores the write. A
-    write that took a transaction (BEGIN, lookup, insert, COMMIT) waited for four round trips
-    instead of one, each a few ms at load 8 (LangGraph's ``put``, pipelined, waits for one)."""
+    (``dedup_plan``), which reinforces it or, when it says something else, stores the write. One
+    round trip for the common case (decision 0040)."""
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
     memory = _new_memory(
@@ -516,12 +514,12 @@ def _create_unless_near(
 def _pending_accept(
     *, agent: Agent, data: MemoryData, digest: str, audience: tuple[list[int], list[str]], embedder: Embedder
 ) -> SemanticMemory | None:
-    """Store one async write as a pending memory with its access clock, in one statement (outside a
-    transaction that is also its commit: one round trip where step 1's query, the two inserts and
-    the commit took five, ~8 ms each at load 12), unless it is an exact duplicate: the insert does
-    nothing when a live memory of the agent has the same scope and ``content_hash`` (the unique
-    constraint ``semantic_live_content_uniq``, which is step 1's rule), and None is returned for
-    the pipeline to reinforce that memory. Queues the worker's drain on commit."""
+    """Store one async write as a pending memory with its access clock, in one statement outside a
+    transaction (its implicit one is the commit: one round trip, decision 0040), unless it is an
+    exact duplicate: the insert does nothing when a live memory of the agent has the same scope and
+    ``content_hash`` (the unique constraint ``semantic_live_content_uniq``, which is step 1's rule),
+    and None is returned for the pipeline to reinforce that memory. Queues the worker's drain on
+    commit."""
     now = timezone.now()
     memory = _new_memory(
         agent=agent,
