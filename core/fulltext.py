@@ -42,6 +42,7 @@ def query_lexemes(text: str) -> list[str]:
     taken one by one (``\\w+``) as PostgreSQL's parser would split them once separated by spaces; a
     word not seen before by this process costs one query for all such words of ``text``, a known
     one nothing."""
+    # the same 'english' configuration as memory/sql/memory_lexical_set.sql and the generated search column
     words = sorted({w.lower() for w in WORD.findall(text)})
     unknown = [w for w in words if w not in _LEXEMES]
     if unknown:

@@ -17,7 +17,8 @@ from pgvector.django import SparseVectorField, VectorField
 # cannot be indexed as a whole, so each dimension has a partial expression index on
 # ``embedding::vector(d)`` — the pattern pgvector documents for mixed dimensions.
 INDEXED_DIMENSIONS = (256, 384, 768, 1024, 1536)
-# The lexical vector's space: lexemes hashed into pgvector's largest sparsevec dimension.
+# The lexical vector's space: lexemes hashed into pgvector's largest sparsevec dimension
+# (memory/sql/memory_lexeme_index.sql hashes lexemes into 1 .. LEXICAL_DIMENSIONS - 1).
 LEXICAL_DIMENSIONS = 1_000_000_000
 
 
@@ -84,7 +85,7 @@ class SemanticMemory(models.Model):
         db_persist=True,
     )
     # BM25 term saturations of ``search`` by hashed lexeme (``memory_lexical_vector``), set by a
-    # database trigger from ``content`` (migration 0014): search scores a candidate's words with one
+    # database trigger from ``content`` (memory/sql/memory_lexical_set.sql): search scores a candidate's words with one
     # sparse dot product against the query's IDFs, without reading ``search`` back (decision 0042)
     lexical = SparseVectorField(dimensions=LEXICAL_DIMENSIONS, null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
@@ -203,7 +204,8 @@ class MemoryAccess(models.Model):
 # normalisation is soft (b = 0.3, as found for short documents; Lucene's 0.75 suits articles):
 # with b = 0.75 and a mean of 8 lexemes, a 20-lexeme memory holding every word of a question lost
 # to a 5-lexeme one holding half of them (LoCoMo dev, locomo_eval: MRR 0.498 -> 0.54 with this
-# alone; memories there hold 20 lexemes on average, benchmarks/corpus.py's 8). Migration 0020.
+# alone; memories there hold 20 lexemes on average, benchmarks/corpus.py's 8).
+# The SQL side: memory/sql/memory_bm25_saturation.sql (these constants, written into it).
 BM25_K1 = 1.2
 BM25_B = 0.3
 AVG_DOC_LEXEMES = 16.0
@@ -214,7 +216,7 @@ class LexicalPosting(models.Model):
     the memory's ``search`` vector, ``tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))`` (no IDF: that
     is the query's side, from the table's statistics, see ``selectors.lexeme_idf``).
 
-    Maintained by a database trigger on ``SemanticMemory`` (migration 0014): every insert, content
+    Maintained by a database trigger on ``SemanticMemory`` (memory/sql/memory_lexical_postings.sql): every insert, content
     change (erasure) and delete keeps the postings equal to ``search``, whatever wrote the row (the
     services, bulk loads, the admin). Read by the lexical arm of search through the index
     ``(lexeme, impact DESC)``: the best ``n`` memories for a word cost ``n`` index entries however
@@ -241,6 +243,7 @@ class LexicalPosting(models.Model):
 
 
 # How many memories on each side of a memory, in its session's order, make up its context.
+# The SQL side: memory/sql/memory_context_around.sql (LIMIT 2 on each side).
 CONTEXT_NEIGHBOURS = 2
 
 
@@ -256,7 +259,8 @@ class MemoryContext(models.Model):
     ``SemanticMemory.lexical``, so search scores it with the same sparse dot product against the
     query's IDFs; ``sources`` names the neighbours it was built from.
 
-    Maintained by database triggers on ``SemanticMemory`` (migration 0020), whatever wrote the row:
+    Maintained by database triggers on ``SemanticMemory``
+    (memory/sql/memory_context_{inserted,deleted,updated}.sql), whatever wrote the row:
     an insert (also out of time order), a content change (erasure, redaction), forgetting, merging
     (which forgets), a move to another session or scope, and a delete rebuild the context of every
     memory whose neighbours changed, so no context ever holds text of a memory that is gone or

@@ -77,7 +77,7 @@ def memory_forget(
 def memories_erase(*, memory_ids: Sequence[uuid.UUID | str]) -> list[str]:
     """Delete the memories ``memory_ids`` of the current tenant for good: the row with its content,
     full-text vector and embedding (vectors can be inverted into text), and its access clock; the
-    delete's trigger (migration 0020) removes its context and rebuilds its neighbours' contexts
+    delete's trigger (memory/sql/memory_context_deleted.sql) removes its context and rebuilds its neighbours' contexts
     without its words (``MemoryContext``). Unlike ``memory_forget`` nothing stays for audit.
     Returns the ids deleted (as strings); ids already gone are skipped. Index entries go when the
     table is vacuumed (the caller does it).
