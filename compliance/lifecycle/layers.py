@@ -22,7 +22,7 @@ from memory.episodic.models import REDACTION_ACTION, Event, EventKind
 from memory.knowledge.models import Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
 from memory.procedural.models import SkillRun
-from memory.procedural.services import skill_runs_erase
+from memory.procedural.services.runs import skill_runs_erase
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryType, SemanticMemory
 from memory.semantic.services.erase import memories_erase
 from memory.store.models import StoreItem

@@ -328,7 +328,7 @@ DELETERS: dict[str, str] = {
     "memory.checkpoints.services.delete.checkpoints_erase": ERASE,
     "memory.semantic.services.erase.memories_erase": ERASE + ", or its own item's or summary's index row",
     "memory.knowledge.services.erase.facts_erase": ERASE,
-    "memory.procedural.services.skill_runs_erase": ERASE,
+    "memory.procedural.services.runs.skill_runs_erase": ERASE,
     "memory.consolidation.services.summaries_erase": ERASE + " (derived, rebuilt from kept events)",
     "memory.consolidation.services.summary_tree_rebuild": "derived summaries, rebuilt from kept events",
     "memory.consolidation.services.promotions_erase": ERASE,
