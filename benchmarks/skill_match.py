@@ -286,7 +286,7 @@ def main() -> None:
 
     from memory.embeddings import embed_query, get_embedder
     from memory.procedural import selectors
-    from memory.procedural.cel import _parse
+    from memory.procedural.cel.parsing import _parse
     from memory.procedural.services.tools import version_compile
     from memory.procedural.validation import ToolContract, compile_skill
     from tenants.services import tenant_create
