@@ -17,7 +17,7 @@ from django.db.models.functions import Coalesce
 from memory.checkpoints.models import Checkpoint
 from memory.checkpoints.services import checkpoints_erase
 from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
-from memory.consolidation.services import promotions_detach, promotions_erase, summaries_erase
+from memory.consolidation.services.lifecycle import promotions_detach, promotions_erase, summaries_erase
 from memory.episodic.models import REDACTION_ACTION, Event, EventKind
 from memory.knowledge.models import Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
