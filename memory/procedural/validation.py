@@ -204,7 +204,14 @@ def _shape(
         (key, f"Unknown step field {key!r} (allowed: {', '.join(sorted(STEP_KEYS))}).")
         for key in sorted(set(raw) - STEP_KEYS)
     ]
-    found += _id_problems(step_id, index, ids)
+    if problem := _name_problem(
+        step_id,
+        index,
+        ids,
+        invalid="A step id is a lowercase letter, then lowercase letters, digits or '_' (at most 64).",
+        duplicate="Duplicate step id (step #{number} has it).",
+    ):
+        found.append(("id", problem))
     tool_name = raw.get("tool")
     tool = tools.get(tool_name) if isinstance(tool_name, str) else None
     if not isinstance(tool_name, str) or not tool_name:
@@ -212,7 +219,17 @@ def _shape(
     elif tool is None:
         found.append(("tool", f"No tool {tool_name!r} in this tenant."))
     found += _field_problems(raw)
-    found += _alias_problems(raw.get("output_as"), index, aliases)
+    alias = raw.get("output_as")
+    if alias is not None and (
+        problem := _name_problem(
+            alias,
+            index,
+            aliases,
+            invalid="output_as is a name: a lowercase letter, then lowercase letters, digits or '_'.",
+            duplicate="Step #{number} already binds {name!r}.",
+        )
+    ):
+        found.append(("output_as", problem))
     if found:
         label = step_id if isinstance(step_id, str) else None
         return None, [Problem(step_path(index, key), message, label, index) for key, message in found]
@@ -220,18 +237,21 @@ def _shape(
     return Step(index, step_id, raw, tool, output_type), []  # type: ignore[arg-type]
 
 
-def _id_problems(step_id: Any, index: int, ids: dict[str, int]) -> list[tuple[str, str]]:
-    """``(field, message)`` of a bad step id; a good one is recorded in ``ids``."""
-    if not isinstance(step_id, str) or not STEP_ID_PATTERN.match(step_id):
-        return [
-            ("id", "A step id is a lowercase letter, then lowercase letters, digits or '_' (at most 64).")
-        ]
-    if step_id in RESERVED_NAMES:
-        return [("id", f"{step_id!r} is a reserved name.")]
-    if step_id in ids:
-        return [("id", f"Duplicate step id (step #{ids[step_id] + 1} has it).")]
-    ids[step_id] = index
-    return []
+def _name_problem(
+    name: Any, index: int, taken: dict[str, int], *, invalid: str, duplicate: str
+) -> str | None:
+    """The problem of step ``index``'s id or alias ``name``: ``invalid`` when it is not a name
+    (``STEP_ID_PATTERN``), a reserved name, or ``duplicate`` (formatted with the ``number`` of the step
+    that has it and the ``name``) when ``taken`` (``{name: step index}``) holds it; else None, and
+    ``name`` is recorded in ``taken``."""
+    if not isinstance(name, str) or not STEP_ID_PATTERN.match(name):
+        return invalid
+    if name in RESERVED_NAMES:
+        return f"{name!r} is a reserved name."
+    if name in taken:
+        return duplicate.format(number=taken[name] + 1, name=name)
+    taken[name] = index
+    return None
 
 
 def _field_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
@@ -251,22 +271,6 @@ def _field_problems(raw: dict[str, Any]) -> list[tuple[str, str]]:
         elif on_error != "retry":
             found.append(("retries", 'retries needs "on_error": "retry".'))
     return found
-
-
-def _alias_problems(alias: Any, index: int, aliases: dict[str, int]) -> list[tuple[str, str]]:
-    """``(field, message)`` of a bad ``output_as``; a good one is recorded in ``aliases``."""
-    if alias is None:
-        return []
-    if not isinstance(alias, str) or not STEP_ID_PATTERN.match(alias):
-        return [
-            ("output_as", "output_as is a name: a lowercase letter, then lowercase letters, digits or '_'.")
-        ]
-    if alias in RESERVED_NAMES:
-        return [("output_as", f"{alias!r} is a reserved name.")]
-    if alias in aliases:
-        return [("output_as", f"Step #{aliases[alias] + 1} already binds {alias!r}.")]
-    aliases[alias] = index
-    return []
 
 
 def _jump_problems(steps: list[Step], ids: dict[str, int]) -> list[Problem]:

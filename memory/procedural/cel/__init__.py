@@ -23,7 +23,8 @@ function, and message construction (``Msg{...}``), is refused with the name of w
 
 The package's parts: ``types`` (CEL types and those of JSON Schemas), ``parsing`` (cel-python's
 parser and the tree cache), ``evaluation`` (cel-python's evaluator within a cost budget) and
-``checker`` (the type rules and ``check``). Callers use the names below.
+``checker`` (the type rules and ``check``). Callers use the names below; the other types
+(``cel.types.DOUBLE``, ...) are the checker's.
 """
 
 from .checker import CheckResult, check
@@ -36,32 +37,11 @@ from .evaluation import (
     evaluate,
 )
 from .parsing import MAX_EXPRESSION_CHARS, CelCheckError, parse, tree_size
-from .types import (
-    BOOL,
-    BYTES,
-    DOUBLE,
-    DURATION,
-    DYN,
-    INT,
-    NULL,
-    NUMERIC,
-    ORDERED,
-    STRING,
-    TIMESTAMP,
-    TYPE,
-    UINT,
-    CelType,
-    from_schema,
-    list_of,
-    map_of,
-    object_of,
-    type_of_value,
-)
+from .types import BOOL, DYN, INT, STRING, CelType, from_schema, list_of, map_of, object_of, type_of_value
 
 __all__ = [
-    "BOOL", "BYTES", "DOUBLE", "DURATION", "DYN", "EVALUATION_STEPS", "INT", "MAX_EXPRESSION_CHARS",
-    "NULL", "NUMERIC", "ORDERED", "REGEX_COMPILE_STEPS", "SKILL_EVALUATION_STEPS", "STRING",
-    "TIMESTAMP", "TYPE", "UINT", "Budget", "CelCheckError", "CelCostError", "CelType", "CheckResult",
-    "check", "evaluate", "from_schema", "list_of", "map_of", "object_of", "parse", "tree_size",
-    "type_of_value",
+    "BOOL", "DYN", "EVALUATION_STEPS", "INT", "MAX_EXPRESSION_CHARS", "REGEX_COMPILE_STEPS",
+    "SKILL_EVALUATION_STEPS", "STRING", "Budget", "CelCheckError", "CelCostError", "CelType",
+    "CheckResult", "check", "evaluate", "from_schema", "list_of", "map_of", "object_of", "parse",
+    "tree_size", "type_of_value",
 ]  # fmt: skip
