@@ -68,6 +68,15 @@ RESERVED_NAMES = frozenset(
      "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"}
 )  # fmt: skip
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+# what a bad step id or output_as is told: (not a name, held by step #{number} already)
+ID_MESSAGES = (
+    "A step id is a lowercase letter, then lowercase letters, digits or '_' (at most 64).",
+    "Duplicate step id (step #{number} has it).",
+)
+ALIAS_MESSAGES = (
+    "output_as is a name: a lowercase letter, then lowercase letters, digits or '_'.",
+    "Step #{number} already binds {name!r}.",
+)
 
 
 def schema_problems(schema: Any, *, path: str) -> list[Problem]:
@@ -204,13 +213,7 @@ def _shape(
         (key, f"Unknown step field {key!r} (allowed: {', '.join(sorted(STEP_KEYS))}).")
         for key in sorted(set(raw) - STEP_KEYS)
     ]
-    if problem := _name_problem(
-        step_id,
-        index,
-        ids,
-        invalid="A step id is a lowercase letter, then lowercase letters, digits or '_' (at most 64).",
-        duplicate="Duplicate step id (step #{number} has it).",
-    ):
+    if problem := _name_problem(step_id, index, ids, ID_MESSAGES):
         found.append(("id", problem))
     tool_name = raw.get("tool")
     tool = tools.get(tool_name) if isinstance(tool_name, str) else None
@@ -220,15 +223,7 @@ def _shape(
         found.append(("tool", f"No tool {tool_name!r} in this tenant."))
     found += _field_problems(raw)
     alias = raw.get("output_as")
-    if alias is not None and (
-        problem := _name_problem(
-            alias,
-            index,
-            aliases,
-            invalid="output_as is a name: a lowercase letter, then lowercase letters, digits or '_'.",
-            duplicate="Step #{number} already binds {name!r}.",
-        )
-    ):
+    if alias is not None and (problem := _name_problem(alias, index, aliases, ALIAS_MESSAGES)):
         found.append(("output_as", problem))
     if found:
         label = step_id if isinstance(step_id, str) else None
@@ -237,13 +232,12 @@ def _shape(
     return Step(index, step_id, raw, tool, output_type), []  # type: ignore[arg-type]
 
 
-def _name_problem(
-    name: Any, index: int, taken: dict[str, int], *, invalid: str, duplicate: str
-) -> str | None:
-    """The problem of step ``index``'s id or alias ``name``: ``invalid`` when it is not a name
-    (``STEP_ID_PATTERN``), a reserved name, or ``duplicate`` (formatted with the ``number`` of the step
-    that has it and the ``name``) when ``taken`` (``{name: step index}``) holds it; else None, and
-    ``name`` is recorded in ``taken``."""
+def _name_problem(name: Any, index: int, taken: dict[str, int], messages: tuple[str, str]) -> str | None:
+    """The problem of step ``index``'s id or alias ``name``, ``messages`` being ``(invalid,
+    duplicate)``: ``invalid`` when it is not a name (``STEP_ID_PATTERN``), a reserved name, or
+    ``duplicate`` (formatted with the ``number`` of the step that has it and the ``name``) when
+    ``taken`` (``{name: step index}``) holds it; else None, and ``name`` is recorded in ``taken``."""
+    invalid, duplicate = messages
     if not isinstance(name, str) or not STEP_ID_PATTERN.match(name):
         return invalid
     if name in RESERVED_NAMES:
