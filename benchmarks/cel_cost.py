@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 from _common import record  # noqa: E402
 
 from memory.procedural import cel, validation  # noqa: E402  (the path above first)
+from memory.procedural.cel import parsing  # noqa: E402
 
 LIMIT = cel.MAX_EXPRESSION_CHARS
 NAMES = [f"v{i}" for i in range(200)]
@@ -121,7 +122,7 @@ def measure(text: str, repeat: int) -> dict[str, Any]:
     ``cel.evaluate`` alone on the parsed tree (the part the step budget bounds), in ms."""
     checks, evaluations, outcome = [], [], ""
     for _ in range(repeat):
-        cel._parse.cache_clear()
+        parsing._parse.cache_clear()
         started = time.perf_counter()
         try:
             result = cel.check(text, {})
@@ -179,7 +180,7 @@ def measure_skill(conditions: list[str], repeat: int) -> dict[str, Any]:
     """``validation.compile_skill`` over one step per condition, parse cache cleared, in ms."""
     times, refused = [], 0
     for _ in range(repeat):
-        cel._parse.cache_clear()
+        parsing._parse.cache_clear()
         started = time.perf_counter()
         compiled = validation.compile_skill(
             steps=skill(conditions), input_schema={"type": "object", "properties": {}}, tools={"noop": NOOP}

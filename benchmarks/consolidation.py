@@ -128,7 +128,9 @@ def bench_pass(args: argparse.Namespace) -> None:
     from django_tenants.utils import tenant_context
 
     from core.tenancy import maintenance
-    from memory.consolidation.services import forgetting_pass, promotion_pass, summaries_pass
+    from memory.consolidation.services.forgetting import forgetting_pass
+    from memory.consolidation.services.promotion import promotion_pass
+    from memory.consolidation.services.summaries import summaries_pass
     from memory.semantic.models import SemanticMemory
 
     if args.memories:  # 0: the HNSW sample only
@@ -194,7 +196,7 @@ def bench_summarize(args: argparse.Namespace) -> None:
     from agents.models import Agent
     from agents.services import agent_create
     from core.tenancy import maintenance
-    from memory.consolidation.services import summaries_pass
+    from memory.consolidation.services.summaries import summaries_pass
     from memory.episodic.models import Event
     from memory.episodic.services import EventData, events_append
 
@@ -418,7 +420,7 @@ def bench_locomo(args: argparse.Namespace) -> None:
     from benchmarks.locomo import clean_evidence, iter_turns
     from core.tenancy import maintenance
     from memory.consolidation.models import SummaryNode
-    from memory.consolidation.services import summaries_pass
+    from memory.consolidation.services.summaries import summaries_pass
     from memory.consolidation.summarizer import entities, numbers_and_dates
     from memory.episodic.models import Event
     from memory.episodic.services import EventData, events_append

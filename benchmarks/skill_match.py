@@ -12,7 +12,7 @@ and measures after a warm-up, with distinct requests worded unlike the intents:
 - compiling a 50-step skill (49 distinct CEL conditions, 33 steps with references):
   ``validation.compile_skill`` alone (JSON Schema and CEL checks) the first time (every condition
   parsed) and again (parse trees cached, as when the editor re-checks while one types), and
-  ``services.version_compile`` (with the tool contracts read from PostgreSQL, as a publish does).
+  ``services.tools.version_compile`` (with the tool contracts read from PostgreSQL, as a publish does).
 
 It also reports how often the skill a request was generated from is the top match (a sanity check
 of the fusion, not a quality benchmark). Reruns are quick: a tenant that holds its N skills is not
@@ -204,14 +204,15 @@ def fill(tenant: Any, skills: list[dict[str, Any]], seed: int) -> None:
 
     from core.tenancy import maintenance
     from memory.embeddings import get_embedder
-    from memory.procedural import services
     from memory.procedural.models import Skill, SkillVersion, VersionStatus
+    from memory.procedural.services.common import Actor
+    from memory.procedural.services.tools import tool_save
 
     embedder = get_embedder()
-    actor = services.Actor(username="benchmark")
+    actor = Actor(username="benchmark")
     with tenant_context(tenant):
         for name, (input_schema, output_schema) in TOOLS.items():
-            services.tool_save(
+            tool_save(
                 actor=actor,
                 name=name,
                 description=name,
@@ -284,8 +285,9 @@ def main() -> None:
     from django_tenants.utils import tenant_context
 
     from memory.embeddings import embed_query, get_embedder
-    from memory.procedural import selectors, services
-    from memory.procedural.cel import _parse
+    from memory.procedural import selectors
+    from memory.procedural.cel.parsing import _parse
+    from memory.procedural.services.tools import version_compile
     from memory.procedural.validation import ToolContract, compile_skill
     from tenants.services import tenant_create
 
@@ -338,7 +340,7 @@ def main() -> None:
             pure.append((time.perf_counter() - t0) * 1000)
         for _ in range(100):
             t0 = time.perf_counter()
-            services.version_compile(steps=steps, input_schema=INPUT)
+            version_compile(steps=steps, input_schema=INPUT)
             with_db.append((time.perf_counter() - t0) * 1000)
 
     print(f"\nskill match, {args.skills:,} published skills, {embedder.name} ({embedder.dimensions}-d), k=5:")
@@ -351,7 +353,7 @@ def main() -> None:
     print("\ncompiling a 50-step skill:")
     _row("validation.compile_skill, first time (parses 49 CEL)", percentiles(cold))
     _row("validation.compile_skill, again (as the editor does)", percentiles(pure))
-    _row("services.version_compile (+ tool contracts read)", percentiles(with_db))
+    _row("services.tools.version_compile (+ tool contracts read)", percentiles(with_db))
     load = os.getloadavg()
     print(f"\nload average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
 

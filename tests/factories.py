@@ -544,12 +544,12 @@ def skill_seed(caller: Caller, **overrides: object) -> dict:
 
 def skill_publish(tenant: Tenant, name: str, number: int, *, username: str = "op") -> None:
     """Publish version ``number`` of skill ``name`` as the person ``username`` (services, no admin)."""
-    from memory.procedural import services as procedural
     from memory.procedural.models import SkillVersion, VersionStatus
+    from memory.procedural.services.versions import version_publish
 
     with tenant_context(tenant):
         current = SkillVersion.objects.filter(skill__name=name, status=VersionStatus.PUBLISHED).first()
-        procedural.version_publish(
+        version_publish(
             username=username,
             name=name,
             number=number,

@@ -29,8 +29,13 @@ from api.fields import (
 from api.idempotency import idempotent
 from api.views import AgentRequest, ApiView
 from core.errors import NotFound
-from memory.procedural import selectors, services
+from memory.procedural import selectors
 from memory.procedural.models import NAME_PATTERN, SkillVersion
+from memory.procedural.services.common import MAX_INTENTS, MAX_TAGS, MAX_TEXT_CHARS, Actor
+from memory.procedural.services.proposals import skill_propose, skill_version_propose
+from memory.procedural.services.runs import RunData, skill_run_report
+from memory.procedural.services.skills import SkillData
+from memory.procedural.services.tools import tool_save
 from memory.procedural.validation import MAX_RETRIES, MAX_STEPS, ON_ERROR_KEYWORDS, STEP_ID_PATTERN
 
 MAX_SCHEMA_BYTES = 64 * 1024
@@ -89,9 +94,7 @@ class StepsInputField(JSONValueField):
 
 class ToolInputSerializer(StrictSerializer):
     name = NameField()
-    description = CleanCharField(
-        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
-    )
+    description = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     input_schema = JSONObjectField(
         max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema"
     )
@@ -168,9 +171,7 @@ class ToolsView(ApiView):
     def post(self, request: AgentRequest) -> Response:
         serializer = ToolInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        version, created = services.tool_save(
-            actor=services.Actor(agent=request.user), **serializer.validated_data
-        )
+        version, created = tool_save(actor=Actor(agent=request.user), **serializer.validated_data)
         return Response(
             {**ToolOutputSerializer(version).data, "created": created},
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -334,21 +335,15 @@ class MatchParams(StrictSerializer):
 class SkillProposalSerializer(StrictSerializer):
     name = NameField()
     title = CleanCharField(max_length=200)
-    description = CleanCharField(
-        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
-    )
+    description = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     intents = serializers.ListField(
-        child=CleanCharField(max_length=300), max_length=services.MAX_INTENTS, default=list
+        child=CleanCharField(max_length=300), max_length=MAX_INTENTS, default=list
     )
-    tags = serializers.ListField(
-        child=CleanCharField(max_length=64), max_length=services.MAX_TAGS, default=list
-    )
+    tags = serializers.ListField(child=CleanCharField(max_length=64), max_length=MAX_TAGS, default=list)
     owner = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
     input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES)
     steps = StepsInputField(help_text="a list of steps (see the README's skill format)")
-    change_note = CleanCharField(
-        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
-    )
+    change_note = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
 
 
@@ -396,10 +391,10 @@ class SkillsView(ApiView):
         serializer = SkillProposalSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         d = serializer.validated_data
-        version = services.skill_propose(
+        version = skill_propose(
             agent=request.user,
             name=d["name"],
-            data=services.SkillData(
+            data=SkillData(
                 title=d["title"],
                 description=d["description"],
                 intents=d["intents"],
@@ -433,9 +428,7 @@ class SkillDetailView(ApiView):
 class VersionProposalSerializer(StrictSerializer):
     steps = StepsInputField(help_text="a list of steps")
     input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES, required=False)
-    change_note = CleanCharField(
-        max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True
-    )
+    change_note = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     based_on = StrictIntegerField(min_value=1, required=False)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
 
@@ -457,7 +450,7 @@ class SkillVersionsView(ApiView):
         serializer = VersionProposalSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         d = serializer.validated_data
-        version = services.skill_version_propose(
+        version = skill_version_propose(
             agent=request.user,
             name=name,
             steps=d["steps"],
@@ -492,7 +485,7 @@ class RunInputSerializer(StrictSerializer):
     failed_step = CleanCharField(max_length=64, required=False, default="", allow_blank=True)
     duration_ms = StrictIntegerField(min_value=0, max_value=7 * 24 * 3600 * 1000, required=False)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
-    error = CleanCharField(max_length=services.MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
+    error = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
 
 
 class SkillRunsView(ApiView):
@@ -511,9 +504,7 @@ class SkillRunsView(ApiView):
     def post(self, request: AgentRequest, name: str) -> Response:
         serializer = RunInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        run = services.skill_run_report(
-            agent=request.user, name=name, data=services.RunData(**serializer.validated_data)
-        )
+        run = skill_run_report(agent=request.user, name=name, data=RunData(**serializer.validated_data))
         runs, successes = selectors.run_stats(run.version)
         return Response(
             {

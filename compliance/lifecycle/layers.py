@@ -17,12 +17,12 @@ from django.db.models.functions import Coalesce
 from memory.checkpoints.models import Checkpoint
 from memory.checkpoints.services import checkpoints_erase
 from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
-from memory.consolidation.services import promotions_detach, promotions_erase, summaries_erase
+from memory.consolidation.services.lifecycle import promotions_detach, promotions_erase, summaries_erase
 from memory.episodic.models import REDACTION_ACTION, Event, EventKind
 from memory.knowledge.models import Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
 from memory.procedural.models import SkillRun
-from memory.procedural.services import skill_runs_erase
+from memory.procedural.services.runs import skill_runs_erase
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryType, SemanticMemory
 from memory.semantic.services.erase import memories_erase
 from memory.store.models import StoreItem

@@ -19,7 +19,7 @@ from core.errors import Conflict, DomainError, InvalidInput, NotFound, Permissio
 from core.locks import advisory_lock
 from core.tasks import queue_on_commit
 from core.tenancy import current_schema
-from memory.consolidation.services import summaries_paused
+from memory.consolidation.services.lifecycle import summaries_paused
 from memory.episodic.models import Event
 
 from .. import copies, lifecycle, redaction, signing

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput, NotFound
 from core.locks import advisory_xact_lock
-from memory.consolidation.services import summaries_paused
+from memory.consolidation.services.lifecycle import summaries_paused
 
 from .. import lifecycle, redaction
 from ..models import RetentionRule, RetentionRun, RunStatus

@@ -15,8 +15,8 @@ from celery import shared_task
 from core.tasks import TenantTask
 from core.tenancy import current_schema
 
-from .services import consolidate as consolidate_pass
-from .services import summary_tree_rebuild
+from .services.lifecycle import summary_tree_rebuild
+from .services.schedule import consolidate as consolidate_pass
 
 
 @shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
@@ -37,5 +37,5 @@ def consolidate(now: str | None = None, force: bool = False) -> dict[str, object
 @shared_task(base=TenantTask, requires_tenant=True, ignore_result=True)
 def summaries_rebuild(session_id: str) -> int:
     """Rebuild one session's summary tree after an erasure or a retention pass removed it (see
-    ``services.summary_tree_rebuild``). Returns how many nodes it wrote."""
+    ``services.lifecycle.summary_tree_rebuild``). Returns how many nodes it wrote."""
     return len(summary_tree_rebuild(session_id=session_id))

@@ -19,8 +19,10 @@ from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMi
 from core.errors import DomainError
 from memory.embeddings import get_embedder
 
-from . import admin_views, selectors, services
+from . import admin_views, selectors
 from .models import Skill, SkillRun, SkillVersion, Tool, ToolVersion, VersionStatus
+from .services.common import Actor
+from .services.skills import SkillData, skill_create, skill_update
 
 TOOL_VERSION_FIELDS: tuple[str, ...] = (
     "version",
@@ -190,9 +192,9 @@ class SkillAdmin(ServiceSaveAdmin):
         )
 
     def service_save(self, request: HttpRequest, obj: Skill, form: forms.ModelForm, change: bool) -> None:
-        """Through ``services.skill_create`` / ``skill_update``, which record the change as this person."""
-        actor = services.Actor(username=request.user.get_username())
-        data = services.SkillData(
+        """Through ``skill_create`` / ``skill_update``, which record the change as this person."""
+        actor = Actor(username=request.user.get_username())
+        data = SkillData(
             title=obj.title,
             description=obj.description,
             intents=form.cleaned_data["intents"],
@@ -200,9 +202,9 @@ class SkillAdmin(ServiceSaveAdmin):
             owner=obj.owner,
         )
         if change:
-            saved, _ = services.skill_update(actor=actor, skill_id=obj.pk, data=data)
+            saved, _ = skill_update(actor=actor, skill_id=obj.pk, data=data)
         else:
-            saved = services.skill_create(actor=actor, name=obj.name, data=data).skill
+            saved = skill_create(actor=actor, name=obj.name, data=data).skill
         obj.pk, obj.created_at = saved.pk, saved.created_at
 
     def get_urls(self) -> list[URLPattern]:

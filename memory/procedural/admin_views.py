@@ -34,9 +34,12 @@ from django_htmx.http import HttpResponseClientRedirect
 from core.admin import HtmxHttpRequest
 from core.errors import DomainError, NotFound
 
-from . import selectors, services
+from . import selectors
 from .diff import version_diff
 from .models import Skill, SkillVersion, VersionStatus
+from .services.common import Actor
+from .services.tools import version_compile
+from .services.versions import draft_create, draft_save, version_publish, version_retire
 from .validation import ON_ERROR_KEYWORDS, Compiled, Problem
 
 if TYPE_CHECKING:
@@ -252,7 +255,7 @@ def _compile(state: EditorState, version: SkillVersion) -> None:
     if state.parsed_steps is None:
         _parse(state)
     pins = version.tool_versions if not version.is_draft else None
-    state.compiled = services.version_compile(
+    state.compiled = version_compile(
         steps=state.parsed_steps,
         input_schema=state.parsed_input if state.parsed_input is not None else {},
         pins=pins,
@@ -365,8 +368,8 @@ def version_view(
             status, extra = 400, {"error": "Fix the JSON marked below; nothing was saved."}
         else:
             try:
-                saved, _ = services.draft_save(
-                    actor=services.Actor(username=request.user.get_username()),
+                saved, _ = draft_save(
+                    actor=Actor(username=request.user.get_username()),
                     name=version.skill.name,
                     number=version.number,
                     revision=state.revision,
@@ -428,7 +431,7 @@ def publish_view(
     version = _version_or_404(skill_id, number)
     rollback = version.status == VersionStatus.RETIRED
     try:
-        services.version_publish(
+        version_publish(
             username=request.user.get_username(),
             name=version.skill.name,
             number=number,
@@ -462,7 +465,7 @@ def retire_view(
     version = _version_or_404(skill_id, number)
     was_draft = version.is_draft
     try:
-        services.version_retire(
+        version_retire(
             username=request.user.get_username(),
             name=version.skill.name,
             number=number,
@@ -483,8 +486,8 @@ def draft_view(model_admin: SkillAdmin, request: HtmxHttpRequest, skill_id: int,
         raise PermissionDenied
     version = _version_or_404(skill_id, number)
     try:
-        draft = services.draft_create(
-            actor=services.Actor(username=request.user.get_username()),
+        draft = draft_create(
+            actor=Actor(username=request.user.get_username()),
             name=version.skill.name,
             from_number=number,
         )
@@ -575,7 +578,7 @@ def proposals_view(model_admin: SkillAdmin, request: HtmxHttpRequest) -> HttpRes
             old_input_schema=base.input_schema if base else None,
             new_input_schema=version.input_schema,
         )
-        compiled = services.version_compile(steps=version.steps, input_schema=version.input_schema)
+        compiled = version_compile(steps=version.steps, input_schema=version.input_schema)
         diff_url = reverse("admin:memory_skill_diff", args=[version.skill_id])
         if base:
             diff_url += f"?a={base.number}&b={version.number}"

@@ -93,9 +93,9 @@ class Skill(models.Model):
 
     class Meta:
         ordering = ["name"]
-        # fastupdate off: with it on, new entries wait in the GIN pending list, which every search
-        # scans linearly until a vacuum merges it (23 ms instead of 2.6 ms per match after a fill of
-        # 10,000 skills); skills are written rarely and matched often
+        # fastupdate off: new entries go straight into the index instead of a pending list that
+        # every search scans linearly until a vacuum merges it; skills are written rarely and
+        # matched often (decision record 0020)
         indexes = [
             GinIndex(fields=["search"], name="skill_search_gin", fastupdate=False),
             GinIndex(fields=["tags"], name="skill_tags_gin", fastupdate=False),

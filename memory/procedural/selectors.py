@@ -23,8 +23,7 @@ from .models import Skill, SkillRunStats, SkillVersion, Tool, ToolVersion, Versi
 # the ``pool`` best full-text matches, fused. The lexical side reads at most TEXT_RANK_BOUND rows
 # holding two of the request's words and, when those are fewer than the pool, as many holding one
 # (at 10,000 skills a common word such as "account" is in hundreds). Ranked by ts_rank, which on
-# these short texts weighs title and intents (A) over the description (B) as well as ts_rank_cd
-# does, at a seventh of the cost: 0.3 ms instead of 2.2 ms for 200 rows (benchmarks/skill_match.py).
+# these short texts weighs title and intents (A) over the description (B); decision record 0020.
 TEXT_WEIGHT = 0.3
 TEXT_RANK_BOUND = 200
 QUORUM_MAX_LEXEMES = 12

@@ -22,7 +22,10 @@ from compliance import lifecycle, services
 from compliance.models import ErasureStatus, RetentionRule
 from core.errors import InvalidInput
 from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
-from memory.consolidation.services import consolidate, promotion_pass, summaries_pass, summary_tree_rebuild
+from memory.consolidation.services.lifecycle import summary_tree_rebuild
+from memory.consolidation.services.promotion import promotion_pass
+from memory.consolidation.services.schedule import consolidate
+from memory.consolidation.services.summaries import summaries_pass
 from memory.episodic.models import Event
 from memory.knowledge.models import Fact
 from memory.procedural.models import SkillRun

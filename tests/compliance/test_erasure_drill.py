@@ -28,7 +28,7 @@ from compliance.models import ErasureStatus, Export, ExportStatus, RetentionRule
 from core.errors import Conflict
 from core.redis import get_redis
 from core.tenancy import maintenance
-from memory.consolidation.services import consolidate
+from memory.consolidation.services.schedule import consolidate
 from memory.store.models import StoreItem
 from memory.store.services import items_expire
 from tenants.models import Tenant

@@ -32,7 +32,7 @@ from django_tenants.utils import schema_context, tenant_context
 from agents.models import Agent, ApiKey
 from compliance import services as compliance_services
 from compliance.models import RetentionRule
-from memory.consolidation.services import consolidate
+from memory.consolidation.services.schedule import consolidate
 from memory.knowledge.models import Contradiction, ContradictionStatus
 from memory.models import SemanticMemory, Skill, SkillVersion, Tool
 from tenants.admin import public_admin_site

@@ -11,7 +11,7 @@ import pytest
 from django_tenants.utils import tenant_context
 
 from memory.consolidation.models import ConsolidationRun, RunStatus
-from memory.consolidation.services import forgetting_pass
+from memory.consolidation.services.forgetting import forgetting_pass
 from memory.episodic.models import Event
 from memory.semantic.forgetting import recall_probability, stability_after_recall
 from memory.semantic.models import MemoryAccess, SemanticMemory

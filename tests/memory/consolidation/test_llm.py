@@ -20,7 +20,8 @@ from django_tenants.utils import tenant_context
 
 from devstack import free_port
 from memory.consolidation.models import RunStatus, SummaryNode
-from memory.consolidation.services import promotion_pass, summaries_pass
+from memory.consolidation.services.promotion import promotion_pass
+from memory.consolidation.services.summaries import summaries_pass
 from memory.knowledge.models import Fact
 from tests.factories import Caller, event, remember, requires_model
 

@@ -8,7 +8,7 @@ import pytest
 from django_tenants.utils import tenant_context
 
 from memory.consolidation.models import Promotion, PromotionOutcome
-from memory.consolidation.services import promotion_pass
+from memory.consolidation.services.promotion import promotion_pass
 from memory.episodic.models import Event
 from memory.knowledge.models import Contradiction, Fact, FactProvenance, FactStatus
 from tests.factories import Caller, assert_fact, event, fact, remember, requires_model

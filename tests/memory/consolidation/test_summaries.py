@@ -9,7 +9,7 @@ from django.db.models import Sum
 from django_tenants.utils import tenant_context
 
 from memory.consolidation.models import SummaryNode
-from memory.consolidation.services import summaries_pass
+from memory.consolidation.services.summaries import summaries_pass
 from memory.consolidation.summarizer import SourceEvent, entities, numbers_and_dates, summarize_events
 from memory.episodic.models import Event
 from memory.semantic.models import MemoryType, SemanticMemory

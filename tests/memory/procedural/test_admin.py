@@ -71,12 +71,11 @@ def draft(alice: Caller) -> SkillVersion:
     """reset-password v1 published and v2, a draft copied from it by an operator."""
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
-    from memory.procedural import services
+    from memory.procedural.services.common import Actor
+    from memory.procedural.services.versions import draft_create
 
     with tenant_context(alice.tenant):
-        return services.draft_create(
-            actor=services.Actor(username="op"), name="reset-password", from_number=1
-        )
+        return draft_create(actor=Actor(username="op"), name="reset-password", from_number=1)
 
 
 @pytest.fixture

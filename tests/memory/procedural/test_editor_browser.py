@@ -19,8 +19,9 @@ from django.db import connection
 from django_tenants.utils import tenant_context
 
 from memory.episodic.models import Event
-from memory.procedural import services
 from memory.procedural.models import SkillVersion
+from memory.procedural.services.common import Actor
+from memory.procedural.services.versions import draft_create
 from tenants.models import Domain, Tenant
 from tests.factories import PASSWORD, asgi_server, make_caller, requires_model, skill_publish, skill_seed
 from tests.memory.knowledge.test_review_queue_browser import CHROMIUM_ARGS, _screenshot, chromium_path
@@ -50,9 +51,7 @@ def live_site(scratch_tenant: Tenant) -> Iterator[Site]:
         for name, group in (("operator", "operator"), ("officer", "compliance officer")):
             user = User.objects.create_user(name, f"{name}@example.com", PASSWORD, is_staff=True)
             user.groups.add(Group.objects.get(name=group))
-        draft = services.draft_create(
-            actor=services.Actor(username="operator"), name="reset-password", from_number=1
-        )
+        draft = draft_create(actor=Actor(username="operator"), name="reset-password", from_number=1)
         skill_id = draft.skill_id
     connection.set_schema_to_public()
     with asgi_server(ENGRAM_SERVE_STATIC="1") as port:

@@ -12,8 +12,9 @@ from django_tenants.utils import tenant_context
 
 from core.errors import Conflict, DomainError, InvalidInput
 from memory.episodic.models import Event, EventKind
-from memory.procedural import services
 from memory.procedural.models import SkillVersion, ToolVersion, VersionStatus
+from memory.procedural.services.common import Actor
+from memory.procedural.services.versions import draft_create, draft_save, version_publish, version_retire
 from tenants.models import Tenant
 from tests.factories import (
     PASSWORD_RESET_STEPS,
@@ -26,7 +27,7 @@ from tests.factories import (
 
 pytestmark = requires_model
 
-OPERATOR = services.Actor(username="op")
+OPERATOR = Actor(username="op")
 
 
 def published_id(tenant: Tenant) -> int:
@@ -96,7 +97,7 @@ def test_the_database_refuses_a_second_published_version(alice: Caller) -> None:
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
     with tenant_context(alice.tenant):
-        draft = services.draft_create(actor=OPERATOR, name="reset-password", from_number=1)
+        draft = draft_create(actor=OPERATOR, name="reset-password", from_number=1)
         with pytest.raises(IntegrityError, match="skillversion_one_published"):
             raw("UPDATE memory_skillversion SET status = 'published' WHERE id = %s", [draft.pk])
 
@@ -106,12 +107,12 @@ def test_publishing_needs_a_draft_that_compiles(alice: Caller) -> None:
     with tenant_context(alice.tenant):
         draft = SkillVersion.objects.get()
         broken = [*PASSWORD_RESET_STEPS, {"id": "extra", "tool": "nope"}]
-        services.draft_save(
+        draft_save(
             actor=OPERATOR, name="reset-password", number=1, revision=draft.revision, steps=broken,
             input_schema=draft.input_schema, change_note="",
         )  # fmt: skip
         with pytest.raises(InvalidInput) as refused:
-            services.version_publish(username="op", name="reset-password", number=1, expected_published=None)
+            version_publish(username="op", name="reset-password", number=1, expected_published=None)
         assert refused.value.errors == {
             "steps[5].tool": ["Step 'extra' (#6): No tool 'nope' in this tenant."]
         }
@@ -121,14 +122,14 @@ def test_publishing_needs_a_draft_that_compiles(alice: Caller) -> None:
 def test_publish_then_rollback_recorded_with_both_versions_and_the_diff_size(alice: Caller) -> None:
     skill_seed(alice)
     with tenant_context(alice.tenant):
-        services.version_publish(username="op", name="reset-password", number=1, expected_published=None)
-        v2 = services.draft_create(actor=OPERATOR, name="reset-password", from_number=1)
-        services.draft_save(
+        version_publish(username="op", name="reset-password", number=1, expected_published=None)
+        v2 = draft_create(actor=OPERATOR, name="reset-password", from_number=1)
+        draft_save(
             actor=OPERATOR, name="reset-password", number=2, revision=v2.revision, steps=PASSWORD_RESET_STEPS[:4],
             input_schema=v2.input_schema, change_note="no follow-up",
         )  # fmt: skip
-        services.version_publish(username="op", name="reset-password", number=2, expected_published=1)
-        services.version_publish(username="op", name="reset-password", number=1, expected_published=2)
+        version_publish(username="op", name="reset-password", number=2, expected_published=1)
+        version_publish(username="op", name="reset-password", number=1, expected_published=2)
         states = dict(SkillVersion.objects.values_list("number", "status"))
         assert states == {1: "published", 2: "retired"}
         trail = list(
@@ -153,14 +154,12 @@ def test_retiring_the_published_version_leaves_the_skill_unmatched_and_a_rejecte
     skill_seed(alice)
     skill_publish(alice.tenant, "reset-password", 1)
     with tenant_context(alice.tenant):
-        services.version_retire(username="op", name="reset-password", number=1)
+        version_retire(username="op", name="reset-password", number=1)
         assert alice.get("/api/v1/skills", {"intent": "I forgot my password"}).json()["results"] == []
-        draft = services.draft_create(actor=OPERATOR, name="reset-password", from_number=1)
-        services.version_retire(
-            username="op", name="reset-password", number=draft.number, reason="not needed"
-        )
+        draft = draft_create(actor=OPERATOR, name="reset-password", from_number=1)
+        version_retire(username="op", name="reset-password", number=draft.number, reason="not needed")
         with pytest.raises(Conflict, match="never published"):
-            services.version_publish(
+            version_publish(
                 username="op", name="reset-password", number=draft.number, expected_published=None
             )
         actions = list(
@@ -175,13 +174,13 @@ def test_a_stale_draft_save_is_a_409_naming_the_revision_and_keeps_the_first_sav
     skill_seed(alice)
     with tenant_context(alice.tenant):
         opened = SkillVersion.objects.get().revision
-        services.draft_save(
-            actor=services.Actor(username="ann"), name="reset-password", number=1, revision=opened,
+        draft_save(
+            actor=Actor(username="ann"), name="reset-password", number=1, revision=opened,
             steps=PASSWORD_RESET_STEPS[:3], input_schema=SkillVersion.objects.get().input_schema, change_note="ann's",
         )  # fmt: skip
         with pytest.raises(Conflict) as stale:
-            services.draft_save(
-                actor=services.Actor(username="ben"), name="reset-password", number=1, revision=opened,
+            draft_save(
+                actor=Actor(username="ben"), name="reset-password", number=1, revision=opened,
                 steps=PASSWORD_RESET_STEPS[:2], input_schema={}, change_note="ben's",
             )  # fmt: skip
         assert (stale.value.field, stale.value.extra) == ("revision", {"current_revision": opened + 1})
@@ -197,7 +196,7 @@ def test_two_concurrent_publishes_exactly_one_wins(scratch_tenant: Tenant) -> No
     skill_publish(scratch_tenant, "reset-password", 1)
     with tenant_context(scratch_tenant):
         for _ in range(2):
-            services.draft_create(actor=OPERATOR, name="reset-password", from_number=1)
+            draft_create(actor=OPERATOR, name="reset-password", from_number=1)
     connection.set_schema_to_public()
     barrier = threading.Barrier(2)
     outcomes: dict[int, str] = {}
@@ -207,7 +206,7 @@ def test_two_concurrent_publishes_exactly_one_wins(scratch_tenant: Tenant) -> No
             with tenant_context(scratch_tenant):
                 barrier.wait()
                 try:
-                    services.version_publish(
+                    version_publish(
                         username=f"op{number}", name="reset-password", number=number, expected_published=1
                     )
                     outcomes[number] = "published"

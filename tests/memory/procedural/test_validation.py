@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memory.procedural import cel
+from memory.procedural.cel import parsing
 from memory.procedural.validation import ToolContract, compile_skill, schema_problems
 from tests.factories import PASSWORD_RESET_INPUT, PASSWORD_RESET_STEPS, PASSWORD_RESET_TOOLS, object_schema
 
@@ -352,7 +353,7 @@ def test_a_constant_condition_too_costly_to_evaluate_is_refused_at_once() -> Non
     assert len(condition) == 159
     times = []
     for _ in range(3):  # the best of three: the machine may be busy with something else
-        cel._parse.cache_clear()
+        parsing._parse.cache_clear()
         started = time.perf_counter()
         errors = problems(steps_with(4, when=condition))
         times.append(time.perf_counter() - started)
@@ -437,7 +438,7 @@ def test_the_conditions_of_a_skill_are_bounded_in_all() -> None:
 
 
 def test_the_parse_cache_is_bounded_by_nodes_not_entries() -> None:
-    cache = cel._TreeCache(max_nodes=1000)
+    cache = parsing._TreeCache(max_nodes=1000)
     for i in range(100):
         cache(f"input.n + {i} > 3")
     assert 900 < cache.nodes <= 1000 and cache.nodes == sum(size for _, size in cache.trees.values())

@@ -17,7 +17,8 @@ from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from memory.consolidation.models import Promotion
-from memory.consolidation.services import forgetting_pass, promotion_pass
+from memory.consolidation.services.forgetting import forgetting_pass
+from memory.consolidation.services.promotion import promotion_pass
 from memory.episodic.models import Event
 from memory.semantic.models import MemoryType, SemanticMemory
 from memory.store import services
