@@ -140,6 +140,15 @@ def _body(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+ToolCall = Callable[..., Awaitable[CallToolResult]]
+"""``call(ctx, method, path, *, body=..., query=..., idempotency_key=...)``: the REST operation at
+``/api/v1/<path>`` run as the caller of ``ctx``, answered as the tool's result (``_answer``)."""
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+DESTRUCTIVE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+
+
 def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -> FastMCP[Any]:
     """The MCP server with every tool; ``key_source(ctx)`` gives ``(api key, host)`` of a call.
 
@@ -162,10 +171,33 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         key, host = key_source(ctx)
         return _answer(await rest_call(key=key, method=method, path=f"/api/v1/{path}", host=host, **kwargs))
 
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+    # one registration per layer, in the order the tools are listed
+    for add_tools in (
+        _semantic_tools,
+        _episodic_tools,
+        _knowledge_tools,
+        _procedural_tools,
+        _working_tools,
+        _checkpoint_tools,
+        _context_tools,
+    ):
+        add_tools(mcp, call)
+    return mcp
 
-    @mcp.tool(annotations=writes)
+
+VISIBLE_TO = {
+    "type": "object",
+    "properties": {
+        "agents": {"type": "array", "items": STR, "description": "agent names"},
+        "roles": {"type": "array", "items": STR, "description": "agent roles"},
+    },
+}
+
+
+def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``store_memory``, ``recall`` (any one layer) and ``forget_memory``."""
+
+    @mcp.tool(annotations=WRITES)
     @refusals
     async def store_memory(
         ctx: Context[Any, Any, Any],
@@ -175,14 +207,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             "private (default: you only), shared (every agent of the tenant) or hierarchical",
         ) = None,
         visible_to: Arg(
-            {
-                "type": "object",
-                "properties": {
-                    "agents": {"type": "array", "items": STR, "description": "agent names"},
-                    "roles": {"type": "array", "items": STR, "description": "agent roles"},
-                },
-            },
-            "with scope hierarchical: the other agents (by name) and roles that may also see it",
+            VISIBLE_TO, "with scope hierarchical: the other agents (by name) and roles that may also see it"
         ) = None,
         memory_type: Arg(
             {"type": "string", "enum": [value for value, _ in AGENT_MEMORY_TYPES]}, "default fact"
@@ -206,7 +231,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         )
         return await call(ctx, "POST", "memories", body=body, idempotency_key=idempotency_key)
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def recall(
         ctx: Context[Any, Any, Any],
@@ -233,25 +258,12 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         if layer == "facts":
             return await call(ctx, "GET", f"entities/{_segment(query, 'query')}/facts")
         if layer == "working":
-            if execution_id is not None:
-                execution = _segment(execution_id, "execution_id")
-                scratchpad = await call(ctx, "GET", f"executions/{execution}/scratchpad")
-                if scratchpad.isError:
-                    return scratchpad
-                blackboard = await call(ctx, "GET", f"executions/{execution}/blackboard")
-                if blackboard.isError:
-                    return blackboard
-                both = {
-                    "scratchpad": scratchpad.structuredContent,
-                    "blackboard": blackboard.structuredContent,
-                }
-                return _result(both, error=False)
-            return await call(ctx, "GET", f"sessions/{_segment(session_id, 'session_id')}/window")
+            return await _recall_working(call, ctx, execution_id=execution_id, session_id=session_id)
         raise Refused(
             error_body("Use semantic, episodic, working, procedural or facts.", "invalid", field="layer")
         )
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False))
+    @mcp.tool(annotations=DESTRUCTIVE)
     @refusals
     async def forget_memory(
         ctx: Context[Any, Any, Any],
@@ -261,7 +273,30 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         for the audit trail, and the forget is logged as a decision."""
         return await call(ctx, "DELETE", f"memories/{_segment(memory_id, 'memory_id')}")
 
-    @mcp.tool(annotations=writes)
+
+async def _recall_working(
+    call: ToolCall, ctx: Context[Any, Any, Any], *, execution_id: Any, session_id: Any
+) -> CallToolResult:
+    """``recall`` of the working layer: with ``execution_id`` your scratchpad and the execution's
+    blackboard as ``{"scratchpad": ..., "blackboard": ...}`` (the first error as it is), else the
+    conversation window of ``session_id``."""
+    if execution_id is None:
+        return await call(ctx, "GET", f"sessions/{_segment(session_id, 'session_id')}/window")
+    execution = _segment(execution_id, "execution_id")
+    scratchpad = await call(ctx, "GET", f"executions/{execution}/scratchpad")
+    if scratchpad.isError:
+        return scratchpad
+    blackboard = await call(ctx, "GET", f"executions/{execution}/blackboard")
+    if blackboard.isError:
+        return blackboard
+    both = {"scratchpad": scratchpad.structuredContent, "blackboard": blackboard.structuredContent}
+    return _result(both, error=False)
+
+
+def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``append_events``."""
+
+    @mcp.tool(annotations=WRITES)
     @refusals
     async def append_events(
         ctx: Context[Any, Any, Any],
@@ -275,7 +310,11 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         nothing: one bad event and none is stored."""
         return await call(ctx, "POST", "events", body=events, idempotency_key=idempotency_key)
 
-    @mcp.tool(annotations=writes)
+
+def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``assert_fact`` and ``entity_facts``."""
+
+    @mcp.tool(annotations=WRITES)
     @refusals
     async def assert_fact(
         ctx: Context[Any, Any, Any],
@@ -305,7 +344,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         )
         return await call(ctx, "POST", "facts", body=body)
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def entity_facts(
         ctx: Context[Any, Any, Any],
@@ -320,7 +359,11 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             ctx, "GET", f"entities/{_segment(name, 'name')}/facts", query={"depth": depth, "as_of": as_of}
         )
 
-    @mcp.tool(annotations=read_only)
+
+def _procedural_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``find_skill``."""
+
+    @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def find_skill(
         ctx: Context[Any, Any, Any],
@@ -331,7 +374,11 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         first, with their steps, input schema and success rate."""
         return await call(ctx, "GET", "skills", query={"intent": intent, "k": k})
 
-    @mcp.tool(annotations=read_only)
+
+def _working_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``read_blackboard`` and ``write_blackboard``."""
+
+    @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def read_blackboard(
         ctx: Context[Any, Any, Any],
@@ -346,7 +393,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             query={"agent": agent},
         )
 
-    @mcp.tool(annotations=writes)
+    @mcp.tool(annotations=WRITES)
     @refusals
     async def write_blackboard(
         ctx: Context[Any, Any, Any],
@@ -367,7 +414,11 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         )
         return await call(ctx, "PUT", path, body=body)
 
-    @mcp.tool(annotations=writes)
+
+def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``save_checkpoint`` and ``restore_checkpoint``."""
+
+    @mcp.tool(annotations=WRITES)
     @refusals
     async def save_checkpoint(
         ctx: Context[Any, Any, Any],
@@ -384,7 +435,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             ctx, "POST", f"sessions/{_segment(session_id, 'session_id')}/checkpoints", body=body
         )
 
-    @mcp.tool(annotations=read_only)
+    @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def restore_checkpoint(
         ctx: Context[Any, Any, Any],
@@ -396,14 +447,19 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         step = "latest" if step_index is None else _segment(str(step_index), "step_index")
         return await call(ctx, "GET", f"sessions/{session}/checkpoints/{step}")
 
-    weights_schema = {
-        "type": "object",
-        "properties": {layer: UNIT for layer in LAYERS},
-        "description": "0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
-        "0.8, semantic 0.7, facts 0.6, procedures 0.5",
-    }
 
-    @mcp.tool(annotations=read_only)
+WEIGHTS = {
+    "type": "object",
+    "properties": {layer: UNIT for layer in LAYERS},
+    "description": "0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
+    "0.8, semantic 0.7, facts 0.6, procedures 0.5",
+}
+
+
+def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
+    """``build_context``."""
+
+    @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def build_context(
         ctx: Context[Any, Any, Any],
@@ -411,7 +467,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
         query: Arg(STR, "what the current step needs, in words"),
         budget: Arg({"type": "integer", "minimum": 16, "maximum": 200000}, "tokens the context may use"),
         execution_id: Arg(ID, "the execution whose working memory counts") = None,
-        weights: Arg(weights_schema, "layer weights") = None,
+        weights: Arg(WEIGHTS, "layer weights") = None,
     ) -> CallToolResult:
         """Assemble the context of the current step within a token budget: working state, recent
         turns and episodes, memories, facts about the entities the query names and the matching
@@ -421,5 +477,3 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
             session_id=session_id, query=query, budget=budget, execution_id=execution_id, weights=weights
         )
         return await call(ctx, "POST", "context", body=body)
-
-    return mcp

@@ -54,7 +54,7 @@ from core.errors import InvalidInput
 from core.metrics import record_context
 from memory.embeddings import embed_query
 from memory.episodic.models import Event
-from memory.episodic.selectors import session_tail
+from memory.episodic.selectors import SessionTail, session_tail
 from memory.knowledge import selectors as knowledge
 from memory.procedural import selectors as procedural
 from memory.semantic.models import MemoryType
@@ -361,31 +361,9 @@ def context_build(
     w = _weights(weights)
     counter = token_counter(tenant.context_tokenizer)
 
-    # The query's one embedding (semantic recall and skill matching share it through embed_query's
-    # cache) is computed on another core while the other layers are read: the ONNX runtime releases
-    # the GIL, and the embedding is the largest single cost of an assembly after the recall itself.
-    embedding = _EMBEDDING.submit(embed_query, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
-    state = working.working_state_read(
-        agent=agent,
-        execution_id=execution_id if w["working"] > 0 else None,
-        session_id=session_id if w["window"] > 0 else None,
-        last=WINDOW_TURNS,
+    gathered, tail = _gather(
+        agent=agent, tenant=tenant, session_id=session_id, query=query, execution_id=execution_id, w=w
     )
-    # the latest events serve the episodes' items and the history's size (M and the Δt sample)
-    tail = session_tail(session_id=session_id, last=EPISODES)
-    gathered: list[Item] = _working_items(state=state) + _window_items(session_id=session_id, state=state)
-    if w["episodes"] > 0:
-        gathered += _episode_items(agent=agent, session_id=session_id, latest=tail.events)
-    fact_items = _fact_items(query=query) if w["facts"] > 0 else []
-    if embedding is not None:
-        embedding.result()  # raises what the embedder raised (EmbedderUnavailable: 503)
-
-    if w["semantic"] > 0:
-        gathered += _semantic_items(agent=agent, query=query, tenant=tenant)
-    gathered += fact_items
-    if w["procedures"] > 0:
-        gathered += _procedure_items(query=query)
-
     for item in gathered:
         item.value = w[item.layer] * min(1.0, max(0.0, item.relevance))
     candidates = len(gathered)
@@ -422,6 +400,45 @@ def context_build(
         dropped=len(items) - sum(len(s.items) for s in sections),
         weights=dict(w),
     )
+
+
+def _gather(
+    *,
+    agent: Agent,
+    tenant: Tenant,
+    session_id: str,
+    query: str,
+    execution_id: str | None,
+    w: Mapping[str, float],
+) -> tuple[list[Item], SessionTail]:
+    """The candidate items of every layer whose weight is above 0, in the hierarchy's order, and
+    the session's latest events (they serve the episodes' items and the history's size: M and the
+    Δt sample)."""
+    # The query's one embedding (semantic recall and skill matching share it through embed_query's
+    # cache) is computed on another core while the other layers are read: the ONNX runtime releases
+    # the GIL, and the embedding is the largest single cost of an assembly after the recall itself.
+    embedding = _EMBEDDING.submit(embed_query, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
+    state = working.working_state_read(
+        agent=agent,
+        execution_id=execution_id if w["working"] > 0 else None,
+        session_id=session_id if w["window"] > 0 else None,
+        last=WINDOW_TURNS,
+    )
+    tail = session_tail(session_id=session_id, last=EPISODES)
+    gathered: list[Item] = _working_items(state=state) + _window_items(session_id=session_id, state=state)
+    if w["episodes"] > 0:
+        gathered += _episode_items(agent=agent, session_id=session_id, latest=tail.events)
+    fact_items = _fact_items(query=query) if w["facts"] > 0 else []
+    if embedding is not None:
+        embedding.result()  # raises what the embedder raised (EmbedderUnavailable: 503)
+
+    if w["semantic"] > 0:
+        gathered += _semantic_items(agent=agent, query=query, tenant=tenant)
+    gathered += fact_items
+    if w["procedures"] > 0:
+        gathered += _procedure_items(query=query)
+
+    return gathered, tail
 
 
 def _knapsack(items: list[Item], *, budget: int, heading_cost: Mapping[Layer, int]) -> list[Item]:

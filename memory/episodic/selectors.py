@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.postgres.search import SearchQuery
 from django.db import connection
@@ -314,6 +314,25 @@ class _Scan:
                         "does not exist",
                     )
 
+    def report(self, last_seq: int, last_hash: str) -> ChainReport:
+        """The outcome, the log's last row being ``last_seq`` with ``last_hash``."""
+        if not self.findings:
+            return ChainReport(
+                True, self.checked, last_seq=last_seq, last_hash=last_hash, redacted=self.redacted
+            )
+        first = self.findings[0]
+        return ChainReport(
+            False,
+            self.checked,
+            first.seq,
+            self.first_id,
+            first.message,
+            tuple(self.findings),
+            last_seq,
+            last_hash,
+            self.redacted,
+        )
+
 
 def _well_formed(runs: object) -> bool:
     """Whether ``runs`` is ``[[first, last], ...]`` of integers, sorted and disjoint."""
@@ -385,44 +404,61 @@ def chain_verify(
     scan.settle_rest()
 
     if to_end:
-        head = ChainHead.objects.get(pk=1)
-        if head.last_seq > last_seq:
-            scan.found(
-                FindingKind.TRUNCATED,
-                last_seq + 1,
-                f"the last events were deleted: the chain head says #{head.last_seq}, the log ends at #{last_seq}",
-            )
-        elif head.last_seq != last_seq or head.last_hash != last_hash:
-            scan.found(
-                FindingKind.HEAD_MISMATCH,
-                head.last_seq,
-                f"the chain head (#{head.last_seq}) does not describe the last event (#{last_seq}): "
-                "the head was rolled back or the last event rewritten",
-            )
-        beyond = [a for a in anchors if a.seq > last_seq]
-        if beyond:
-            top = max(beyond, key=lambda a: a.seq)
-            scan.found(
-                FindingKind.TRUNCATED,
-                last_seq + 1,
-                f"the last events were deleted: an anchor signed at {top.anchored_at} says #{top.seq} "
-                f"existed, the log ends at #{last_seq}",
-            )
-    findings = scan.findings
-    if findings:
-        first = findings[0]
-        return ChainReport(
-            False,
-            scan.checked,
-            first.seq,
-            scan.first_id,
-            first.message,
-            tuple(findings),
-            last_seq,
-            last_hash,
-            scan.redacted,
+        _check_end(scan, last_seq, last_hash, anchors)
+    return scan.report(last_seq, last_hash)
+
+
+def _check_end(scan: _Scan, last_seq: int, last_hash: str, anchors: Sequence[TrustedAnchor]) -> None:
+    """Hold the last row of the log (``last_seq``, ``last_hash``) against the chain head and the
+    anchors: fewer rows than either says is a truncation; a head that does not describe it, a
+    mismatch."""
+    head = ChainHead.objects.get(pk=1)
+    if head.last_seq > last_seq:
+        scan.found(
+            FindingKind.TRUNCATED,
+            last_seq + 1,
+            f"the last events were deleted: the chain head says #{head.last_seq}, the log ends at #{last_seq}",
         )
-    return ChainReport(True, scan.checked, last_seq=last_seq, last_hash=last_hash, redacted=scan.redacted)
+    elif head.last_seq != last_seq or head.last_hash != last_hash:
+        scan.found(
+            FindingKind.HEAD_MISMATCH,
+            head.last_seq,
+            f"the chain head (#{head.last_seq}) does not describe the last event (#{last_seq}): "
+            "the head was rolled back or the last event rewritten",
+        )
+    beyond = [a for a in anchors if a.seq > last_seq]
+    if beyond:
+        top = max(beyond, key=lambda a: a.seq)
+        scan.found(
+            FindingKind.TRUNCATED,
+            last_seq + 1,
+            f"the last events were deleted: an anchor signed at {top.anchored_at} says #{top.seq} "
+            f"existed, the log ends at #{last_seq}",
+        )
+
+
+class _Row(NamedTuple):
+    """A row of the log as ``_COLUMNS`` reads it (times as ISO 8601 text, as hashed)."""
+
+    id: int
+    seq: int
+    session_id: str
+    execution_id: str | None
+    agent_id: int
+    actor: str
+    role: str
+    kind: str
+    content: str
+    payload_json: str
+    occurred_at: str
+    recorded_at: str
+    version: int
+    salt: str
+    digest: str
+    prev_hash: str
+    hash: str
+    redacted: bool
+    redacted_by: int | None
 
 
 def _scan_segment(
@@ -449,102 +485,21 @@ def _scan_segment(
         with connection.cursor() as cursor:
             cursor.execute(query, params)
             rows = cursor.fetchall()
-        for (
-            row_id,
-            seq,
-            session_id,
-            execution_id,
-            agent_id,
-            actor,
-            role,
-            kind,
-            content,
-            payload_json,
-            occurred_at,
-            recorded_at,
-            version,
-            salt,
-            digest,
-            prev_hash,
-            stored_hash,
-            redacted,
-            redacted_by,
-        ) in rows:
-            redacted_count += redacted
-            if version == 1 and redacted:
-                # format 1 hashed the content itself, so a redacted format-1 row cannot be
-                # recomputed: its links (prev_hash here, and its successor's) are still checked
-                body_ok, computed = True, stored_hash
-            elif version == 1:
-                # format 1 hashed Python's own rendering of the row: recompute it from the model
-                legacy = Event.objects.defer("search", "payload_index").get(pk=row_id)
-                body_ok, computed = True, legacy.compute_hash()
-            else:
-                # a redacted row has lost its body for good; the digest it was chained with stays
-                body_ok = redacted or (
-                    bool(salt)
-                    and body_digest(salt=salt, content=content, payload_json=payload_json) == digest
-                )
-                header = hashed_header(
-                    session_id=session_id,
-                    execution_id=execution_id,
-                    agent_id=agent_id,
-                    actor=actor,
-                    role=role,
-                    kind=kind,
-                    occurred_at=occurred_at,
-                    recorded_at=recorded_at,
-                )
-                computed = chain_hash(seq=seq, prev_hash=prev_hash, header=header, digest=digest)
+        for row in map(_Row._make, rows):
+            seq, stored_hash = row.seq, row.hash
+            redacted_count += row.redacted
+            body_ok, computed, header = _recompute(row)
             if not body_ok:
                 scan.found(
                     FindingKind.CONTENT_ALTERED,
                     seq,
                     f"event #{seq}: content or payload altered: the content does not match its hash "
                     "(its body digest), or the payload does not (one digest covers both)",
-                    row_id,
+                    row.id,
                 )
-            if seq > expected_seq:
-                missing = f"#{expected_seq}" if seq == expected_seq + 1 else f"#{expected_seq}-#{seq - 1}"
-                scan.found(
-                    FindingKind.GAP, seq, f"events {missing} were deleted (a gap before #{seq})", row_id
-                )
-            elif expected_prev is not None and prev_hash != expected_prev:
-                owner = _owner_of(prev_hash)
-                if owner is not None and owner + 1 != seq and version != 1:
-                    header_there = chain_hash(
-                        seq=owner + 1, prev_hash=prev_hash, header=header, digest=digest
-                    )
-                    where = f"; its hash verifies at #{owner + 1}" if header_there == stored_hash else ""
-                    scan.found(
-                        FindingKind.REORDERED,
-                        seq,
-                        f"events were reordered: #{seq} was chained after #{owner}{where}",
-                        row_id,
-                    )
-                elif computed == stored_hash and seq > 1:
-                    scan.found(
-                        FindingKind.REWRITTEN,
-                        seq - 1,
-                        f"event #{seq - 1} was rewritten after #{seq} was chained to it "
-                        f"(its hash is not the one #{seq} links to)",
-                        row_id,
-                    )
-                else:
-                    scan.found(
-                        FindingKind.FIELDS_ALTERED,
-                        seq,
-                        f"event #{seq}: its link to the previous event (prev_hash) was altered",
-                        row_id,
-                    )
-            elif computed != stored_hash and body_ok:
-                scan.found(
-                    FindingKind.FIELDS_ALTERED,
-                    seq,
-                    f"event #{seq}: its hashed fields (session, agent, actor, role, kind, times or "
-                    "body digest) were altered",
-                    row_id,
-                )
+            _check_link(
+                scan, row, expected_seq, expected_prev, computed=computed, header=header, body_ok=body_ok
+            )
             anchor = wanted.get(seq)
             if anchor is not None and anchor.hash != stored_hash:
                 scan.found(
@@ -552,12 +507,12 @@ def _scan_segment(
                     seq,
                     f"event #{seq} is not the one anchored at {anchor.anchored_at}: the chain was "
                     "rewritten from there on",
-                    row_id,
+                    row.id,
                 )
-            if redacted:
-                scan.redaction_seen(seq, redacted_by, row_id)
+            if row.redacted:
+                scan.redaction_seen(seq, row.redacted_by, row.id)
             if seq in pending:
-                scan.decision_reached(seq, kind, actor, payload_json, body_ok, redacted)
+                scan.decision_reached(seq, row.kind, row.actor, row.payload_json, body_ok, row.redacted)
             expected_seq, expected_prev = seq + 1, stored_hash
             checked += 1
             last_seq, last_hash = seq, stored_hash
@@ -567,3 +522,85 @@ def _scan_segment(
         if len(rows) < chunk_size:
             break
     return last_seq, last_hash
+
+
+def _recompute(row: _Row) -> tuple[bool, str, dict[str, Any] | None]:
+    """Whether ``row``'s body matches its digest, the hash the row should have by its chain format,
+    and (format 2) the hashed header it was computed from."""
+    if row.version == 1 and row.redacted:
+        # format 1 hashed the content itself, so a redacted format-1 row cannot be
+        # recomputed: its links (prev_hash here, and its successor's) are still checked
+        return True, row.hash, None
+    if row.version == 1:
+        # format 1 hashed Python's own rendering of the row: recompute it from the model
+        legacy = Event.objects.defer("search", "payload_index").get(pk=row.id)
+        return True, legacy.compute_hash(), None
+    # a redacted row has lost its body for good; the digest it was chained with stays
+    body_ok = row.redacted or (
+        bool(row.salt)
+        and body_digest(salt=row.salt, content=row.content, payload_json=row.payload_json) == row.digest
+    )
+    header = hashed_header(
+        session_id=row.session_id,
+        execution_id=row.execution_id,
+        agent_id=row.agent_id,
+        actor=row.actor,
+        role=row.role,
+        kind=row.kind,
+        occurred_at=row.occurred_at,
+        recorded_at=row.recorded_at,
+    )
+    return body_ok, chain_hash(seq=row.seq, prev_hash=row.prev_hash, header=header, digest=row.digest), header
+
+
+def _check_link(
+    scan: _Scan,
+    row: _Row,
+    expected_seq: int,
+    expected_prev: str | None,
+    *,
+    computed: str,
+    header: dict[str, Any] | None,
+    body_ok: bool,
+) -> None:
+    """Whether ``row`` sits where it was chained: right after ``expected_seq - 1`` (else a gap),
+    linked to ``expected_prev`` (else reordered, its predecessor rewritten, or its link altered) and
+    with the hash its fields give (``computed``; else its fields were altered)."""
+    seq = row.seq
+    if seq > expected_seq:
+        missing = f"#{expected_seq}" if seq == expected_seq + 1 else f"#{expected_seq}-#{seq - 1}"
+        scan.found(FindingKind.GAP, seq, f"events {missing} were deleted (a gap before #{seq})", row.id)
+    elif expected_prev is not None and row.prev_hash != expected_prev:
+        owner = _owner_of(row.prev_hash)
+        if owner is not None and owner + 1 != seq and header is not None:
+            there = chain_hash(seq=owner + 1, prev_hash=row.prev_hash, header=header, digest=row.digest)
+            where = f"; its hash verifies at #{owner + 1}" if there == row.hash else ""
+            scan.found(
+                FindingKind.REORDERED,
+                seq,
+                f"events were reordered: #{seq} was chained after #{owner}{where}",
+                row.id,
+            )
+        elif computed == row.hash and seq > 1:
+            scan.found(
+                FindingKind.REWRITTEN,
+                seq - 1,
+                f"event #{seq - 1} was rewritten after #{seq} was chained to it "
+                f"(its hash is not the one #{seq} links to)",
+                row.id,
+            )
+        else:
+            scan.found(
+                FindingKind.FIELDS_ALTERED,
+                seq,
+                f"event #{seq}: its link to the previous event (prev_hash) was altered",
+                row.id,
+            )
+    elif computed != row.hash and body_ok:
+        scan.found(
+            FindingKind.FIELDS_ALTERED,
+            seq,
+            f"event #{seq}: its hashed fields (session, agent, actor, role, kind, times or "
+            "body digest) were altered",
+            row.id,
+        )

@@ -7,7 +7,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -49,8 +49,7 @@ class EventData:
     data_subject: str = ""
 
 
-# ``EventKind.values`` builds its list on every read: checked per event, that was 0.12 s of 1,000
-# appends, profiled
+# checked per event: ``EventKind.values`` would build its list on every read
 _KINDS = frozenset(EventKind.values)
 _ROLES = frozenset(EventRole.values)
 
@@ -69,6 +68,40 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     is computed before the head is locked: concurrent appenders wait only for each other's hashing
     and insert, not for that work.
     """
+    bodies = _bodies(events)
+    # no savepoint inside a caller's transaction (two round trips of every recorded decision): a
+    # failure here fails the caller's transaction as a whole, which is what all or nothing asks
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(_HEAD_SQL)
+        head = cursor.fetchone()
+        if head is None:
+            raise ChainHead.DoesNotExist("The tenant's chain head row is missing.")
+        recorded_at = timezone.now()
+        rows = _chained(
+            events, bodies, agent=agent, head=(int(head[0]), str(head[1])), recorded_at=recorded_at
+        )
+        seq, prev = rows[-1]["seq"], rows[-1]["hash"]
+        cursor.execute(_APPEND_SQL, [agent.pk, recorded_at, CHAIN_VERSION, json.dumps(rows), seq, prev])
+        ids = [row[0] for row in cursor.fetchall()]
+        alias = connection.alias  # the proxy's thread-local lookup once, not per event
+    return [
+        _loaded(item, row, pk, agent=agent, recorded_at=recorded_at, alias=alias)
+        for item, row, pk in zip(events, rows, ids, strict=True)
+    ]
+
+
+class _Body(NamedTuple):
+    """What an event's row holds that needs no chain position: the payload's canonical text, the
+    salt, the body digest and ``occurred_at`` as hashed (ISO 8601 UTC)."""
+
+    payload_json: str
+    salt: str
+    digest: str
+    occurred: str
+
+
+def _bodies(events: Sequence[EventData]) -> list[_Body]:
+    """Each event's ``_Body``, after checking the batch (see ``events_append`` for what it raises)."""
     if not events:
         raise InvalidInput("At least one event is required.", field="events")
     payloads = [
@@ -88,93 +121,99 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     # generator
     salt_hex = secrets.token_hex(16 * len(events))
     salts = [salt_hex[i : i + 32] for i in range(0, len(salt_hex), 32)]
-    digests = [
-        body_digest(salt=salt, content=item.content, payload_json=payload_json)
+    return [
+        _Body(
+            payload_json=payload_json,
+            salt=salt,
+            digest=body_digest(salt=salt, content=item.content, payload_json=payload_json),
+            occurred=iso_utc(item.occurred_at),
+        )
         for item, salt, payload_json in zip(events, salts, payloads, strict=True)
     ]
-    occurred = [iso_utc(item.occurred_at) for item in events]
 
-    # no savepoint inside a caller's transaction (two round trips of every recorded decision): a
-    # failure here fails the caller's transaction as a whole, which is what all or nothing asks
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(_HEAD_SQL)
-        head = cursor.fetchone()
-        if head is None:
-            raise ChainHead.DoesNotExist("The tenant's chain head row is missing.")
-        recorded_at = timezone.now()
-        recorded = iso_utc(recorded_at)
-        seq, prev = int(head[0]), str(head[1])
-        rows: list[dict[str, Any]] = []
-        for item, salt, digest, payload_json, occurred_iso in zip(
-            events, salts, digests, payloads, occurred, strict=True
-        ):
-            seq += 1
-            header = hashed_header(
-                session_id=item.session_id,
-                execution_id=item.execution_id,
-                agent_id=agent.pk,
-                actor=item.actor,
-                role=item.role,
-                kind=item.kind,
-                occurred_at=occurred_iso,
-                recorded_at=recorded,
-            )
-            row: dict[str, Any] = {
-                "seq": seq,
-                "session_id": item.session_id,
-                "execution_id": item.execution_id,
-                "role": item.role,
-                "kind": item.kind,
-                "actor": item.actor,
-                "data_subject": item.data_subject,
-                "content": item.content,
-                "payload_json": payload_json,
-                "occurred_at": occurred_iso,
-                "body_salt": salt,
-                "body_digest": digest,
-                "prev_hash": prev,
-            }
-            prev = row["hash"] = chain_hash(seq=seq, prev_hash=prev, header=header, digest=digest)
-            rows.append(row)
-        cursor.execute(_APPEND_SQL, [agent.pk, recorded_at, CHAIN_VERSION, json.dumps(rows), seq, prev])
-        ids = [row[0] for row in cursor.fetchall()]
-        alias = connection.alias  # the proxy's thread-local lookup once, not per event
 
-    saved = []
-    for item, row, pk in zip(events, rows, ids, strict=True):
-        event = Event.from_db(
-            alias,
-            _LOADED,
-            [
-                pk,
-                row["seq"],
-                row["session_id"],
-                row["execution_id"],
-                agent.pk,
-                row["role"],
-                row["kind"],
-                row["actor"],
-                row["data_subject"],
-                row["content"],
-                row["payload_json"],
-                item.occurred_at,
-                recorded_at,
-                CHAIN_VERSION,
-                row["body_salt"],
-                row["body_digest"],
-                row["prev_hash"],
-                row["hash"],
-                None,
-                None,
-            ],
+def _chained(
+    events: Sequence[EventData],
+    bodies: Sequence[_Body],
+    *,
+    agent: Agent,
+    head: tuple[int, str],
+    recorded_at: datetime,
+) -> list[dict[str, Any]]:
+    """The rows of ``events`` as ``_APPEND_SQL`` inserts them, each chained to the one before, the
+    first to ``head`` (the chain head's seq and hash)."""
+    recorded = iso_utc(recorded_at)
+    seq, prev = head
+    rows: list[dict[str, Any]] = []
+    for item, body in zip(events, bodies, strict=True):
+        seq += 1
+        header = hashed_header(
+            session_id=item.session_id,
+            execution_id=item.execution_id,
+            agent_id=agent.pk,
+            actor=item.actor,
+            role=item.role,
+            kind=item.kind,
+            occurred_at=body.occurred,
+            recorded_at=recorded,
         )
-        _AGENT_FIELD.set_cached_value(event, agent)
-        saved.append(event)
-    return saved
+        row: dict[str, Any] = {
+            "seq": seq,
+            "session_id": item.session_id,
+            "execution_id": item.execution_id,
+            "role": item.role,
+            "kind": item.kind,
+            "actor": item.actor,
+            "data_subject": item.data_subject,
+            "content": item.content,
+            "payload_json": body.payload_json,
+            "occurred_at": body.occurred,
+            "body_salt": body.salt,
+            "body_digest": body.digest,
+            "prev_hash": prev,
+        }
+        prev = row["hash"] = chain_hash(seq=seq, prev_hash=prev, header=header, digest=body.digest)
+        rows.append(row)
+    return rows
+
+
+def _loaded(
+    item: EventData, row: dict[str, Any], pk: int, *, agent: Agent, recorded_at: datetime, alias: str
+) -> Event:
+    """The ``Event`` inserted as ``row`` (id ``pk``), built as if read from the database."""
+    event = Event.from_db(
+        alias,
+        _LOADED,
+        [
+            pk,
+            row["seq"],
+            row["session_id"],
+            row["execution_id"],
+            agent.pk,
+            row["role"],
+            row["kind"],
+            row["actor"],
+            row["data_subject"],
+            row["content"],
+            row["payload_json"],
+            item.occurred_at,
+            recorded_at,
+            CHAIN_VERSION,
+            row["body_salt"],
+            row["body_digest"],
+            row["prev_hash"],
+            row["hash"],
+            None,
+            None,
+        ],
+    )
+    _AGENT_FIELD.set_cached_value(event, agent)
+    return event
 
 
 # The columns ``events_append`` gives ``Event.from_db``, in this order; the generated ones are left
-# deferred (read on first access). A model instance made by ``from_db`` costs half of ``Event(**kw)``.
+# deferred (read on first access). ``from_db`` hands the model its values positionally (the fast path
+# of ``Model.__init__``).
 _LOADED = (
     "id",
     "seq",
@@ -200,9 +239,8 @@ _LOADED = (
 _AGENT_FIELD = Event._meta.get_field("agent")
 _HEAD_SQL = f"SELECT last_seq, last_hash FROM {ChainHead._meta.db_table} WHERE id = 1 FOR UPDATE"
 
-# The batch's rows and the new chain head in one statement: the rows travel as one JSON document
-# (``jsonb_to_recordset``). ``bulk_create`` and the head's ``save`` were two round trips, and the ORM
-# compiled 17 placeholders per event (0.17 s of 0.73 s for 1,000 events in batches of 100, profiled).
+# The batch's rows and the new chain head in one statement, one round trip: the rows travel as one
+# JSON document (``jsonb_to_recordset``), six placeholders whatever the batch's size.
 _APPEND_SQL = f"""
     WITH ins AS (
         INSERT INTO {Event._meta.db_table} (seq, session_id, execution_id, agent_id, role, kind, actor,

@@ -362,6 +362,7 @@ _TOKEN = re.compile(
     r"|(?P<sym>[$€£¥%°])"
 )
 _SENTENCE_BREAK = frozenset(".!?;:\n•*")
+_I = frozenset(("i", "i'm", "i've", "i'll", "i'd"))  # capitalised, yet no name
 
 
 @dataclass
@@ -468,6 +469,24 @@ def _date_word(token: _Token, neighbours: tuple[_Token | None, _Token | None]) -
 def features(text: str) -> Features:
     """What ``differences`` compares of ``text`` (cached per text: a write meets several candidates)."""
     text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    text, literals = _literals(text)
+    reading = _Reading(_tokens(text))
+    reading.read()
+    reading.read_names()
+    return Features(
+        negations=(reading.strong, reading.weak),
+        numbers=reading.numbers,
+        dates=frozenset(reading.dates),
+        soft_dates=frozenset(reading.soft_dates),
+        names=frozenset(reading.names),
+        literals=frozenset(literals),
+        words=frozenset(reading.words),
+    )
+
+
+def _literals(text: str) -> tuple[str, set[str]]:
+    """The literals of ``text`` (casefolded) and the text with its URLs, e-mail addresses and paths
+    blanked out (identifiers and quoted text stay: their words are read too)."""
     literals: set[str] = set()
 
     def take(match: re.Match[str]) -> str:
@@ -479,37 +498,90 @@ def features(text: str) -> Features:
     text = _PATH.sub(take, text)
     literals.update(m.group(0).casefold() for m in _IDENTIFIER.finditer(text))
     literals.update((m.group(1) or m.group(2)).strip().casefold() for m in _QUOTED.finditer(text))
+    return text, literals
 
-    tokens = _tokens(text)
-    strong = weak = 0
-    numbers: Counter[tuple[str, str]] = Counter()
-    dates: set[str] = set()
-    soft_dates: set[tuple[str, str]] = set()
-    names: set[str] = set()
-    words: set[str] = set()
-    special: set[int] = set()  # tokens that are negations, numbers or dates: never names
 
-    def at(i: int) -> _Token | None:
-        return tokens[i] if 0 <= i < len(tokens) else None
+class _Reading:
+    """The features of one text's tokens, gathered by reading them left to right (``read``: each
+    step reads one token or a run of them, a quantity, a negation, a date, and says where the next
+    starts) and then once more for names (``read_names``)."""
 
-    def add_number(value: Decimal | str, first: int, last: int, unit: str = "") -> int:
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens = tokens
+        self.strong = self.weak = 0
+        self.numbers: Counter[tuple[str, str]] = Counter()
+        self.dates: set[str] = set()
+        self.soft_dates: set[tuple[str, str]] = set()
+        self.names: set[str] = set()
+        self.words: set[str] = set()
+        self.special: set[int] = set()  # tokens that are negations, numbers or dates: never names
+
+    def at(self, i: int) -> _Token | None:
+        return self.tokens[i] if 0 <= i < len(self.tokens) else None
+
+    def read(self) -> None:
+        i = 0
+        while i < len(self.tokens):
+            i = self._step(i)
+
+    def _step(self, i: int) -> int:
+        """Reads what starts at token ``i``; returns the index of the next token to read."""
+        token = self.tokens[i]
+        if token.kind == "num":
+            return self._digits(i)
+        if token.kind == "sym":
+            if token.text == "%" and (self.at(i - 1) is None or self.at(i - 1).kind != "num"):  # type: ignore[union-attr]
+                self.numbers[("", "%")] += 1
+            return i + 1
+        lower = token.lower
+        self.words.add(lower)
+        if lower in _NEGATIONS or lower.endswith("n't") or lower in _NT_WORDS:
+            return self._negation(i)
+        if lower in _WEAK_NEGATIONS:
+            self.weak += 1
+            self.special.add(i)
+            return i + 1
+        if _is_number_word(lower) or lower in _TIMES or lower in _VAGUE:
+            return self._number_words(i)
+        found = _date_word(token, (self.at(i - 1), self.at(i + 1)))
+        if found is not None:
+            return self._date(i, *found)
+        return i + 1
+
+    def _digits(self, i: int) -> int:
+        """A number written in digits, with the scale or unit written on it (``10k``, ``2am``)."""
+        token = self.tokens[i]
+        value = _canonical_number(token.text)
+        unit = ""
+        suffix = token.suffix
+        if suffix in _ORDINAL_SUFFIXES:
+            suffix = ""
+        elif suffix in _SUFFIX_SCALES and isinstance(value, Decimal):
+            value *= _SUFFIX_SCALES[suffix]
+            suffix = ""
+        if suffix:
+            unit = _UNITS.get(suffix, suffix)
+        self.special.add(i)
+        return self._quantity(value, i, i, unit) + 1
+
+    def _quantity(self, value: Decimal | str, first: int, last: int, unit: str = "") -> int:
         """A quantity read from tokens ``first``..``last``: scaled and given its unit by what
         follows (``3 million``, ``16 GB``) or precedes (``$5``). Returns the last token it took."""
-        nxt = at(last + 1)
+        nxt = self.at(last + 1)
         if isinstance(value, Decimal) and nxt is not None and nxt.kind == "word" and nxt.lower in _SCALES:
             value *= _SCALES[nxt.lower]
-            words.add(nxt.lower)
+            self.words.add(nxt.lower)
             last += 1
-            special.add(last)
-            nxt = at(last + 1)
+            self.special.add(last)
+            nxt = self.at(last + 1)
         if not unit and _unit(nxt):
             assert nxt is not None
             unit = _unit(nxt) or ""
             if nxt.kind == "word":
-                words.add(nxt.lower)
+                self.words.add(nxt.lower)
             last += 1  # the unit is the number's ("16 GB": no name, "35 days": no date of its own)
-            special.add(last)
-        prev = at(first - 1)
+            self.special.add(last)
+        prev = self.at(first - 1)
         if not unit and prev is not None and prev.kind == "sym" and prev.text in "$€£¥":
             unit = _UNITS[prev.text]
         is_year = (
@@ -517,161 +589,112 @@ def features(text: str) -> Features:
             and not unit
             and value == value.to_integral_value()
             and 1900 <= value <= 2099
-            and tokens[first].kind == "num"
-            and len(tokens[first].text) == 4
+            and self.tokens[first].kind == "num"
+            and len(self.tokens[first].text) == 4
         )
         if is_year:
-            dates.add(_number_text(value))
+            self.dates.add(_number_text(value))
         else:
-            numbers[(_number_text(value), unit)] += 1
+            self.numbers[(_number_text(value), unit)] += 1
         return last
 
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token.kind == "num":
-            value = _canonical_number(token.text)
-            unit = ""
-            suffix = token.suffix
-            if suffix in _ORDINAL_SUFFIXES:
-                suffix = ""
-            elif suffix in _SUFFIX_SCALES and isinstance(value, Decimal):
-                value *= _SUFFIX_SCALES[suffix]
-                suffix = ""
-            if suffix:
-                unit = _UNITS.get(suffix, suffix)
-            special.add(i)
-            i = add_number(value, i, i, unit) + 1
-            continue
-        if token.kind == "sym":
-            if token.text == "%" and (at(i - 1) is None or at(i - 1).kind != "num"):  # type: ignore[union-attr]
-                numbers[("", "%")] += 1
-            i += 1
-            continue
-        lower = token.lower
-        words.add(lower)
-        # negations
-        if lower in _NEGATIONS or lower.endswith("n't") or lower in _NT_WORDS:
-            nxt = at(i + 1)
-            if lower == "not" and nxt is not None and nxt.lower == "only":
-                special.add(i)
-                i += 1
-                continue
-            if lower == "no" and nxt is not None and nxt.kind == "num" and not nxt.after_space:
-                special.add(i)  # "No. 5": a number sign
-                i += 1
-                continue
-            strong += 1
-            special.add(i)
-            if lower == "no" and nxt is not None and nxt.lower == "one":
-                special.add(i + 1)
-                words.add("one")
-                i += 2
-                continue
-            i += 1
-            continue
-        if lower in _WEAK_NEGATIONS:
-            weak += 1
-            special.add(i)
-            i += 1
-            continue
-        # number words: a run of them is one value ("two hundred and five", "twenty-one")
-        if _is_number_word(lower) or lower in _TIMES or lower in _VAGUE:
-            if lower == "one" and at(i + 1) is not None and at(i + 1).lower == "another":  # type: ignore[union-attr]
-                i += 1
-                continue
-            if lower in _TIMES:
-                special.add(i)
-                numbers[(str(_TIMES[lower]), "times")] += 1
-                i += 1
-                continue
-            if lower in _VAGUE:
-                special.add(i)
-                numbers[(lower, "")] += 1
-                i += 1
-                continue
-            j, total, current = i, 0, 0
-            last_small: int | None = None  # the last number word since a scale ("twenty" of "twenty-one")
-            while j < len(tokens) and tokens[j].kind == "word":
-                w = tokens[j].lower
-                if w == "and" and j > i and tokens[j - 1].lower in _SCALES and j + 1 < len(tokens):
-                    if _word_number(tokens[j + 1].lower) is None:
-                        break
-                    words.add(w)
-                    j += 1
-                    continue
-                n = _word_number(w)
-                if n is not None:
-                    # "twenty one" is one number, "one two" two
-                    if last_small is not None and not (last_small >= 20 and last_small % 10 == 0 and n < 10):
-                        break
-                    current += n
-                    last_small = n
-                elif w in _SCALES:
-                    if _SCALES[w] == 100:
-                        current = max(current, 1) * 100
-                    else:
-                        total += max(current, 1) * _SCALES[w]
-                        current = 0
-                    last_small = None
-                elif w == "dozen":
-                    current = max(current, 1) * 12
-                    last_small = None
-                else:
-                    break
-                words.add(w)
-                special.add(j)
-                j += 1
-            i = add_number(Decimal(total + current), i, j - 1) + 1
-            continue
-        # dates
-        found = _date_word(token, (at(i - 1), at(i + 1)))
-        if found is not None:
-            date, soft = found
-            prev = at(i - 1)
-            special.add(i)
-            if (
-                prev is not None
-                and prev.kind == "word"
-                and prev.lower in _DATE_MODIFIERS
-                and not token.opens_sentence
-            ):
-                dates.add(f"{prev.lower} {date}")
-                special.add(i - 1)
-            elif soft:
-                soft_dates.add((date, lower))
-            else:
-                dates.add(date)
-            i += 1
-            continue
-        i += 1
+    def _negation(self, i: int) -> int:
+        """A negation word, unless it is none here (``not only``, ``No. 5``); ``no one`` is one."""
+        lower = self.tokens[i].lower
+        nxt = self.at(i + 1)
+        self.special.add(i)
+        if lower == "not" and nxt is not None and nxt.lower == "only":
+            return i + 1
+        if lower == "no" and nxt is not None and nxt.kind == "num" and not nxt.after_space:
+            return i + 1  # "No. 5": a number sign
+        self.strong += 1
+        if lower == "no" and nxt is not None and nxt.lower == "one":
+            self.special.add(i + 1)
+            self.words.add("one")
+            return i + 2
+        return i + 1
 
-    # words and names; a hyphenated word is also joined ("wifi") and its parts stay words
-    i = 0
-    while i < len(tokens):
-        j = i + 1
-        while (
-            j < len(tokens) and tokens[j].joined and tokens[j].kind == "word" and tokens[j - 1].kind == "word"
-        ):
+    def _number_words(self, i: int) -> int:
+        """A quantity in words: ``twice``, ``dozens``, or a run that is one value (``two hundred
+        and five``, ``twenty-one``); the ``one`` of ``one another`` is none."""
+        lower = self.tokens[i].lower
+        if lower == "one" and self.at(i + 1) is not None and self.at(i + 1).lower == "another":  # type: ignore[union-attr]
+            return i + 1
+        if lower in _TIMES:
+            self.special.add(i)
+            self.numbers[(str(_TIMES[lower]), "times")] += 1
+            return i + 1
+        if lower in _VAGUE:
+            self.special.add(i)
+            self.numbers[(lower, "")] += 1
+            return i + 1
+        j, total, current = i, 0, 0
+        last_small: int | None = None  # the last number word since a scale ("twenty" of "twenty-one")
+        while j < len(self.tokens) and self.tokens[j].kind == "word":
+            w = self.tokens[j].lower
+            if w == "and" and j > i and self.tokens[j - 1].lower in _SCALES and j + 1 < len(self.tokens):
+                if _word_number(self.tokens[j + 1].lower) is None:
+                    break
+                self.words.add(w)
+                j += 1
+                continue
+            n = _word_number(w)
+            if n is not None:
+                # "twenty one" is one number, "one two" two
+                if last_small is not None and not (last_small >= 20 and last_small % 10 == 0 and n < 10):
+                    break
+                current += n
+                last_small = n
+            elif w in _SCALES:
+                if _SCALES[w] == 100:
+                    current = max(current, 1) * 100
+                else:
+                    total += max(current, 1) * _SCALES[w]
+                    current = 0
+                last_small = None
+            elif w == "dozen":
+                current = max(current, 1) * 12
+                last_small = None
+            else:
+                break
+            self.words.add(w)
+            self.special.add(j)
             j += 1
-        parts = [t for t in tokens[i:j] if t.kind == "word"]
-        if len(parts) > 1:
-            words.add("".join(p.lower for p in parts))
-            words.add("-".join(p.lower for p in parts))
-        candidates = [k for k in range(i, j) if tokens[k].kind == "word" and k not in special]
-        capitalised = [k for k in candidates if any(c.isupper() for c in tokens[k].text)]
-        if capitalised:
-            first = tokens[i]
-            common = first.opens_sentence and first.lower in _FUNCTION_WORDS and len(parts) == 1
-            if not common and not (len(parts) == 1 and first.lower in ("i", "i'm", "i've", "i'll", "i'd")):
-                names.add("".join(tokens[k].lower for k in candidates) if len(parts) > 1 else first.lower)
-        i = j
-    return Features(
-        negations=(strong, weak),
-        numbers=numbers,
-        dates=frozenset(dates),
-        soft_dates=frozenset(soft_dates),
-        names=frozenset(names),
-        literals=frozenset(literals),
-        words=frozenset(words),
-    )
+        return self._quantity(Decimal(total + current), i, j - 1) + 1
+
+    def _date(self, i: int, date: str, soft: bool) -> int:
+        """The date token ``i`` names (``_date_word``), with the modifier before it (``next week``)."""
+        prev = self.at(i - 1)
+        self.special.add(i)
+        if (
+            prev is not None
+            and prev.kind == "word"
+            and prev.lower in _DATE_MODIFIERS
+            and not self.tokens[i].opens_sentence
+        ):
+            self.dates.add(f"{prev.lower} {date}")
+            self.special.add(i - 1)
+        elif soft:
+            self.soft_dates.add((date, self.tokens[i].lower))
+        else:
+            self.dates.add(date)
+        return i + 1
+
+    def read_names(self) -> None:
+        """Words and names; a hyphenated word is also joined (``wifi``) and its parts stay words."""
+        tokens, i = self.tokens, 0
+        while i < len(tokens):
+            j = i + 1
+            while j < len(tokens) and tokens[j].joined and tokens[j].kind == tokens[j - 1].kind == "word":
+                j += 1
+            parts = [t for t in tokens[i:j] if t.kind == "word"]
+            if len(parts) > 1:
+                self.words.update(("".join(p.lower for p in parts), "-".join(p.lower for p in parts)))
+            candidates = [k for k in range(i, j) if tokens[k].kind == "word" and k not in self.special]
+            if any(any(c.isupper() for c in tokens[k].text) for k in candidates):
+                first = tokens[i]
+                if len(parts) > 1:
+                    self.names.add("".join(tokens[k].lower for k in candidates))
+                elif not (first.opens_sentence and first.lower in _FUNCTION_WORDS) and first.lower not in _I:
+                    self.names.add(first.lower)
+            i = j

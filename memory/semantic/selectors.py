@@ -353,22 +353,21 @@ class Candidate:
 
 
 # Words of the query that generate lexical candidates, rarest first (all of them score): each costs
-# ``pool`` index entries and as many visibility checks (EXPLAIN ANALYZE at load 13: 0.14 ms a word at
-# 10k memories, 0.75 ms at 100k, mostly heap visibility checks until VACUUM sets the visibility map).
+# ``pool`` index entries and as many visibility checks (figures: docs/decisions/0026).
 LEXICAL_MAX_TERMS = 8
 
 
 # The columns of a candidate's memory row that scoring needs, read by the arm that found it, where its
-# row already is (the statement used to join every candidate to its row again by primary key).
+# row already is (no second lookup of the row by primary key).
 # ``embedding`` travels as it is stored (a TOAST pointer): it is read only for the candidates whose
 # distance the vector arm did not compute (the vector arm's distance is carried, not recomputed).
 _CARRIED = "m.embedding, m.lexical, m.importance, m.created_at"
 
 
 # The query's IDF vector ``v``: the body of ``memory_lexical_query(lexemes, weights)`` (migration 0014)
-# written out, so it is planned once with the prepared statement; called as a function, a generic plan
-# ran it through the SQL-function executor, which parses and plans the body on every call (0.2-0.35
-# ms of a search against 0.05 ms inline). ``tests/memory/semantic`` hold the two equal.
+# written out, so it is planned once with the prepared statement (under a generic plan, the
+# SQL-function executor parses and plans a function's body on every call). ``tests/memory/semantic``
+# hold the two equal.
 _QUERY_VECTOR_SQL = (
     "SELECT (coalesce('{' || string_agg(t.i || ':' || t.w, ',' ORDER BY t.i) || '}', '{}') "
     "|| '/1000000000')::sparsevec AS v "
@@ -382,8 +381,7 @@ def _candidates_sql(where: str, d: int, pool: int) -> str:
     the hybrid statement; parameters, in order: the query vector, ``where``'s, the generator lexemes,
     ``where``'s again, the query lexemes and their IDFs. ``pool`` (an int) is in the text: a
     prepared statement's generic plan then still knows each arm stops after ``pool`` rows, so it
-    keeps the HNSW and posting index scans (with the limits as parameters it ranked every row
-    exactly, 150 ms at 100k)."""
+    keeps the HNSW and posting index scans (a limit it cannot see lets it rank every row exactly)."""
     pool = int(pool)
     return f"""
         WITH vec AS (
@@ -477,9 +475,8 @@ TEXT_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.5
 
 
-# A candidate's access clock: one primary-key lookup per candidate. As a join, the generic plan
-# estimated 200 candidates and hashed the whole access table (a sequential scan of every row: 1.3 ms
-# at 10k memories, growing with the tenant).
+# A candidate's access clock: one primary-key lookup per candidate (as a join, the generic plan may
+# hash the whole access table, a cost that grows with the tenant).
 _ACCESS_SQL = "(SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = c.id)"
 
 
@@ -596,19 +593,46 @@ def hybrid_search(
     ``score = (w_sim * relevance + w_rec * recency + w_imp * importance) / (w_sim + w_rec + w_imp)``
     (Park et al. 2023, "Generative Agents", section 4.1).
     """
-    d = int(dimensions)
     qvec = _vector_literal(vector)
     cand_params, _ = _candidates_params(params, qvec, idf)
     w_sum = weights.similarity + weights.recency + weights.importance
-    (
-        (mem_select, load_memory, n_mem),
-        (agent_select, load_agent, n_agent),
-        (access_select, load_access, n_access),
-    ) = _loaders()
-    sql = (
+    all_params = [
+        *cand_params,
+        qvec,
+        weights.decay_per_hour,
+        now,
+        CONTEXT_WEIGHT,
+        CONTEXT_WEIGHT,
+        TEXT_WEIGHT,
+        TEXT_WEIGHT,
+        weights.similarity,
+        weights.recency,
+        weights.importance,
+        w_sum,
+        limit,
+    ]
+    with connection.cursor() as cursor:
+        execute_prepared(
+            cursor,
+            _search_sql(where, int(dimensions), pool, with_embeddings=with_embeddings),
+            all_params,
+            before=HNSW_OPTIONS_SQL + _PLAN_MODE_SQL,
+            before_params=[str(int(ef_search)), "force_generic_plan" if generic_plan else "auto"],
+        )
+        return [_scored(r, with_embeddings=with_embeddings) for r in cursor.fetchall()]
+
+
+def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
+    """The statement of ``hybrid_search``: the candidates (``_candidates_sql``), their score parts,
+    the fused relevance and score, and the rows of the best (memory, agent, access clock: the
+    select lists of ``_loaders``, in that order, after the six score columns). Parameters, in
+    order: the candidates', the query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
+    ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
+    (mem_select, _, _), (agent_select, _, _), (access_select, _, _) = _loaders()
+    return (
         _candidates_sql(where, d, pool)
         + f""",
-        parts AS MATERIALIZED (  -- inlined, max() OVER () ran the context subquery a second time
+        parts AS MATERIALIZED (  -- inlined, max() OVER () would run the context subquery a second time
             SELECT c.id,
                    greatest(0, least(1, 1 - coalesce(c.distance, (c.embedding::vector({d})) <=> %s::vector({d}))))
                        AS similarity,
@@ -636,49 +660,26 @@ def hybrid_search(
         ORDER BY b.score DESC, b.id::text
         """
     )
-    all_params = [
-        *cand_params,
-        qvec,
-        weights.decay_per_hour,
-        now,
-        CONTEXT_WEIGHT,
-        CONTEXT_WEIGHT,
-        TEXT_WEIGHT,
-        TEXT_WEIGHT,
-        weights.similarity,
-        weights.recency,
-        weights.importance,
-        w_sum,
-        limit,
-    ]
-    out = []
-    with connection.cursor() as cursor:
-        execute_prepared(
-            cursor,
-            sql,
-            all_params,
-            before=HNSW_OPTIONS_SQL + _PLAN_MODE_SQL,
-            before_params=[str(int(ef_search)), "force_generic_plan" if generic_plan else "auto"],
-        )
-        for r in cursor.fetchall():
-            i = 6
-            memory = load_memory(r[i : i + n_mem])
-            i += n_mem
-            memory.agent = load_agent(r[i : i + n_agent])
-            i += n_agent
-            if r[i] is not None:
-                memory.access = load_access(r[i : i + n_access])
-            i += n_access
-            out.append(
-                ScoredMemory(
-                    memory,
-                    float(r[0]),
-                    float(r[1]),
-                    float(r[2]),
-                    float(r[3]),
-                    float(r[4]),
-                    float(r[5]),
-                    r[i] if with_embeddings else None,
-                )
-            )
-    return out
+
+
+def _scored(r: Sequence[Any], *, with_embeddings: bool) -> ScoredMemory:
+    """A row of ``_search_sql`` as a ``ScoredMemory`` (its memory with ``agent`` and ``access``)."""
+    (_, load_memory, n_mem), (_, load_agent, n_agent), (_, load_access, n_access) = _loaders()
+    i = 6
+    memory = load_memory(r[i : i + n_mem])
+    i += n_mem
+    memory.agent = load_agent(r[i : i + n_agent])
+    i += n_agent
+    if r[i] is not None:
+        memory.access = load_access(r[i : i + n_access])
+    i += n_access
+    return ScoredMemory(
+        memory,
+        float(r[0]),
+        float(r[1]),
+        float(r[2]),
+        float(r[3]),
+        float(r[4]),
+        float(r[5]),
+        r[i] if with_embeddings else None,
+    )

@@ -230,10 +230,8 @@ def item_put(
         )
     paths = index_paths_check(index)
     text = indexed_text(value, paths)
-    vector = None
-    if text:
-        embedder = embedder or get_embedder()
-        vector = embedder.embed([text])[0]
+    embedder = (embedder or get_embedder()) if text else None
+    vector = embedder.embed([text])[0] if embedder is not None else None
     now = now or timezone.now()
     expires_at = now + timedelta(minutes=ttl_minutes) if ttl_minutes is not None else None
     with transaction.atomic():
@@ -252,28 +250,7 @@ def item_put(
         item.ttl_minutes = ttl_minutes
         item.expires_at = expires_at
         old_memory_id = item.memory_id
-        if vector is not None:
-            assert embedder is not None
-            fields = {
-                "content": text,
-                "content_hash": _link_hash(item.pk),
-                "data_subject": data_subject,
-                "embedding": vector,
-                "embedding_model": embedder.name,
-                "embedding_dimensions": embedder.dimensions,
-            }
-            if old_memory_id is not None:
-                SemanticMemory.objects.filter(pk=old_memory_id).update(**fields)
-            else:
-                item.memory = SemanticMemory.objects.create(
-                    agent=system_agent_get(),
-                    scope=MemoryScope.SHARED,
-                    memory_type=MemoryType.STORE,
-                    created_at=now,
-                    **fields,
-                )
-        else:
-            item.memory = None
+        _link_memory(item, text=text, vector=vector, embedder=embedder, now=now)
         item.save()
         if old_memory_id is not None and item.memory_id != old_memory_id:
             memories_erase(memory_ids=[old_memory_id])
@@ -286,6 +263,35 @@ def item_put(
             ttl_minutes=ttl_minutes,
         )
     return PutResult(item, created, event)
+
+
+def _link_memory(
+    item: StoreItem, *, text: str, vector: Any, embedder: Embedder | None, now: datetime
+) -> None:
+    """Point ``item`` (not saved yet) at the semantic memory row that indexes it: its row rewritten
+    with ``text`` and ``vector``, or a new shared ``store`` row of the system agent; at none when
+    nothing is indexed (``vector`` None). A row it no longer points at is the caller's to erase."""
+    if vector is None or embedder is None:
+        item.memory = None
+        return
+    fields = {
+        "content": text,
+        "content_hash": _link_hash(item.pk),
+        "data_subject": item.data_subject,
+        "embedding": vector,
+        "embedding_model": embedder.name,
+        "embedding_dimensions": embedder.dimensions,
+    }
+    if item.memory_id is not None:
+        SemanticMemory.objects.filter(pk=item.memory_id).update(**fields)
+    else:
+        item.memory = SemanticMemory.objects.create(
+            agent=system_agent_get(),
+            scope=MemoryScope.SHARED,
+            memory_type=MemoryType.STORE,
+            created_at=now,
+            **fields,
+        )
 
 
 def item_delete(*, agent: Agent, namespace: Sequence[str], key: str) -> Event | None:
@@ -384,11 +390,9 @@ def _ranked(
     embedder = get_embedder()
     dims = int(embedder.dimensions)
     # The items the prefix and filter select reach the ranking as a subquery of the linked rows'
-    # ids. Its cost (2,000 items and 2,000 memories, load 4-5): 50 ms p50 with a prefix, where the
-    # planner misestimates the prefix and ranks every selected row exactly, against 13 ms without
-    # one (the HNSW and lexical indexes under ``memory_type = 'store'`` alone; memory search: 12 ms).
-    # Copying the namespace onto the linked row (an indexed array) would drop the subquery for
-    # prefixes.
+    # ids. With a prefix the planner misestimates it and ranks every selected row exactly, a few
+    # times slower than a search without one (docs/decisions/0027: figures, and the copy of the
+    # namespace onto the linked row that would drop the subquery).
     linked = matching.filter(memory__isnull=False).order_by().values("memory_id")
     where, params = semantic.rows_filter_sql(
         Q(memory_type=MemoryType.STORE, forgotten_at__isnull=True, pk__in=linked),
