@@ -16,7 +16,7 @@ from kombu import Connection
 
 from agents.services import agent_create
 from memory.consolidation.models import ConsolidationRun, Job, RunStatus
-from memory.consolidation.services import consolidate as consolidate_pass
+from memory.consolidation.services.schedule import consolidate as consolidate_pass
 from memory.consolidation.tasks import consolidate
 from memory.episodic.models import Event
 from memory.semantic.models import SemanticMemory
