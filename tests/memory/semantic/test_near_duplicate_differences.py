@@ -39,11 +39,13 @@ pytestmark = requires_model
 
 
 def unit_vector(i: int) -> list[float]:
-    """A vector of the configured model's length, one per pair: pairs are orthogonal to each other,
-    the two texts of a pair identical to the index."""
-    vector = [0.0] * get_embedder().dimensions
-    vector[i] = 1.0
-    return vector
+    """A random unit vector of the configured model's length, one per pair (seeded by ``i``): pairs
+    are far apart (cosine near 0 in hundreds of dimensions), the two texts of a pair identical to the
+    index. Not one-hot: orthogonal basis vectors are all at the same distance from each other, which
+    leaves the HNSW graph's greedy walk no direction, and the approximate lookup may then miss the
+    match among the index's other (and dead) entries."""
+    vector = np.random.default_rng(i).standard_normal(get_embedder().dimensions)
+    return (vector / np.linalg.norm(vector)).tolist()
 
 
 def supplied(i: int) -> dict[str, object]:
