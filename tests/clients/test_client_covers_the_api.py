@@ -59,6 +59,34 @@ def members(typed_dict: Any) -> set[str]:
     return set(typed_dict.__required_keys__ | typed_dict.__optional_keys__)
 
 
+def sendable(method: Declared[Any, Any]) -> dict[str, bool]:
+    """The method's arguments (a ``**options: Unpack[TypedDict]`` spelled out), each with whether
+    it is required."""
+    hints = typing.get_type_hints(method.function)
+    arguments = {}
+    for name, parameter in method.signature.parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            (options,) = typing.get_args(hints[name])  # Unpack[TypedDict]
+            arguments.update({key: key in options.__required_keys__ for key in members(options)})
+        else:
+            arguments[name] = parameter.default is inspect.Parameter.empty
+    return arguments
+
+
+def assert_body_type(schema: dict[str, Any], operation: dict[str, Any], body: Any, name: str) -> None:
+    """``body`` (a TypedDict, or a list of one) has the members of the request's schema (one of
+    its alternatives), the same ones required."""
+    request = resolve(schema, operation["requestBody"]["content"]["application/json"]["schema"])
+    options = [resolve(schema, option) for option in request.get("oneOf", [request])]
+    if typing.get_origin(body) is list:
+        (body,) = typing.get_args(body)
+        options = [resolve(schema, option["items"]) for option in options if option.get("type") == "array"]
+    else:
+        options = [option for option in options if "properties" in option]
+    shapes = [(set(option["properties"]), set(option.get("required", ()))) for option in options]
+    assert (members(body), set(body.__required_keys__)) in shapes, f"{name}: the body's type"
+
+
 def test_every_operation_of_the_schema_is_a_client_method(schema: dict[str, Any]) -> None:
     by_route = {(d.route.method, d.route.path): name for name, d in declared().items()}
     documented = operations(schema)
@@ -87,8 +115,8 @@ def test_every_method_sends_what_its_operation_takes(schema: dict[str, Any]) -> 
         path_names = {p["name"] for p in parameters if p["in"] == "path"}
         assert set(route.placeholders) == path_names, name
         arguments = {
-            argument: parameter
-            for argument, parameter in method.signature.parameters.items()
+            argument: required
+            for argument, required in sendable(method).items()
             if argument not in path_names and argument not in ("idempotency_key", route.body)
         }
         if route.method in ("GET", "DELETE"):
@@ -98,15 +126,14 @@ def test_every_method_sends_what_its_operation_takes(schema: dict[str, Any]) -> 
         elif route.body is None:
             body = resolve(schema, operation["requestBody"]["content"]["application/json"]["schema"])
             accepted = {member: member in body.get("required", ()) for member in body["properties"]}
-        else:
+        else:  # the argument is the body: its TypedDict is the request's schema
             accepted = {}
+            assert_body_type(schema, operation, typing.get_type_hints(method.function)[route.body], name)
         assert set(arguments) <= set(accepted), f"{name}: {set(arguments) - set(accepted)} not taken"
         for argument, required in accepted.items():
             if required:
                 assert argument in arguments, f"{name} lacks the required {argument!r}"
-                assert arguments[argument].default is inspect.Parameter.empty, (
-                    f"{name}: {argument} is required"
-                )
+                assert arguments[argument], f"{name}: {argument} is required"
         if isinstance(method, Listing):
             assert {"limit"} <= set(arguments), f"{name} takes no page size"
 

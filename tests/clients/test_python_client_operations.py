@@ -124,14 +124,26 @@ def test_the_sync_client_calls_every_resource_group(scratch_tenant: Tenant, base
         assert "echo" in [t["name"] for t in engram.tools()["results"]]
         assert engram.tool_get("echo", version=1)["versions"] == [1]
         skill = engram.skill_propose(
-            f"say-{tag}", "Say it", ECHO, STEPS, intents=["repeat after me"], session_id=session
+            {
+                "name": f"say-{tag}",
+                "title": "Say it",
+                "input_schema": ECHO,
+                "steps": STEPS,
+                "intents": ["repeat after me"],
+                "session_id": session,
+            }
         )
         assert skill["version"]["number"] == 1 and skill["version"]["status"] == "draft"
-        assert engram.skill_version_propose(f"say-{tag}", STEPS, based_on=1)["version"]["number"] == 2
+        assert (
+            engram.skill_version_propose(f"say-{tag}", {"steps": STEPS, "based_on": 1})["version"]["number"]
+            == 2
+        )
         assert engram.skill_version_get(f"say-{tag}", 2)["version"]["based_on"] == 1
         publish(scratch_tenant, f"say-{tag}")
         assert engram.skill_get(f"say-{tag}")["version"]["status"] == "published"
-        run = engram.skill_run_report(f"say-{tag}", 1, False, failed_step="say", duration_ms=12)
+        run = engram.skill_run_report(
+            f"say-{tag}", {"version": 1, "success": False, "failed_step": "say", "duration_ms": 12}
+        )
         assert run["version_runs"] == 1 and run["version_success_rate"] == 0.0
         matches = engram.skills_match("repeat after me", k=1, success_weight=0.5)["results"]
         assert [match["name"] for match in matches] == [f"say-{tag}"]
@@ -219,10 +231,14 @@ def test_the_async_client_calls_every_resource_group(scratch_tenant: Tenant, bas
             assert (await engram.checkpoints_delete(session))["checkpoints"] == 1
             assert (await engram.tool_save("echo", ECHO, ECHO))["name"] == "echo"
             assert (await engram.tool_get("echo"))["versions"] == [1]
-            skill = await engram.skill_propose(f"say-{tag}", "Say it", ECHO, STEPS)
+            skill = await engram.skill_propose(
+                {"name": f"say-{tag}", "title": "Say it", "input_schema": ECHO, "steps": STEPS}
+            )
             await asyncio.to_thread(publish_in_thread, scratch_tenant, skill["name"])
             assert (await engram.skill_get(skill["name"]))["version"]["status"] == "published"
-            assert (await engram.skill_run_report(skill["name"], 1, True))["success"] is True
+            assert (await engram.skill_run_report(skill["name"], {"version": 1, "success": True}))[
+                "success"
+            ] is True
             await engram.store_put(["async", tag], "k", {"text": "v"})
             assert (await engram.store_get(f"async.{tag}", "k"))["value"] == {"text": "v"}
             assert (await engram.store_namespaces(prefix="async"))["count"] == 1

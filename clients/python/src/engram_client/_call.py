@@ -33,6 +33,8 @@ from .models import Page
 
 P = ParamSpec("P")
 T = TypeVar("T")
+R = TypeVar("R")
+Transport = TypeVar("Transport", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 
@@ -146,12 +148,21 @@ class Declared(Generic[P, T]):
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         parameters = self.signature.parameters
-        sent = {
-            name: value
-            for name, value in bound.arguments.items()
-            if not (value is None and parameters[name].default is None)
-        }
+        sent: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            if parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                sent.update(value)  # **options: each one as given
+            elif not (value is None and parameters[name].default is None):
+                sent[name] = value
         return self.route.call(sent)
+
+    def method(self, run: Callable[[Call, str | None], Any]) -> Callable[..., Any]:
+        """The method: its arguments made a call, which ``run`` sends (with its idempotency key)."""
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return run(*self.call(*args, **kwargs))
+
+        return functools.wraps(self.function)(method)
 
 
 class Operation(Declared[P, T]):
@@ -164,26 +175,13 @@ class Operation(Declared[P, T]):
     @overload
     def __get__(self, client: AsyncCaller, owner: type) -> Callable[P, Awaitable[T]]: ...
     def __get__(self, client: SyncCaller | AsyncCaller | None, owner: type) -> Any:
-        return self if client is None else client.bind_operation(self)
+        if client is None:
+            return self
+        return self.method(lambda call, key: client.send(call, idempotency_key=key))
 
 
-class Listing(Declared[P, Page[T]]):
-    """A cursor-paged list: the method iterates the items (``T``) of every page, following
-    ``next``."""
-
-    @overload
-    def __get__(self, client: None, owner: type) -> Self: ...
-    @overload
-    def __get__(self, client: SyncCaller, owner: type) -> Callable[P, Iterator[T]]: ...
-    @overload
-    def __get__(self, client: AsyncCaller, owner: type) -> Callable[P, AsyncIterator[T]]: ...
-    def __get__(self, client: SyncCaller | AsyncCaller | None, owner: type) -> Any:
-        return self if client is None else client.bind_listing(self)
-
-
-class Stream(Declared[P, T]):
-    """Server-Sent Events: the method iterates the ``data`` of each event (``T``, JSON decoded)
-    until the caller stops."""
+class Iterated(Declared[P, R], Generic[P, R, T]):
+    """An operation whose method iterates items (``T``): ``iterate`` says how a client gets them."""
 
     @overload
     def __get__(self, client: None, owner: type) -> Self: ...
@@ -192,7 +190,25 @@ class Stream(Declared[P, T]):
     @overload
     def __get__(self, client: AsyncCaller, owner: type) -> Callable[P, AsyncIterator[T]]: ...
     def __get__(self, client: SyncCaller | AsyncCaller | None, owner: type) -> Any:
-        return self if client is None else client.bind_stream(self)
+        return self if client is None else self.method(lambda call, _key: self.iterate(client, call))
+
+    def iterate(self, client: SyncCaller | AsyncCaller, call: Call) -> Any:
+        raise NotImplementedError
+
+
+class Listing(Iterated[P, Page[T], T]):
+    """A cursor-paged list: the method iterates the items of every page, following ``next``."""
+
+    def iterate(self, client: SyncCaller | AsyncCaller, call: Call) -> Any:
+        return client.items(call)
+
+
+class Stream(Iterated[P, T, T]):
+    """Server-Sent Events: the method iterates the ``data`` of each event (JSON decoded) until the
+    caller stops."""
+
+    def iterate(self, client: SyncCaller | AsyncCaller, call: Call) -> Any:
+        return client.sse(call)
 
 
 def operation(
@@ -212,15 +228,12 @@ def stream(path: str) -> Callable[[Callable[P, T]], Stream[P, T]]:
     return lambda signature: Stream(Route("GET", path), signature)
 
 
-def _http_options(base_url: str, api_key: str) -> dict[str, Any]:
-    return {
-        "base_url": base_url.rstrip("/") + "/api/v1/",
-        "headers": {"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-    }
+class Caller(Generic[Transport]):
+    """What both clients hold: the retry policy and an httpx client (``http_class``) with the API's
+    base URL and the key. ``base_url`` is the server (``http://127.0.0.1:8000``); ``timeout`` in
+    seconds; ``transport`` is httpx's (tests, proxies)."""
 
-
-class SyncCaller:
-    """The synchronous machinery: an ``httpx.Client`` with the key, ``send`` with retries, pages."""
+    http_class: type[httpx.Client] | type[httpx.AsyncClient]
 
     def __init__(
         self,
@@ -229,10 +242,21 @@ class SyncCaller:
         *,
         timeout: float = 30.0,
         retry: RetryPolicy | None = None,
-        transport: httpx.BaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.retry = retry or RetryPolicy()
-        self._http = httpx.Client(**_http_options(base_url, api_key), timeout=timeout, transport=transport)
+        self._http: Any = self.http_class(
+            base_url=base_url.rstrip("/") + "/api/v1/",
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeout=timeout,
+            transport=cast(Any, transport),  # the subclass's class takes its kind of transport
+        )
+
+
+class SyncCaller(Caller[httpx.BaseTransport]):
+    """The synchronous machinery: ``send`` with retries, pages, Server-Sent Events."""
+
+    http_class = httpx.Client
 
     def __enter__(self) -> Self:
         return self
@@ -286,40 +310,11 @@ class SyncCaller:
                 if event.data:  # the SSE rule: an event without data is not dispatched
                     yield json.loads(event.data)
 
-    def bind_operation(self, declared: Operation[P, T]) -> Callable[P, T]:
-        def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            call, idempotency_key = declared.call(*args, **kwargs)
-            return self.send(call, idempotency_key=idempotency_key)
 
-        return functools.wraps(declared.function)(method)
+class AsyncCaller(Caller[httpx.AsyncBaseTransport]):
+    """The asyncio machinery: ``send`` with retries, pages, Server-Sent Events."""
 
-    def bind_listing(self, declared: Listing[P, T]) -> Callable[P, Iterator[T]]:
-        return functools.wraps(declared.function)(
-            lambda *args, **kwargs: self.items(declared.call(*args, **kwargs)[0])
-        )
-
-    def bind_stream(self, declared: Stream[P, T]) -> Callable[P, Iterator[T]]:
-        return functools.wraps(declared.function)(
-            lambda *args, **kwargs: self.sse(declared.call(*args, **kwargs)[0])
-        )
-
-
-class AsyncCaller:
-    """The asyncio machinery: an ``httpx.AsyncClient`` with the key, ``send`` with retries, pages."""
-
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str,
-        *,
-        timeout: float = 30.0,
-        retry: RetryPolicy | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.retry = retry or RetryPolicy()
-        self._http = httpx.AsyncClient(
-            **_http_options(base_url, api_key), timeout=timeout, transport=transport
-        )
+    http_class = httpx.AsyncClient
 
     async def __aenter__(self) -> Self:
         return self
@@ -365,20 +360,3 @@ class AsyncCaller:
             async for event in source.aiter_sse():
                 if event.data:
                     yield json.loads(event.data)
-
-    def bind_operation(self, declared: Operation[P, T]) -> Callable[P, Awaitable[T]]:
-        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            call, idempotency_key = declared.call(*args, **kwargs)
-            return await self.send(call, idempotency_key=idempotency_key)
-
-        return functools.wraps(declared.function)(method)
-
-    def bind_listing(self, declared: Listing[P, T]) -> Callable[P, AsyncIterator[T]]:
-        return functools.wraps(declared.function)(
-            lambda *args, **kwargs: self.items(declared.call(*args, **kwargs)[0])
-        )
-
-    def bind_stream(self, declared: Stream[P, T]) -> Callable[P, AsyncIterator[T]]:
-        return functools.wraps(declared.function)(
-            lambda *args, **kwargs: self.sse(declared.call(*args, **kwargs)[0])
-        )

@@ -3,8 +3,7 @@ received, checked by a type checker, no copying). Field names and meanings are t
 document's (``/api/v1/schema``); ``NotRequired`` marks what a request may leave out. A test holds
 the members of every response shape equal to its schema's properties."""
 
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: TypedDict reads NotRequired from evaluated annotations
 from typing import Any, Generic, Literal, NotRequired, TypedDict, TypeVar
 
 T = TypeVar("T")
@@ -667,3 +666,96 @@ class SearchWeights(TypedDict, total=False):
 
 MMR = TypedDict("MMR", {"lambda": float})
 """Maximal marginal relevance: ``{"lambda": 0..1}`` (1: relevance only)."""
+
+
+# --- query filters and request bodies passed as keyword arguments ----------------------------
+
+
+class EventFilters(TypedDict, total=False):
+    session_id: str
+    execution_id: str
+    agent: str
+    kind: EventKind | list[EventKind]
+    q: str
+    since: str
+    until: str
+    limit: int
+
+
+class MemoryFilters(TypedDict, total=False):
+    agent: str
+    scope: Scope
+    memory_type: MemoryType
+    session_id: str
+    tag: str | list[str]
+    min_confidence: float
+    since: str
+    until: str
+    include_archived: bool
+    limit: int
+
+
+class EntityFactsOptions(TypedDict, total=False):
+    as_of: str
+    agent: str
+    sessions: int
+    depth: int
+    limit: int
+    cursor: str
+    facts_limit: int
+    facts_cursor: str
+
+
+class TupleFilters(TypedDict, total=False):
+    checkpoint_ns: str
+    key: str
+    before: str
+    metadata: str  # a JSON object
+    limit: int
+
+
+class NamespaceFilters(TypedDict, total=False):
+    prefix: str
+    suffix: str
+    max_depth: int
+    limit: int
+    offset: int
+
+
+class StoreSearchIn(TypedDict, total=False):
+    namespace_prefix: list[str]
+    query: str | None
+    filter: dict[str, Any]
+    limit: int
+    offset: int
+    refresh_ttl: bool
+
+
+class SkillIn(TypedDict):
+    name: str
+    title: str
+    input_schema: dict[str, Any]
+    steps: list[Step]
+    description: NotRequired[str]
+    intents: NotRequired[list[str]]
+    tags: NotRequired[list[str]]
+    owner: NotRequired[str]
+    change_note: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class VersionIn(TypedDict):
+    steps: list[Step]
+    input_schema: NotRequired[dict[str, Any]]
+    change_note: NotRequired[str]
+    based_on: NotRequired[int]
+    session_id: NotRequired[str]
+
+
+class RunIn(TypedDict):
+    version: int
+    success: bool
+    failed_step: NotRequired[str]
+    duration_ms: NotRequired[int]
+    error: NotRequired[str]
+    session_id: NotRequired[str]

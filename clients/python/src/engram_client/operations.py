@@ -13,7 +13,7 @@ default None is not sent. Errors: ``EngramError`` subclasses with the API's ``co
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from . import models as m
 from ._call import listing, operation, stream
@@ -39,17 +39,7 @@ class Operations:
         """Append one event."""
 
     @listing("GET", "events")
-    def events(
-        *,
-        session_id: str | None = None,
-        execution_id: str | None = None,
-        agent: str | None = None,
-        kind: list[m.EventKind] | None = None,
-        q: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int | None = None,
-    ) -> m.Page[m.Event]:
+    def events(**filters: Unpack[m.EventFilters]) -> m.Page[m.Event]:
         """Events oldest first, every page; ``q``: full text (web search syntax); ``since`` /
         ``until``: ISO 8601 bounds of ``occurred_at``; ``limit``: items per page."""
 
@@ -69,19 +59,7 @@ class Operations:
         item, in order, with ``deduplicated`` for those that reinforced a memory."""
 
     @listing("GET", "memories")
-    def memories(
-        *,
-        agent: str | None = None,
-        scope: m.Scope | None = None,
-        memory_type: m.MemoryType | None = None,
-        session_id: str | None = None,
-        tag: list[str] | None = None,
-        min_confidence: float | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        include_archived: bool | None = None,
-        limit: int | None = None,
-    ) -> m.Page[m.Memory]:
+    def memories(**filters: Unpack[m.MemoryFilters]) -> m.Page[m.Memory]:
         """The memories the agent may see, newest first, every page (``tag``: each one given)."""
 
     @operation("POST", "memories/search")
@@ -124,18 +102,7 @@ class Operations:
         """Retract a fact the agent asserted (it leaves default recall, kept for the trail)."""
 
     @operation("GET", "entities/{name}/facts")
-    def entity_facts(
-        name: str,
-        *,
-        as_of: str | None = None,
-        agent: str | None = None,
-        sessions: int | None = None,
-        depth: int | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        facts_limit: int | None = None,
-        facts_cursor: str | None = None,
-    ) -> m.EntityFacts:
+    def entity_facts(name: str, **options: Unpack[m.EntityFactsOptions]) -> m.EntityFacts:
         """Facts about an entity (``as_of``: valid then; ``sessions``: asserted in the last N;
         ``depth`` 2-3 adds the graph around it, ``limit`` / ``cursor`` its pages)."""
 
@@ -237,15 +204,7 @@ class Operations:
         """The agent's checkpoints in the session, in step order, every page."""
 
     @listing("GET", "sessions/{session_id}/checkpoints/tuples")
-    def checkpoint_tuples(
-        session_id: str,
-        *,
-        checkpoint_ns: str | None = None,
-        key: str | None = None,
-        before: str | None = None,
-        metadata: str | None = None,
-        limit: int | None = None,
-    ) -> m.Page[m.CheckpointTuple]:
+    def checkpoint_tuples(session_id: str, **filters: Unpack[m.TupleFilters]) -> m.Page[m.CheckpointTuple]:
         """Checkpoints with their pending writes, newest first (LangGraph's ``list``);
         ``metadata``: a JSON object the checkpoints' metadata must hold."""
 
@@ -291,37 +250,17 @@ class Operations:
     def skills_match(intent: str, *, k: int = 5, success_weight: float | None = None) -> m.SkillMatches:
         """Published skills for an intent, best first."""
 
-    @operation("POST", "skills")
-    def skill_propose(
-        name: str,
-        title: str,
-        input_schema: dict[str, Any],
-        steps: list[m.Step],
-        *,
-        description: str | None = None,
-        intents: list[str] | None = None,
-        tags: list[str] | None = None,
-        owner: str | None = None,
-        change_note: str | None = None,
-        session_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> m.Skill:
+    @operation("POST", "skills", body="proposal")
+    def skill_propose(proposal: m.SkillIn, *, idempotency_key: str | None = None) -> m.Skill:
         """Propose a new skill (a draft version 1, validated against the tools)."""
 
     @operation("GET", "skills/{name}")
     def skill_get(name: str) -> m.Skill:
         """A skill with its published version."""
 
-    @operation("POST", "skills/{name}/versions")
+    @operation("POST", "skills/{name}/versions", body="proposal")
     def skill_version_propose(
-        name: str,
-        steps: list[m.Step],
-        *,
-        input_schema: dict[str, Any] | None = None,
-        change_note: str | None = None,
-        based_on: int | None = None,
-        session_id: str | None = None,
-        idempotency_key: str | None = None,
+        name: str, proposal: m.VersionIn, *, idempotency_key: str | None = None
     ) -> m.Skill:
         """Propose a new draft version of a skill."""
 
@@ -329,18 +268,8 @@ class Operations:
     def skill_version_get(name: str, number: int) -> m.Skill:
         """A skill with version ``number``."""
 
-    @operation("POST", "skills/{name}/runs")
-    def skill_run_report(
-        name: str,
-        version: int,
-        success: bool,
-        *,
-        failed_step: str | None = None,
-        duration_ms: int | None = None,
-        error: str | None = None,
-        session_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> m.Run:
+    @operation("POST", "skills/{name}/runs", body="run")
+    def skill_run_report(name: str, run: m.RunIn, *, idempotency_key: str | None = None) -> m.Run:
         """Report a run of a skill version (its success rate ranks matches)."""
 
     # --- store --------------------------------------------------------------------------------
@@ -367,26 +296,12 @@ class Operations:
         """Delete an item (``namespace``: its labels joined by "."); a missing one is no error."""
 
     @operation("POST", "store/search")
-    def store_search(
-        *,
-        namespace_prefix: list[str] | None = None,
-        query: str | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        refresh_ttl: bool | None = None,
-    ) -> m.StoreSearchResult:
-        """Items under a prefix, matching ``filter`` (JSON containment), ranked by ``query``."""
+    def store_search(**search: Unpack[m.StoreSearchIn]) -> m.StoreSearchResult:
+        """Items under ``namespace_prefix``, matching ``filter`` (JSON containment), ranked by
+        ``query``."""
 
     @operation("GET", "store/namespaces")
-    def store_namespaces(
-        *,
-        prefix: str | None = None,
-        suffix: str | None = None,
-        max_depth: int | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-    ) -> m.StoreNamespaces:
+    def store_namespaces(**options: Unpack[m.NamespaceFilters]) -> m.StoreNamespaces:
         """The store's namespaces (``prefix`` / ``suffix`` dotted, "*" any label)."""
 
     # --- context ------------------------------------------------------------------------------
