@@ -7,8 +7,9 @@ a descriptor that, read from an ``EngramClient``, is a method with that signatur
 answer and, read from an ``AsyncEngramClient``, the same method returning an awaitable (or an async
 iterator). How arguments become a request is one rule (``Route.call``): an argument named in the
 path template fills it (URL-quoted); ``idempotency_key`` is the header; the argument named by
-``body=`` is sent whole as the JSON body; the other arguments that are not None are the query (GET,
-DELETE) or the members of the JSON body (POST, PUT).
+``body=`` is sent whole as the JSON body; the other arguments (those left at a default of None
+left out, ``**options`` spelled out) are the query (GET, DELETE) or the members of the JSON body
+(POST, PUT).
 """
 
 from __future__ import annotations

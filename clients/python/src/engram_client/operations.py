@@ -7,7 +7,8 @@ method here (and on a method whose route the document lacks).
 
 Arguments: a path template's names fill the path; ``idempotency_key`` is the header (a POST
 without one gets a fresh key, the same on each retry; "" sends none); an argument left at its
-default None is not sent. Errors: ``EngramError`` subclasses with the API's ``code`` and
+default None is not sent; ``**filters: Unpack[...]`` takes the keys of that ``TypedDict``
+(``engram.events(session_id="s1", limit=50)``). Errors: ``EngramError`` subclasses with the API's ``code`` and
 ``errors`` (``engram_client.errors``); ``TransportError`` when the server cannot be reached.
 """
 
