@@ -16,7 +16,7 @@ from django.db import connection
 from django_tenants.utils import tenant_context
 from engram_client import AsyncEngramClient, EngramClient, InvalidInput, NotFound
 
-from memory.procedural.services import version_publish
+from memory.procedural.services.versions import version_publish
 from tenants.models import Tenant
 from tests.factories import asgi_server, make_caller, requires_model
 
