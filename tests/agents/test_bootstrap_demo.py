@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import re
+import socket
 import stat
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core.management import call_command
 from django_tenants.utils import tenant_context
@@ -31,3 +34,16 @@ def test_bootstrap_writes_passwords_and_the_key_to_a_private_file_not_stdout(
     assert agent.name == "demo-agent"
     with tenant_context(tenant_a):
         assert ApiKey.objects.filter(agent__name="demo-agent").count() == 1
+
+
+def test_bootstrap_prints_an_api_url_that_code_can_reach(tenant_a, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The API's URL is printed with a host name any resolver knows (Python's does not resolve
+    ``demo.localhost``; the key names the tenant, so the API needs no tenant host); the tenant's
+    admin, which is routed by host name, keeps its ``<slug>.localhost`` URL for the browser."""
+    out = io.StringIO()
+    call_command("bootstrap_demo", slug="alpha", port=8123, credentials_file=tmp_path / "c", stdout=out)
+    printed = out.getvalue()
+    (api,) = re.findall(r"API[^\n]*?(http://\S+)", printed)
+    assert api == "http://127.0.0.1:8123/api/v1/"
+    socket.getaddrinfo(urlsplit(api).hostname, 8123)  # resolves (raises otherwise)
+    assert "http://alpha.localhost:8123/admin/" in printed

@@ -97,8 +97,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 self.style.WARNING(f"  new credentials written to {credentials_file} (readable only by you)")
             )
+        # code reaches the API by address (the key names the tenant; Python's resolver does not
+        # know *.localhost); the tenant's admin is routed by host name, which browsers resolve
         self.stdout.write(
             self.style.SUCCESS(
-                f"Engram is starting on http://{slug}.localhost:{port}/  (Ctrl-C stops everything)"
+                f"Engram is starting (Ctrl-C stops everything)\n"
+                f"  API, for code: http://127.0.0.1:{port}/api/v1/  (docs: /api/v1/docs)\n"
+                f"  tenant {slug}'s admin, in a browser: http://{slug}.localhost:{port}/admin/\n"
+                f"  platform admin, in a browser: http://localhost:{port}/admin/"
             )
         )
