@@ -16,7 +16,6 @@ Needs ``DATABASE_URL`` and ``REDIS_URL`` as the other benchmarks::
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import statistics
 import time
@@ -71,13 +70,16 @@ def main() -> None:
     from django.db import connection, transaction
     from django_tenants.utils import tenant_context
 
+    from core.sqlrules import rule_text
     from core.tenancy import maintenance
     from memory.semantic.services.erase import memories_erase
 
-    functions = importlib.import_module("memory.migrations.0022_fact_page_indexes_context_refresh")
+    # the versions migration 0022 applies and reverses to (memory/sql and memory/sql/history)
     variants = {
-        "0020": functions.OLD_AROUND + functions.OLD_REFRESH,
-        "0022": functions.AROUND + functions.REFRESH,
+        "0020": rule_text("memory", "memory_context_around", "14f7fa1e0bfe3f02")
+        + rule_text("memory", "memory_context_refresh", "f755194d418e8463"),
+        "0022": rule_text("memory", "memory_context_around", "df5919b172aabf3d")
+        + rule_text("memory", "memory_context_refresh", "b8dac672f457282d"),
     }
     tenant, agents, _ = bench_key(TENANT, ["ctx-bench"])
     agent = agents["ctx-bench"]

@@ -141,7 +141,7 @@ class ApplySqlRule(migrations.RunSQL):
         if router.allow_migrate(schema_editor.connection.alias, app_label, **self.hints):
             if self.previous is not None:
                 run_script(schema_editor, rule_text(app_label, self.name, self.previous))
-            else:
+            elif self.undo_sql:
                 run_script(schema_editor, self.undo_sql)
 
 

@@ -8,21 +8,26 @@
   ``pg_get_functiondef`` / ``pg_get_triggerdef``, compared with runs of white space made one).
 - Every function and trigger of the project in a tenant's schema and in ``public`` has its file: a
   new rule cannot skip the registry.
+- No migration pastes a rule: every function a migration creates or replaces comes from a file or
+  its history through ``ApplySqlRule``.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.apps import apps
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, migrations, transaction
+from django.db.migrations.loader import MigrationLoader
 from django_tenants.utils import tenant_context
 
 from core.sqlrules import (
     Applied,
+    ApplySqlRule,
     SqlRuleMissing,
     applied_rules,
     defined_names,
@@ -106,6 +111,37 @@ def test_every_version_a_migration_applies_is_kept() -> None:
             except SqlRuleMissing as missing:
                 problems.append(f"{applied.migration}: {missing}")
     assert not problems, "\n".join(problems)
+
+
+PASTED_FUNCTION = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)", re.IGNORECASE)
+
+
+def pasted_functions(loader: MigrationLoader) -> list[str]:
+    """``app.migration: function`` for every function that a ``RunSQL`` (not an ``ApplySqlRule``) of a
+    project migration creates, forwards or backwards."""
+    pasted = []
+    for (app_label, name), migration in sorted(loader.disk_migrations.items()):
+        if app_label not in rule_apps():
+            continue
+        for operation in migration.operations:
+            if not isinstance(operation, migrations.RunSQL) or isinstance(operation, ApplySqlRule):
+                continue
+            for sql in (operation.sql, operation.reverse_sql):
+                texts = sql if isinstance(sql, list | tuple) else [sql]
+                for text in texts:
+                    text = text[0] if isinstance(text, list | tuple) else text
+                    for function in PASTED_FUNCTION.findall(text or ""):
+                        pasted.append(f"{app_label}.{name}: {function}")
+    return pasted
+
+
+def test_no_migration_pastes_a_rule() -> None:
+    pasted = pasted_functions(MigrationLoader(None, ignore_no_migrations=True))
+    assert not pasted, (
+        "migrations that create a function in their own SQL: apply it with core.sqlrules.ApplySqlRule "
+        "(its text in <app>/sql/<name>.sql, or in <app>/sql/history/<name>.<digest>.sql once the file "
+        "has moved on)\n  " + "\n  ".join(pasted)
+    )
 
 
 def test_each_file_defines_the_rule_it_is_named_after() -> None:

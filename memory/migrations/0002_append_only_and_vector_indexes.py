@@ -9,20 +9,9 @@
 
 from django.db import migrations
 
+from core.sqlrules import ApplySqlRule
 from memory.semantic.models import INDEXED_DIMENSIONS
 
-APPEND_ONLY = """
-CREATE OR REPLACE FUNCTION engram_reject_event_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed', TG_OP, TG_TABLE_NAME
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$;
-CREATE TRIGGER memory_event_append_only BEFORE UPDATE OR DELETE ON memory_event
-    FOR EACH ROW EXECUTE FUNCTION engram_reject_event_mutation();
-CREATE TRIGGER memory_event_no_truncate BEFORE TRUNCATE ON memory_event
-    FOR EACH STATEMENT EXECUTE FUNCTION engram_reject_event_mutation();
-"""
 DROP_APPEND_ONLY = """
 DROP TRIGGER IF EXISTS memory_event_no_truncate ON memory_event;
 DROP TRIGGER IF EXISTS memory_event_append_only ON memory_event;
@@ -41,7 +30,7 @@ class Migration(migrations.Migration):
     dependencies = [("memory", "0001_initial")]
 
     operations = [
-        migrations.RunSQL(APPEND_ONLY, DROP_APPEND_ONLY),
+        ApplySqlRule("engram_reject_event_mutation", "72369164ea7203e3", reverse_sql=DROP_APPEND_ONLY),
         migrations.RunSQL(
             "INSERT INTO memory_chainhead (id, last_seq, last_hash) VALUES (1, 0, repeat('0', 64));",
             "DELETE FROM memory_chainhead WHERE id = 1;",

@@ -15,54 +15,15 @@ from django.apps import apps as global_apps
 from django.contrib.auth.management import create_permissions
 from django.db import migrations
 
+from core.sqlrules import ApplySqlRule
 from memory.procedural.models import INDEXED_DIMENSIONS
 
-IMMUTABLE = """
-CREATE OR REPLACE FUNCTION engram_reject_toolversion_mutation() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'tool versions are immutable: % on % is not allowed (save a new version)', TG_OP, TG_TABLE_NAME
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$;
-CREATE TRIGGER memory_toolversion_immutable BEFORE UPDATE OR DELETE ON memory_toolversion
-    FOR EACH ROW EXECUTE FUNCTION engram_reject_toolversion_mutation();
-CREATE TRIGGER memory_toolversion_no_truncate BEFORE TRUNCATE ON memory_toolversion
-    FOR EACH STATEMENT EXECUTE FUNCTION engram_reject_toolversion_mutation();
-
-CREATE OR REPLACE FUNCTION engram_guard_skillversion() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        RAISE EXCEPTION 'skill versions cannot be truncated' USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF OLD.status = 'draft' THEN
-        IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
-        RETURN NEW;
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        RAISE EXCEPTION 'skill version % (%) is %: it cannot be deleted', OLD.id, OLD.number, OLD.status
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF NEW.status = 'draft' THEN
-        RAISE EXCEPTION 'skill version % was %: it cannot become a draft again', OLD.id, OLD.status
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    IF (to_jsonb(NEW) - 'status' - 'status_changed_at' - 'retired_at')
-       IS DISTINCT FROM (to_jsonb(OLD) - 'status' - 'status_changed_at' - 'retired_at') THEN
-        RAISE EXCEPTION 'skill version % is %: its content is immutable (start a new draft)', OLD.id, OLD.status
-            USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN NEW;
-END
-$$;
-CREATE TRIGGER memory_skillversion_immutable BEFORE UPDATE OR DELETE ON memory_skillversion
-    FOR EACH ROW EXECUTE FUNCTION engram_guard_skillversion();
-CREATE TRIGGER memory_skillversion_no_truncate BEFORE TRUNCATE ON memory_skillversion
-    FOR EACH STATEMENT EXECUTE FUNCTION engram_guard_skillversion();
-"""
-DROP_IMMUTABLE = """
+DROP_SKILLVERSION_GUARD = """
 DROP TRIGGER IF EXISTS memory_skillversion_no_truncate ON memory_skillversion;
 DROP TRIGGER IF EXISTS memory_skillversion_immutable ON memory_skillversion;
 DROP FUNCTION IF EXISTS engram_guard_skillversion();
+"""
+DROP_TOOLVERSION_GUARD = """
 DROP TRIGGER IF EXISTS memory_toolversion_no_truncate ON memory_toolversion;
 DROP TRIGGER IF EXISTS memory_toolversion_immutable ON memory_toolversion;
 DROP FUNCTION IF EXISTS engram_reject_toolversion_mutation();
@@ -144,7 +105,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(IMMUTABLE, DROP_IMMUTABLE),
+        ApplySqlRule(
+            "engram_reject_toolversion_mutation", "0b6abcc7c402e6b7", reverse_sql=DROP_TOOLVERSION_GUARD
+        ),
+        ApplySqlRule("engram_guard_skillversion", "378bebc5769a73fd", reverse_sql=DROP_SKILLVERSION_GUARD),
         migrations.RunSQL(HNSW, DROP_HNSW),
         migrations.RunPython(grant, revoke),
     ]

@@ -16,62 +16,10 @@
 import pgvector.django.sparsevec
 from django.db import migrations, models
 
-SATURATION = """
-CREATE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURNS double precision
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.25::float8 + 0.75::float8 * dl / 8.0::float8));
-"""
+from core.sqlrules import ApplySqlRule
 
-FUNCTIONS = (
-    SATURATION
-    + """
-CREATE FUNCTION memory_lexeme_index(lexeme text) RETURNS integer
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN ((hashtext(lexeme)::bigint & 2147483647) % 999999999 + 1)::integer;
-
-CREATE FUNCTION memory_lexical_vector(doc tsvector) RETURNS sparsevec
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (coalesce('{' || string_agg(i || ':' || w, ',' ORDER BY i) || '}', '{}') || '/1000000000')::sparsevec
-    FROM (SELECT memory_lexeme_index(u.lexeme) AS i,
-                 sum(memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(doc))) AS w
-          FROM unnest(doc) AS u GROUP BY 1) t
-$$;
-
-CREATE FUNCTION memory_lexical_query(lexemes text[], weights double precision[]) RETURNS sparsevec
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (coalesce('{' || string_agg(i || ':' || w, ',' ORDER BY i) || '}', '{}') || '/1000000000')::sparsevec
-    FROM (SELECT memory_lexeme_index(q.lexeme) AS i, sum(q.weight) AS w
-          FROM unnest(lexemes, weights) AS q(lexeme, weight) GROUP BY 1) t
-$$;
-
-CREATE FUNCTION memory_lexical_set() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    NEW.lexical := memory_lexical_vector(to_tsvector('english'::regconfig, COALESCE(NEW.content, '')));
-    RETURN NEW;
-END $$;
-
-CREATE TRIGGER semantic_lexical_set
-    BEFORE INSERT OR UPDATE OF content ON memory_semanticmemory
-    FOR EACH ROW EXECUTE FUNCTION memory_lexical_set();
-
-CREATE FUNCTION memory_lexical_postings() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP <> 'INSERT' THEN
-        DELETE FROM memory_lexicalposting WHERE memory_id = OLD.id;
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        INSERT INTO memory_lexicalposting (memory_id, lexeme, impact)
-        SELECT NEW.id, u.lexeme,
-               memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(NEW.search))
-        FROM unnest(NEW.search) AS u;
-    END IF;
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER semantic_lexical_postings
-    AFTER INSERT OR DELETE OR UPDATE OF content ON memory_semanticmemory
-    FOR EACH ROW EXECUTE FUNCTION memory_lexical_postings();
-
+# After the functions: the statistics and the index of the rows already there.
+BACKFILL = """
 ALTER TABLE memory_lexicalposting ALTER COLUMN lexeme SET STATISTICS 1000;
 
 UPDATE memory_semanticmemory SET lexical = memory_lexical_vector(search);
@@ -83,7 +31,6 @@ FROM memory_semanticmemory m, unnest(m.search) AS u;
 
 ANALYZE memory_lexicalposting;
 """
-)
 
 DROP_FUNCTIONS = """
 DROP TRIGGER IF EXISTS semantic_lexical_postings ON memory_semanticmemory;
@@ -144,5 +91,12 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
-        migrations.RunSQL(FUNCTIONS, DROP_FUNCTIONS),
+        migrations.RunSQL(migrations.RunSQL.noop, DROP_FUNCTIONS),  # the rules below, undone
+        ApplySqlRule("memory_bm25_saturation", "a0eb33084a051925", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexeme_index", "7696833ca2dbcfa3", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_vector", "c8b38809a2374200", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_query", "be60244292e142f9", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_set", "630963cb4395a35e", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_postings", "cdece20835fd982b", reverse_sql=migrations.RunSQL.noop),
+        migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]

@@ -16,23 +16,12 @@ lexical signal (``MemoryContext``), kept by triggers.
   text of a memory that is gone, forgotten, merged or redacted.
 """
 
-import importlib
-
 import django.contrib.postgres.fields
 import django.db.models.deletion
 import pgvector.django.sparsevec
 from django.db import migrations, models
 
-SATURATION = """
-CREATE OR REPLACE FUNCTION memory_bm25_saturation(tf integer, dl integer) RETURNS double precision
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    RETURN tf * 2.2::float8 / (tf + 1.2::float8 * (0.7::float8 + 0.3::float8 * dl / 16.0::float8));
-"""
-
-# migration 0014's function, as it was (its text, not a copy)
-OLD_SATURATION = importlib.import_module("memory.migrations.0014_speed_lexical_index").SATURATION.replace(
-    "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1
-)
+from core.sqlrules import ApplySqlRule
 
 # Set-based, the indexes rebuilt rather than fed row by row: every changed row is a new version that
 # every index of the table gets (the HNSW graph insert of a 384-d vector is ~1 ms a row; one build
@@ -106,138 +95,6 @@ FROM built b JOIN (SELECT id, array_agg(DISTINCT source) AS sources FROM nb GROU
 ANALYZE memory_memorycontext;
 """
 
-AROUND = """
-CREATE FUNCTION memory_context_around(
-    p_agent bigint, p_scope text, p_session text, p_agents bigint[], p_roles text[],
-    p_at timestamptz, p_id uuid
-) RETURNS SETOF uuid LANGUAGE plpgsql STABLE ROWS 4 AS $$
-BEGIN
-    -- two ordered scans of semantic_session_order_idx, LIMIT 2 each: bounded whatever the corpus
-    -- (ROWS 4 tells the planner so: with its default of 1,000 it joined them to a table scan)
-    RETURN QUERY
-    (SELECT s.id FROM memory_semanticmemory s
-     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
-       AND (s.created_at, s.id) < (p_at, p_id)
-       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
-     ORDER BY s.session_id DESC, s.agent_id DESC, s.scope DESC, s.created_at DESC, s.id DESC LIMIT 2)
-    UNION ALL
-    (SELECT s.id FROM memory_semanticmemory s
-     WHERE s.session_id = p_session AND s.agent_id = p_agent AND s.scope = p_scope
-       AND (s.created_at, s.id) > (p_at, p_id)
-       AND s.visible_to_agents = p_agents AND s.visible_to_roles::text[] = p_roles
-       AND s.forgotten_at IS NULL AND s.memory_type <> 'store'
-     ORDER BY s.session_id, s.agent_id, s.scope, s.created_at, s.id LIMIT 2);
-END $$;
-"""
-
-# plpgsql, not sql: PostgreSQL 16 plans a non-inlined SQL function on every call, plpgsql once per
-# connection
-REFRESH = """
-CREATE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    WITH target AS (
-        SELECT m.id, m.agent_id, m.scope, m.session_id, m.visible_to_agents, m.visible_to_roles,
-               m.created_at
-        FROM memory_semanticmemory m
-        WHERE m.id = ANY(ids) AND m.forgotten_at IS NULL AND m.session_id IS NOT NULL
-          AND m.memory_type <> 'store'
-    ), nb AS (
-        SELECT t.id, n.id AS source, n.search
-        FROM target t
-        CROSS JOIN LATERAL memory_context_around(
-            t.agent_id, t.scope, t.session_id, t.visible_to_agents, t.visible_to_roles::text[],
-            t.created_at, t.id) AS a(id)
-        JOIN memory_semanticmemory n ON n.id = a.id
-    ), lex AS (
-        SELECT nb.id, u.lexeme,
-               max(memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(nb.search))) AS w
-        FROM nb, unnest(nb.search) AS u
-        GROUP BY nb.id, u.lexeme
-    ), built AS (
-        SELECT l.id, memory_lexical_query(array_agg(l.lexeme), array_agg(l.w)) AS lexical,
-               (SELECT array_agg(DISTINCT nb.source) FROM nb WHERE nb.id = l.id) AS sources
-        FROM lex l GROUP BY l.id
-    ), gone AS (
-        DELETE FROM memory_memorycontext c
-        WHERE c.memory_id = ANY(ids) AND c.memory_id NOT IN (SELECT id FROM built)
-    )
-    INSERT INTO memory_memorycontext (memory_id, lexical, sources)
-    SELECT id, lexical, sources FROM built
-    ON CONFLICT (memory_id) DO UPDATE SET lexical = EXCLUDED.lexical, sources = EXCLUDED.sources;
-END $$;
-"""
-
-TRIGGERS = """
-CREATE FUNCTION memory_context_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM memory_context_refresh(ARRAY(
-        SELECT r.id FROM new_rows r WHERE r.session_id IS NOT NULL
-        UNION
-        SELECT a.id FROM new_rows r
-        CROSS JOIN LATERAL memory_context_around(
-            r.agent_id, r.scope, r.session_id, r.visible_to_agents, r.visible_to_roles::text[],
-            r.created_at, r.id) AS a(id)
-        WHERE r.session_id IS NOT NULL));
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION memory_context_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM memory_memorycontext c USING old_rows r WHERE c.memory_id = r.id;
-    PERFORM memory_context_refresh(ARRAY(
-        SELECT a.id FROM old_rows r
-        CROSS JOIN LATERAL memory_context_around(
-            r.agent_id, r.scope, r.session_id, r.visible_to_agents, r.visible_to_roles::text[],
-            r.created_at, r.id) AS a(id)
-        WHERE r.session_id IS NOT NULL));
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION memory_context_updated() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM memory_context_refresh(ARRAY(
-        SELECT NEW.id
-        UNION
-        SELECT a.id FROM memory_context_around(
-            OLD.agent_id, OLD.scope, OLD.session_id, OLD.visible_to_agents, OLD.visible_to_roles::text[],
-            OLD.created_at, OLD.id) AS a(id)
-        WHERE OLD.session_id IS NOT NULL
-        UNION
-        SELECT a.id FROM memory_context_around(
-            NEW.agent_id, NEW.scope, NEW.session_id, NEW.visible_to_agents, NEW.visible_to_roles::text[],
-            NEW.created_at, NEW.id) AS a(id)
-        WHERE NEW.session_id IS NOT NULL));
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER semantic_context_inserted
-    AFTER INSERT ON memory_semanticmemory REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memory_context_inserted();
-
-CREATE TRIGGER semantic_context_deleted
-    AFTER DELETE ON memory_semanticmemory REFERENCING OLD TABLE AS old_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION memory_context_deleted();
-
-CREATE TRIGGER semantic_context_updated
-    AFTER UPDATE OF content, forgotten_at, session_id, scope, agent_id, visible_to_agents,
-        visible_to_roles, memory_type, created_at ON memory_semanticmemory
-    FOR EACH ROW WHEN (
-        OLD.content IS DISTINCT FROM NEW.content
-        OR OLD.forgotten_at IS DISTINCT FROM NEW.forgotten_at
-        OR OLD.session_id IS DISTINCT FROM NEW.session_id
-        OR OLD.scope IS DISTINCT FROM NEW.scope
-        OR OLD.agent_id IS DISTINCT FROM NEW.agent_id
-        OR OLD.visible_to_agents IS DISTINCT FROM NEW.visible_to_agents
-        OR OLD.visible_to_roles IS DISTINCT FROM NEW.visible_to_roles
-        OR OLD.memory_type IS DISTINCT FROM NEW.memory_type
-        OR OLD.created_at IS DISTINCT FROM NEW.created_at)
-    EXECUTE FUNCTION memory_context_updated();
-
-"""
-
-FUNCTIONS = AROUND + REFRESH + TRIGGERS
-
 DROP_FUNCTIONS = """
 DROP TRIGGER IF EXISTS semantic_context_updated ON memory_semanticmemory;
 DROP TRIGGER IF EXISTS semantic_context_deleted ON memory_semanticmemory;
@@ -291,6 +148,15 @@ class Migration(migrations.Migration):
             ],
             options={"verbose_name": "memory context"},
         ),
-        migrations.RunSQL(SATURATION + RECOMPUTE, OLD_SATURATION + RECOMPUTE),
-        migrations.RunSQL(BUILD_CONTEXTS + FUNCTIONS, DROP_FUNCTIONS),
+        # the saturation, then every vector and posting recomputed with it; reversed, the same
+        migrations.RunSQL(migrations.RunSQL.noop, RECOMPUTE),
+        ApplySqlRule("memory_bm25_saturation", "85abaa7f57e35b04", previous="8ed216594e4847a1"),
+        migrations.RunSQL(RECOMPUTE, migrations.RunSQL.noop),
+        migrations.RunSQL(BUILD_CONTEXTS, migrations.RunSQL.noop),
+        migrations.RunSQL(migrations.RunSQL.noop, DROP_FUNCTIONS),  # the rules below, undone
+        ApplySqlRule("memory_context_around", "e1af42e411898215", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_context_refresh", "72a404f1682d56f4", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_context_inserted", "95e9fb0e12833375", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_context_deleted", "1dc6d390e6d80806", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_context_updated", "d32c7c54481d3064", reverse_sql=migrations.RunSQL.noop),
     ]

@@ -13,84 +13,14 @@ retention runs of their time are their account); the triggers refuse to let any 
 point at a legacy decision, so only this migration (the tables' owner, triggers off) links to one.
 """
 
-import importlib
-
 from django.db import migrations, models
 
-# Each row: a redaction (the body goes, every chained column stays) that points at a later event,
-# and never of a decision that accounts for redactions (those are kept for good).
-DECIDED_ROW = """
-CREATE OR REPLACE FUNCTION engram_event_redaction_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.redacted_at IS NULL AND NEW.redacted_at IS NOT NULL
-       AND NEW.content = '' AND NEW.payload_json = '{}' AND NEW.body_salt = '' AND NEW.data_subject = ''
-       AND (NEW.id, NEW.seq, NEW.session_id, NEW.execution_id, NEW.agent_id, NEW.actor, NEW.role,
-            NEW.kind, NEW.occurred_at, NEW.recorded_at, NEW.hash_version, NEW.body_digest,
-            NEW.prev_hash, NEW.hash)
-           IS NOT DISTINCT FROM
-           (OLD.id, OLD.seq, OLD.session_id, OLD.execution_id, OLD.agent_id, OLD.actor, OLD.role,
-            OLD.kind, OLD.occurred_at, OLD.recorded_at, OLD.hash_version, OLD.body_digest,
-            OLD.prev_hash, OLD.hash)
-       AND NEW.redacted_by > OLD.seq
-       AND NOT (OLD.kind = 'decision' AND OLD.payload_index @> '{"action": "events_redact"}')
-    THEN
-        RETURN NEW;  -- a redaction: the body goes, the chained fields stay (the statement's check follows)
-    END IF;
-    RAISE EXCEPTION 'the episodic log is append-only: % on % is not allowed (only a redaction that '
-        'a decision later in the chain names is)', TG_OP, TG_TABLE_NAME
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$;
-"""
+from core.sqlrules import ApplySqlRule
 
-# Each statement, once over all the rows it redacted (a transition table): every one is named by
-# the decision it points at, a redaction decision (not a legacy one) whose runs of seqs hold it. The
-# runs become one int8multirange per decision, so each row is a binary search in C: a batch of
-# 1,000 events scattered over 1,000 runs is checked in milliseconds, where a row trigger reading
-# the decision's payload for each row took a third of a second.
-DECIDED_STATEMENT = """
-CREATE OR REPLACE FUNCTION engram_event_redactions_decided() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    undecided bigint;
-BEGIN
-    WITH redacted_now AS (  -- the rows this statement redacted
-        SELECT n.seq, n.redacted_by FROM new_rows n JOIN prior_rows o ON o.id = n.id
-        WHERE o.redacted_at IS NULL AND n.redacted_at IS NOT NULL
-    ), decided AS (
-        SELECT d.seq AS decision,
-               range_agg(int8range((r ->> 0)::bigint, (r ->> 1)::bigint, '[]')) AS seqs
-        FROM (SELECT DISTINCT redacted_by FROM redacted_now) b
-        JOIN memory_event d ON d.seq = b.redacted_by
-        CROSS JOIN LATERAL jsonb_array_elements(d.payload_index -> 'redacts') r
-        WHERE d.kind = 'decision' AND d.redacted_at IS NULL
-          AND d.payload_index ->> 'action' = 'events_redact' AND NOT d.payload_index ? 'legacy'
-          AND jsonb_typeof(d.payload_index -> 'redacts') = 'array'
-        GROUP BY d.seq
-    )
-    SELECT n.seq INTO undecided
-    FROM redacted_now n LEFT JOIN decided ON decided.decision = n.redacted_by
-    WHERE decided.seqs IS NULL OR NOT (n.seq <@ decided.seqs)
-    LIMIT 1;
-    IF undecided IS NOT NULL THEN
-        RAISE EXCEPTION 'the episodic log is append-only: event #% may be redacted only by a decision '
-            'later in the chain that names it', undecided USING ERRCODE = 'insufficient_privilege';
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER memory_event_redactions_decided AFTER UPDATE ON memory_event
-    REFERENCING OLD TABLE AS prior_rows NEW TABLE AS new_rows FOR EACH STATEMENT
-    EXECUTE FUNCTION engram_event_redactions_decided();
-"""
-
-# 0015's function, as it was (its text, not a copy)
-UNDECIDED = (
-    importlib.import_module("memory.migrations.0015_lifecycle_data_subjects").REDACTABLE
-    + """
+DROP_DECIDED = """
 DROP TRIGGER IF EXISTS memory_event_redactions_decided ON memory_event;
 DROP FUNCTION IF EXISTS engram_event_redactions_decided();
 """
-)
 
 LEGACY_BASIS = "redacted before redactions named their decision; the erasure receipts and retention runs of their time account for them"
 
@@ -174,7 +104,11 @@ class Migration(migrations.Migration):
             name="redacted_by",
             field=models.BigIntegerField(blank=True, editable=False, null=True),
         ),
-        migrations.RunSQL(DECIDED_ROW + DECIDED_STATEMENT, UNDECIDED),
+        migrations.RunSQL(migrations.RunSQL.noop, DROP_DECIDED),  # reversed after 0015's row rule is back
+        ApplySqlRule("engram_event_redaction_only", "f5f65cf01678d227", previous="7e2b264c33bc332b"),
+        ApplySqlRule(
+            "engram_event_redactions_decided", "fa795e4ac8d1ca4b", reverse_sql=migrations.RunSQL.noop
+        ),
         migrations.RunSQL(
             "SET CONSTRAINTS ALL IMMEDIATE; ALTER TABLE memory_event DISABLE TRIGGER memory_event_append_only; "
             "ALTER TABLE memory_event DISABLE TRIGGER memory_event_redactions_decided",
