@@ -106,9 +106,9 @@ class Migration(migrations.Migration):
 
     operations = [
         ApplySqlRule(
-            "engram_reject_toolversion_mutation", "0b6abcc7c402e6b7", reverse_sql=DROP_TOOLVERSION_GUARD
+            "engram_reject_toolversion_mutation", "f80b9245125f2178", reverse_sql=DROP_TOOLVERSION_GUARD
         ),
-        ApplySqlRule("engram_guard_skillversion", "378bebc5769a73fd", reverse_sql=DROP_SKILLVERSION_GUARD),
+        ApplySqlRule("engram_guard_skillversion", "cc5e2a9c88794784", reverse_sql=DROP_SKILLVERSION_GUARD),
         migrations.RunSQL(HNSW, DROP_HNSW),
         migrations.RunPython(grant, revoke),
     ]

@@ -93,10 +93,10 @@ class Migration(migrations.Migration):
         ),
         migrations.RunSQL(migrations.RunSQL.noop, DROP_FUNCTIONS),  # the rules below, undone
         ApplySqlRule("memory_bm25_saturation", "a0eb33084a051925", reverse_sql=migrations.RunSQL.noop),
-        ApplySqlRule("memory_lexeme_index", "7696833ca2dbcfa3", reverse_sql=migrations.RunSQL.noop),
-        ApplySqlRule("memory_lexical_vector", "c8b38809a2374200", reverse_sql=migrations.RunSQL.noop),
-        ApplySqlRule("memory_lexical_query", "be60244292e142f9", reverse_sql=migrations.RunSQL.noop),
-        ApplySqlRule("memory_lexical_set", "630963cb4395a35e", reverse_sql=migrations.RunSQL.noop),
-        ApplySqlRule("memory_lexical_postings", "cdece20835fd982b", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexeme_index", "4a4611d64d9df78c", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_vector", "0adf406fbe0c01e0", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_query", "675d37a73ad295bf", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_set", "3c276e7107e57a70", reverse_sql=migrations.RunSQL.noop),
+        ApplySqlRule("memory_lexical_postings", "7054a0a98e679169", reverse_sql=migrations.RunSQL.noop),
         migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]

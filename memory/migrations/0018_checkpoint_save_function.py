@@ -19,5 +19,5 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        ApplySqlRule("memory_checkpoint_save", "31098cf588453418", reverse_sql=DROP_SAVE_FUNCTION),
+        ApplySqlRule("memory_checkpoint_save", "9182c0c35758f8eb", reverse_sql=DROP_SAVE_FUNCTION),
     ]

@@ -107,7 +107,7 @@ class Migration(migrations.Migration):
         migrations.RunSQL(migrations.RunSQL.noop, DROP_DECIDED),  # reversed after 0015's row rule is back
         ApplySqlRule("engram_event_redaction_only", "f5f65cf01678d227", previous="7e2b264c33bc332b"),
         ApplySqlRule(
-            "engram_event_redactions_decided", "fa795e4ac8d1ca4b", reverse_sql=migrations.RunSQL.noop
+            "engram_event_redactions_decided", "ec6f52ab36fecb72", reverse_sql=migrations.RunSQL.noop
         ),
         migrations.RunSQL(
             "SET CONSTRAINTS ALL IMMEDIATE; ALTER TABLE memory_event DISABLE TRIGGER memory_event_append_only; "

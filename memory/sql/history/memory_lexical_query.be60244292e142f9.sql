@@ -1,6 +1,0 @@
-CREATE FUNCTION memory_lexical_query(lexemes text[], weights double precision[]) RETURNS sparsevec
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (coalesce('{' || string_agg(i || ':' || w, ',' ORDER BY i) || '}', '{}') || '/1000000000')::sparsevec
-    FROM (SELECT memory_lexeme_index(q.lexeme) AS i, sum(q.weight) AS w
-          FROM unnest(lexemes, weights) AS q(lexeme, weight) GROUP BY 1) t
-$$;
