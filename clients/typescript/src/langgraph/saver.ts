@@ -2,6 +2,8 @@ import type { RunnableConfig } from "@langchain/core/runnables";
 import {
   BaseCheckpointSaver,
   getCheckpointId,
+  maxChannelVersion,
+  TASKS,
   type ChannelVersions,
   type Checkpoint,
   type CheckpointListOptions,
@@ -89,6 +91,8 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
   private async tupleOf(threadId: string, doc: TupleDoc): Promise<CheckpointTuple | undefined> {
     if (!doc.serialized) return undefined; // a checkpoint saved through the plain API, not by LangGraph
     const ns = doc.checkpoint_ns;
+    const checkpoint = (await this.loaded(doc.serialized)) as Checkpoint;
+    if (checkpoint.v < 4 && doc.parent_key) await this.migratePendingSends(checkpoint, threadId, ns, doc.parent_key);
     const pendingWrites: CheckpointPendingWrite[] = await Promise.all(
       doc.pending_writes.map(
         async (w): Promise<CheckpointPendingWrite> => [w.task_id, w.channel, await this.loaded(w.value)],
@@ -96,7 +100,7 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
     );
     return {
       config: { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: doc.idempotency_key } },
-      checkpoint: (await this.loaded(doc.serialized)) as Checkpoint,
+      checkpoint,
       metadata: doc.metadata as CheckpointMetadata,
       parentConfig: doc.parent_key
         ? { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: doc.parent_key } }
@@ -105,8 +109,29 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
     };
   }
 
-  /** The checkpoint `config` names (`checkpoint_id`), or the latest of its namespace; `undefined` if none. */
+  /**
+   * A checkpoint of format < 4 kept the sends of its step as the parent's `TASKS` writes; format 4
+   * holds them in the `TASKS` channel (as LangGraph's own savers migrate them on read).
+   */
+  private async migratePendingSends(checkpoint: Checkpoint, threadId: string, ns: string, parentKey: string) {
+    const page = await this.client.checkpoints.tuples(threadId, { checkpoint_ns: ns, key: parentKey, limit: 1 });
+    const sends = await Promise.all(
+      (page.results[0]?.pending_writes ?? []).filter((w) => w.channel === TASKS).map((w) => this.loaded(w.value)),
+    );
+    const versions = Object.values(checkpoint.channel_versions ?? {});
+    checkpoint.channel_values = { ...checkpoint.channel_values, [TASKS]: sends };
+    checkpoint.channel_versions = {
+      ...checkpoint.channel_versions,
+      [TASKS]: versions.length ? maxChannelVersion(...versions) : this.getNextVersion(undefined),
+    };
+  }
+
+  /**
+   * The checkpoint `config` names (`checkpoint_id`), or the latest of its namespace; `undefined` if
+   * none (or `config` names no thread).
+   */
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    if (config.configurable?.thread_id === undefined) return undefined;
     const { threadId, ns } = threadOf(config);
     const key = getCheckpointId(config);
     const page = await this.client.checkpoints.tuples(threadId, {
@@ -131,7 +156,7 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
     const { filter, before, limit } = options;
     const beforeId = before ? getCheckpointId(before) : undefined;
     const query = {
-      ...("checkpoint_ns" in configurable ? { checkpoint_ns: ns } : {}),
+      ...(configurable.checkpoint_ns !== undefined ? { checkpoint_ns: ns } : {}),
       ...(configurable.checkpoint_id ? { key: String(configurable.checkpoint_id) } : {}),
       ...(beforeId ? { before: beforeId } : {}),
       ...(filter && Object.keys(filter).length ? { metadata: JSON.stringify(filter) } : {}),
