@@ -9,6 +9,7 @@ without them the tests are skipped, except under CI (``CI=true``), where they fa
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -117,6 +118,42 @@ def test_the_node_suite_passes_against_a_live_server(
     )
     assert done.returncode == 0, done.stdout[-20000:] + done.stderr[-5000:]
     assert not re.search(r"^\S+ (skipped|todo|cancelled) [1-9]", done.stdout, re.M), done.stdout[-3000:]
+
+
+def test_values_serialized_by_langgraph_in_one_language_load_in_the_other(built: None) -> None:
+    """LangGraph Python's msgpack (messages, a set, bytes, None) read by the TypeScript saver's
+    serializer, and LangGraph.js's JSON (messages) read by Python's."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    python = JsonPlusSerializer()
+    kind, data = python.dumps_typed(
+        {
+            "messages": [HumanMessage("hi", id="h1"), AIMessage("hello", id="a1")],
+            "seen": {"a", "b"},
+            "raw": b"xy",
+            "nothing": None,
+        }
+    )
+    done = subprocess.run(
+        ["node", "test/support/serde_roundtrip.mjs"],
+        cwd=PACKAGE,
+        input=f"{kind} {base64.b64encode(data).decode()}",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["described"] == {
+        "messages": [["HumanMessage", "hi", "h1"], ["AIMessage", "hello", "a1"]],
+        "seen": ["a", "b"],
+        "raw": [120, 121],
+        "nothing": None,
+    }
+    back_kind, back_data = answer["back"]
+    value = python.loads_typed((back_kind, base64.b64decode(back_data)))
+    assert value == {"messages": [HumanMessage("hi", id="h1"), AIMessage("hello", id="a1")], "list": [1, "a"]}
 
 
 # What the Engram checkpointer does not offer: a listing across threads (a thread is an Engram

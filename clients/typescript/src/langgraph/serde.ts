@@ -81,11 +81,16 @@ export class CrossLanguageSerializer implements SerializerProtocol {
     if (type === "null") return null;
     if (type === "bytearray") return this.json.loadsTyped("bytes", data);
     if (type === "msgpack") {
-      const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-      // through LangGraph.js's JSON reviver: LangChain objects, sets and the like become what
-      // LangGraph.js makes of its own serialized form
-      const value = decode(bytes, { extensionCodec: this.codec, useBigInt64: false });
-      return this.json.loadsTyped("json", JSON.stringify(value));
+      const raw = typeof data === "string" ? new TextEncoder().encode(data) : data;
+      // a plain Uint8Array view (a Buffer's bytes would serialize as {type: "Buffer"})
+      const bytes = new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
+      const value = decode(bytes, { extensionCodec: this.codec });
+      // through LangGraph.js's JSON reviver: LangChain objects, sets, bytes become what LangGraph.js
+      // makes of its own serialized form
+      const text = JSON.stringify(value, (_key, v) =>
+        v instanceof Uint8Array ? { lc: 2, type: "constructor", id: ["Uint8Array"], method: "from", args: [Array.from(v)] } : v,
+      );
+      return this.json.loadsTyped("json", text);
     }
     return this.json.loadsTyped(type, data);
   }
