@@ -6,7 +6,9 @@ tenant), so every web process reports the same numbers whichever process did the
   the episodic chain finished (Unix time; no sample before the first).
 - ``engram_chain_check_last_broken{tenant}``: 1 when the latest finished check found the chain
   broken or could not run, else 0.
-- ``engram_anchor_last_timestamp_seconds{tenant}``: when the chain head was last anchored (signed).
+- ``engram_anchor_last_timestamp_seconds{tenant}``: when the chain head was last anchored (signed);
+  ``engram_chain_unanchored_events{tenant}``: events appended since (anchors are made only when the
+  head moved, so an idle tenant's last anchor ages harmlessly: alert on both together).
 - ``engram_graph_outbox_pending{tenant}`` and ``engram_graph_outbox_lag_seconds{tenant}``: facts
   waiting for their Neo4j projection, and the age of the oldest (0 when none wait).
 - ``engram_erasures_waiting{tenant, status}``: erasure requests ``requested`` (awaiting a second
@@ -34,6 +36,7 @@ SELECT
   (SELECT status IN ('broken', 'failed') FROM compliance_chaincheck
      WHERE status IN ('intact', 'broken', 'failed') ORDER BY finished_at DESC NULLS LAST, id DESC LIMIT 1),
   (SELECT extract(epoch FROM anchored_at) FROM compliance_anchor ORDER BY seq DESC, id DESC LIMIT 1),
+  (SELECT last_seq FROM memory_chainhead WHERE id = 1) - coalesce((SELECT max(seq) FROM compliance_anchor), 0),
   (SELECT count(*) FROM memory_graphoutbox WHERE processed_at IS NULL),
   (SELECT extract(epoch FROM clock_timestamp() - min(created_at)) FROM memory_graphoutbox
      WHERE processed_at IS NULL)
@@ -64,6 +67,11 @@ def _families() -> dict[str, GaugeMetricFamily]:
             labels=tenant,
         ),
         GaugeMetricFamily(
+            "engram_chain_unanchored_events",
+            "Events appended to the chain after its last anchor (the whole chain before the first).",
+            labels=tenant,
+        ),
+        GaugeMetricFamily(
             "engram_graph_outbox_pending", "Facts waiting for their Neo4j projection.", labels=tenant
         ),
         GaugeMetricFamily(
@@ -88,7 +96,7 @@ def _families() -> dict[str, GaugeMetricFamily]:
 def _tenant_samples(schema: str, families: dict[str, GaugeMetricFamily]) -> None:
     with schema_context(schema), connection.cursor() as cursor:
         cursor.execute(_STATE_SQL)
-        checked, broken, anchored, pending, lag = cursor.fetchone()
+        checked, broken, anchored, unanchored, pending, lag = cursor.fetchone()
         cursor.execute(_ERASURES_SQL)
         erasures = cursor.fetchall()
     if checked is not None:
@@ -97,6 +105,7 @@ def _tenant_samples(schema: str, families: dict[str, GaugeMetricFamily]) -> None
         families["engram_chain_check_last_broken"].add_metric([schema], 1.0 if broken else 0.0)
     if anchored is not None:
         families["engram_anchor_last_timestamp_seconds"].add_metric([schema], float(anchored))
+    families["engram_chain_unanchored_events"].add_metric([schema], float(max(unanchored or 0, 0)))
     families["engram_graph_outbox_pending"].add_metric([schema], float(pending))
     families["engram_graph_outbox_lag_seconds"].add_metric([schema], float(lag or 0.0))
     counts = {status: count for status, count, _ in erasures}

@@ -1,8 +1,9 @@
 """Structured logs: one JSON object per line, with the request id and the tenant of the work.
 
 ``JsonFormatter`` writes ``{"ts", "level", "logger", "message", "request_id", "tenant", ...}``
-(``ts``: UTC, ISO 8601 with milliseconds; ``exc``: the traceback, when there is one; any
-``extra={...}`` fields a caller passes, when they are JSON-serialisable, else their ``repr``).
+(``ts``: UTC, ISO 8601 with milliseconds; ``exc``: the traceback, when there is one; the
+``extra={...}`` fields a caller passes that are strings, numbers, booleans or null; objects are
+left out, never rendered with their ``repr``).
 ``request_id`` comes from ``request_context`` (set by ``api.middleware.RequestContextMiddleware`` for
 an HTTP request), ``tenant`` from the connection's active schema at the moment of the call, so a
 line logged after the API key chose its tenant names it. Either is ``null`` when unknown.
@@ -29,6 +30,7 @@ REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("engram_
 # the attributes every LogRecord has: whatever else a record carries came from ``extra=``
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 _CONTEXT = frozenset({"tenant", "request_id"})
+_PLAIN = (str, int, float, bool, type(None))
 
 
 @contextmanager
@@ -66,11 +68,15 @@ class JsonFormatter(logging.Formatter):
             "tenant": current_tenant_name(),
         }
         for name, value in vars(record).items():
-            # a caller's extra fields; its ``tenant`` or ``request_id`` wins when it knows better
-            if name not in _STANDARD and (name not in entry or (value and name in _CONTEXT)):
+            # a caller's extra fields, plain values only: Django's ``django.request`` lines carry the
+            # request object, whose repr holds the query string; ``tenant`` or ``request_id`` given
+            # by the caller win when they know better
+            if name in _STANDARD or not isinstance(value, _PLAIN):
+                continue
+            if name not in entry or (value and name in _CONTEXT):
                 entry[name] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         elif record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, default=repr, ensure_ascii=False)
+        return json.dumps(entry, ensure_ascii=False)

@@ -25,4 +25,5 @@ CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 # serves it with ENGRAM_METRICS_TOKEN only
 ENGRAM = {**ENGRAM, "METRICS_LOOPBACK": False}  # noqa: F405 (a copy: base's dict stays as it is)
 # one JSON object per log line, with request id and tenant (core.logs); DJANGO_LOG_FORMAT=text for plain lines
-LOGGING["handlers"]["console"]["formatter"] = env("DJANGO_LOG_FORMAT", default="json")  # noqa: F405
+_console = {**LOGGING["handlers"]["console"], "formatter": env("DJANGO_LOG_FORMAT", default="json")}  # noqa: F405
+LOGGING = {**LOGGING, "handlers": {**LOGGING["handlers"], "console": _console}}  # noqa: F405 (base's stays)
