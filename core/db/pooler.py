@@ -37,8 +37,12 @@ def session_pooling_problem(params: dict[str, Any]) -> str | None:
     params = {**params, "autocommit": True}
     with psycopg.connect(**params) as probe, psycopg.connect(**params) as holder:
         first = probe.execute(_PID).fetchone()
-        holder.execute("BEGIN")
-        holder.execute(_PID).fetchone()  # pins a server connection until COMMIT
+        try:
+            holder.execute("BEGIN")
+            holder.execute(_PID).fetchone()  # pins a server connection until COMMIT
+        except psycopg.Error as exc:
+            return f"a transaction block was refused ({exc}): the server is a statement pooler"
+
         answer: dict[str, Any] = {}
 
         def second() -> None:
