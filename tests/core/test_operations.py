@@ -385,3 +385,16 @@ def test_the_rules_and_every_dashboard_expression_pass_promtool(tmp_path: Path) 
         yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "a:b", "expr": "sum(("}]}]})
     )
     assert subprocess.run([tool, "check", "rules", str(as_rules)], capture_output=True).returncode != 0
+
+
+def test_scrape_time_collectors_are_served_with_a_multiprocess_directory(
+    hosted_key: tuple[str, str], db, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """With ``PROMETHEUS_MULTIPROC_DIR`` (several uvicorn workers) ``/metrics`` builds a registry of
+    the per-process files: the collectors that read PostgreSQL and Redis must be in it too."""
+    schema, _ = hosted_key
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    text = Client().get("/metrics").content.decode()
+    for family in ("engram_consolidation_runs_total", "engram_graph_outbox_pending", "engram_celery_queue_length"):
+        assert f"# TYPE {family} " in text, family
+    assert f'engram_graph_outbox_pending{{tenant="{schema}"}}' in text

@@ -109,7 +109,7 @@ def test_check_database_refuses_a_transaction_pooler(db, monkeypatch: pytest.Mon
     with pgbouncer("transaction") as port:
         monkeypatch.setitem(connection.settings_dict, "HOST", "127.0.0.1")
         monkeypatch.setitem(connection.settings_dict, "PORT", str(port))
-        with pytest.raises(SystemCheckError, match="engram.E010"):
+        with pytest.raises(SystemCheckError, match=r"engram\.E010"):
             call_command("check", "--database", "default")
     with pgbouncer("session") as port:
         monkeypatch.setitem(connection.settings_dict, "PORT", str(port))
