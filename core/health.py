@@ -114,7 +114,8 @@ def readiness() -> list[Check]:
     """Check every dependency at once (see the module docstring); returns one ``Check`` per name of
     ``DEPENDENCIES``, within about ``timeout()`` seconds whatever the dependencies do."""
     required = {"postgresql": True, "redis": True, "neo4j": neo4j_required()}
-    names = [n for n in DEPENDENCIES if n != "neo4j" or getattr(settings, "NEO4J_URI", "")]
+    neo4j_configured = bool(getattr(settings, "NEO4J_URI", ""))
+    names = [n for n in DEPENDENCIES if n != "neo4j" or neo4j_configured]
     started = time.monotonic()
     futures = {name: _submit(name) for name in names}
     deadline = started + timeout()

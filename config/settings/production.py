@@ -1,6 +1,9 @@
 """Production settings: every secret comes from the environment (or a ``*_FILE``)."""
 
+from typing import cast
+
 from .base import *  # noqa: F403
+from .base import LOGGING as BASE_LOGGING
 from .base import env, env_secret
 
 SECRET_KEY = env_secret("DJANGO_SECRET_KEY")
@@ -25,5 +28,6 @@ CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 # serves it with ENGRAM_METRICS_TOKEN only
 ENGRAM = {**ENGRAM, "METRICS_LOOPBACK": False}  # noqa: F405 (a copy: base's dict stays as it is)
 # one JSON object per log line, with request id and tenant (core.logs); DJANGO_LOG_FORMAT=text for plain lines
-_console = {**LOGGING["handlers"]["console"], "formatter": env("DJANGO_LOG_FORMAT", default="json")}  # noqa: F405
-LOGGING = {**LOGGING, "handlers": {**LOGGING["handlers"], "console": _console}}  # noqa: F405 (base's stays)
+_handlers = cast(dict[str, dict[str, str]], BASE_LOGGING["handlers"])
+_console = {**_handlers["console"], "formatter": env("DJANGO_LOG_FORMAT", default="json")}
+LOGGING = {**BASE_LOGGING, "handlers": {**_handlers, "console": _console}}  # a copy: base's stays

@@ -19,6 +19,7 @@ server and the worker start, and ``migrate``).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -73,7 +74,9 @@ def session_pooling_problem(params: dict[str, Any]) -> str | None:
     return None
 
 
-def check_session_pooling(databases: list[str] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_session_pooling(
+    app_configs: Any = None, databases: Sequence[str] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """The ``engram.E010`` error for each database in ``databases`` reached through a transaction
     or statement pooler (see the module docstring); a warning when it cannot be probed."""
     messages: list[checks.CheckMessage] = []

@@ -395,6 +395,10 @@ def test_scrape_time_collectors_are_served_with_a_multiprocess_directory(
     schema, _ = hosted_key
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     text = Client().get("/metrics").content.decode()
-    for family in ("engram_consolidation_runs_total", "engram_graph_outbox_pending", "engram_celery_queue_length"):
+    for family in (
+        "engram_consolidation_runs_total",
+        "engram_graph_outbox_pending",
+        "engram_celery_queue_length",
+    ):
         assert f"# TYPE {family} " in text, family
     assert f'engram_graph_outbox_pending{{tenant="{schema}"}}' in text
