@@ -454,6 +454,8 @@ ENGRAM = {
 
 # DJANGO_LOG_FORMAT=json: one JSON object per line with request id and tenant (core.logs)
 LOG_FORMAT = env("DJANGO_LOG_FORMAT", default="text")
+# JSON lines: the worker keeps this LOGGING instead of Celery's own format on the root logger
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -31,3 +31,4 @@ ENGRAM = {**ENGRAM, "METRICS_LOOPBACK": False}  # noqa: F405 (a copy: base's dic
 _handlers = cast(dict[str, dict[str, str]], BASE_LOGGING["handlers"])
 _console = {**_handlers["console"], "formatter": env("DJANGO_LOG_FORMAT", default="json")}
 LOGGING = {**BASE_LOGGING, "handlers": {**_handlers, "console": _console}}  # a copy: base's stays
+CELERY_WORKER_HIJACK_ROOT_LOGGER = _console["formatter"] != "json"

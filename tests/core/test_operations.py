@@ -193,19 +193,23 @@ def test_sigterm_lets_the_web_server_finish_in_flight_requests(django_db_setup) 
 
 def test_sigterm_lets_the_celery_worker_finish_its_running_task(django_db_setup) -> None:
     """The Procfile's worker command, running a 3 s task, is sent SIGTERM one second in: Celery's
-    warm shutdown finishes the task, then the worker exits."""
+    warm shutdown finishes the task, then the worker exits. Its log lines are JSON, tagged with the
+    task's id."""
     from config.celery import app
     from core.redis import get_redis
 
     queue = f"ops-{uuid.uuid4().hex[:8]}"  # the suite's worker does not listen here
     key = f"ops-test:{queue}"
     command = procfile()["worker"] + f" --include tests.core.slow_tasks -Q {queue} --pool prefork"
-    env = database_env(CELERY_CONCURRENCY="1")
+    env = database_env(CELERY_CONCURRENCY="1", DJANGO_LOG_FORMAT="json")
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    worker = subprocess.Popen(["sh", "-c", command], cwd=BASE_DIR, env=env, start_new_session=True)
+    output = tempfile.TemporaryFile()
+    worker = subprocess.Popen(
+        ["sh", "-c", command], cwd=BASE_DIR, env=env, start_new_session=True, stdout=output, stderr=output
+    )
     redis = get_redis()
     try:
-        app.send_task("tests.core.slow_tasks.sleep_then_mark", args=[key, 3.0], queue=queue)
+        sent = app.send_task("tests.core.slow_tasks.sleep_then_mark", args=[key, 3.0], queue=queue)
         deadline = time.monotonic() + 90
         while redis.get(key) != b"started":
             assert worker.poll() is None, "the worker exited"
@@ -215,7 +219,12 @@ def test_sigterm_lets_the_celery_worker_finish_its_running_task(django_db_setup)
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0
         assert redis.get(key) == b"finished"
+        output.seek(0)
+        lines = [json.loads(line) for line in output.read().decode().splitlines() if line.startswith("{")]
+        # the worker logs JSON too, each task's lines tagged with its id
+        assert any(e["request_id"] == sent.id and "succeeded" in e["message"] for e in lines), lines[-5:]
     finally:
+        output.close()
         redis.delete(key)
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
