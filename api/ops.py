@@ -86,7 +86,7 @@ class HealthMiddleware:
                 error_body("Use GET.", "method_not_allowed"), status=405, headers={"Allow": "GET, HEAD"}
             )
         if request.path == "/healthz":
-            response: HttpResponse = JsonResponse({"status": "ok"})
+            response: HttpResponse = JsonResponse({"status": "ok"})  # as config.asgi.healthz
         else:
             response = readiness_response()
         response["Cache-Control"] = "no-store"

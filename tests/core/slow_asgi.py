@@ -12,6 +12,7 @@ from urllib.parse import parse_qs
 from a2wsgi import WSGIMiddleware
 
 from config.asgi import application as engram
+from config.asgi import django_wsgi
 
 
 def _slow(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -21,7 +22,9 @@ def _slow(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterab
     return [f"slept {seconds}\n".encode()]
 
 
-slow = WSGIMiddleware(_slow)  # type: ignore[arg-type]
+slow = WSGIMiddleware(_slow, workers=1)  # type: ignore[arg-type]
+slow.executor.shutdown()
+slow.executor = django_wsgi.executor  # Django's threads: a slow request holds one of them
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:

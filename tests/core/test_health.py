@@ -117,3 +117,28 @@ def test_readiness_names_each_dependency_down_within_its_bound_and_liveness_neve
         neo4j.close()
     with capsys.disabled():
         print("\n/readyz and /healthz seconds: " + ", ".join(f"{k} {v:.3f}" for k, v in timings.items()))
+
+
+def test_liveness_answers_while_every_request_thread_is_busy(django_db_setup) -> None:  # type: ignore[no-untyped-def]
+    """``/healthz`` is answered on the event loop: with both of Django's threads held by slow
+    requests it still answers at once (a probe queued behind them would restart a busy process)."""
+    import threading
+
+    with asgi_server("tests.core.slow_asgi:application", ENGRAM_WSGI_THREADS="2") as port:
+        slow = [
+            threading.Thread(
+                target=httpx.get, args=(f"http://127.0.0.1:{port}/slow?seconds=4",), kwargs={"timeout": 30}
+            )
+            for _ in range(2)
+        ]
+        for thread in slow:
+            thread.start()
+        time.sleep(1.0)
+        alive, seconds = probe(port, "/healthz")
+        assert alive.status_code == 200 and alive.json() == {"status": "ok"}
+        assert alive.headers["Cache-Control"] == "no-store"
+        assert seconds < 0.5, seconds
+        _, waited = probe(port, "/api/v1/me")  # a Django request waits for a thread
+        assert waited > 1.0, waited
+        for thread in slow:
+            thread.join(30)
