@@ -13,7 +13,7 @@ open; a transaction pooler then serves the other's next statement on another ser
 makes it wait for the held one), while PostgreSQL itself, or a session pooler, keeps each client on
 its own process. ``check_session_pooling`` is the Django system check that runs it (tag
 ``database``: ``manage.py check --database default``, which the deploy files run before the web
-server and the worker start, and ``migrate``).
+server and the worker start, and ``migrate``), once per server and process.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from django.db import connections
 WAIT = 3.0
 
 _PID = "SELECT pg_backend_pid()"
+
+# (host, port, dbname, user) -> the probe's answer, in this process
+_probed: dict[tuple[str, ...], str | None] = {}
 
 
 def session_pooling_problem(params: dict[str, Any]) -> str | None:
@@ -87,8 +90,11 @@ def check_session_pooling(
         params = wrapper.get_connection_params()
         params.pop("cursor_factory", None)
         params.pop("context", None)
+        server = tuple(str(params.get(name, "")) for name in ("host", "port", "dbname", "user"))
         try:
-            problem = session_pooling_problem(params)
+            if server not in _probed:  # once per server and process: migrate_schemas checks per schema
+                _probed[server] = session_pooling_problem(params)
+            problem = _probed[server]
         except psycopg.Error as exc:
             messages.append(
                 checks.Warning(
