@@ -14,3 +14,9 @@ class ComplianceConfig(AppConfig):
         receivers.connect()
         # every hard delete of a layer, and a tenant's delete, asks what a legal hold keeps (core.holds)
         holds_answer(lifecycle.unheld, lifecycle.tenant_holds)
+
+        from compliance.metrics import OperationsCollector
+        from core.metrics import CeleryQueueCollector, scrape_collector_register
+
+        scrape_collector_register(OperationsCollector())
+        scrape_collector_register(CeleryQueueCollector())

@@ -88,10 +88,27 @@ class LazyMcp:
 
 mcp_http = LazyMcp()
 
+HEALTHZ_PATH = "/healthz"
+_HEALTHZ_BODY = b'{"status": "ok"}'
+
+
+async def healthz(send: Any) -> None:
+    """Liveness, answered on the event loop: it proves the process serves even while every WSGI
+    thread is busy (a liveness probe queued behind slow requests would restart a busy, healthy
+    process). ``api.ops.HealthMiddleware`` gives the same answer where Django serves it."""
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(_HEALTHZ_BODY)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": _HEALTHZ_BODY})
+
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Route ``/mcp`` to the MCP server, SSE streams to Django's ASGI handler, everything else to
-    WSGI; answer lifespan (stopping the MCP session manager at shutdown)."""
+    """Answer ``GET /healthz`` at once (``healthz``); route ``/mcp`` to the MCP server, SSE streams
+    to Django's ASGI handler, everything else to WSGI; answer lifespan (stopping the MCP session
+    manager at shutdown)."""
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -102,6 +119,9 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     path = scope.get("path", "")
+    if scope["type"] == "http" and path == HEALTHZ_PATH and scope.get("method") in ("GET", "HEAD"):
+        await healthz(send)
+        return
     if scope["type"] == "http" and (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
         await mcp_http(scope, receive, send)
         return

@@ -3,7 +3,10 @@ task's base is ``core.tasks.TenantTask`` (late acknowledgement, best-effort queu
 
 import os
 
+from celery.signals import task_postrun, task_prerun
 from tenant_schemas_celery.app import CeleryApp
+
+from core.logs import REQUEST_ID
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
@@ -14,3 +17,14 @@ app.autodiscover_tasks()  # <app>.tasks of every installed app
 app.autodiscover_tasks(
     ["core", "memory.episodic", "memory.knowledge", "memory.semantic", "memory.consolidation", "memory.store"]
 )
+
+
+@task_prerun.connect
+def _tag_task_logs(task_id: str | None = None, **kwargs: object) -> None:
+    """Every log line of a task carries its id as ``request_id`` (``core.logs``)."""
+    REQUEST_ID.set(task_id)
+
+
+@task_postrun.connect
+def _untag_task_logs(**kwargs: object) -> None:
+    REQUEST_ID.set(None)

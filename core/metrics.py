@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import os
 from collections import defaultdict
 from typing import Any, Literal, cast
@@ -29,8 +30,12 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from core.tenancy import current_schema
+
+logger = logging.getLogger(__name__)
 
 Layer = Literal["blackboard", "scratchpad", "window", "checkpoint"]
 
@@ -126,7 +131,63 @@ def prometheus_metrics(request: HttpRequest) -> HttpResponse:
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
+        for collector in _scrape_collectors:  # they read shared stores, not this process's counters
+            registry.register(collector)
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+_scrape_collectors: list[Collector] = []
+
+
+def scrape_collector_register(collector: Collector) -> None:
+    """Serve ``collector`` on ``/metrics`` (once per type, whatever ``ready()`` runs twice): a
+    collector that reads a shared store at scrape time (PostgreSQL, Redis), so every web process
+    reports the same numbers and, with ``PROMETHEUS_MULTIPROC_DIR``, it joins the per-process
+    counters, which the multiprocess registry alone would not show."""
+    if any(type(c) is type(collector) for c in _scrape_collectors):
+        return
+    _scrape_collectors.append(collector)
+    REGISTRY.register(collector)
+
+
+class CeleryQueueCollector(Collector):
+    """``engram_celery_queue_length{queue}``: tasks waiting in the broker (Redis) per queue, read at
+    scrape time (``LLEN`` of the queue's lists: kombu keeps one per priority step). No sample when
+    the broker does not answer within half a second (the scrape still answers)."""
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "engram_celery_queue_length", "Tasks waiting in the broker, by queue.", labels=["queue"]
+        )
+
+    def collect(self) -> list[Metric]:
+        import redis
+        from celery import current_app
+
+        family = self._family()
+        conf = current_app.conf
+        prefix = (conf.broker_transport_options or {}).get("global_keyprefix", "")
+        steps = (conf.broker_transport_options or {}).get("priority_steps", [0, 3, 6, 9])
+        queues = {conf.task_default_queue}  # every task goes there: no task_routes
+        try:
+            client = redis.Redis.from_url(conf.broker_url, socket_timeout=0.5, socket_connect_timeout=0.5)
+            try:
+                for queue in sorted(queues):
+                    # kombu's names: the queue itself for priority 0, "<queue>\x06\x16<n>" for the others
+                    keys = [f"{prefix}{queue}"] + [f"{prefix}{queue}\x06\x16{n}" for n in steps if n]
+                    pipe = client.pipeline(transaction=False)
+                    for key in keys:
+                        pipe.llen(key)
+                    family.add_metric([queue], float(sum(pipe.execute())))
+            finally:
+                client.close()
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("the Celery queue length could not be read: %s", exc)
+        return [family]
 
 
 def metric_rows(schema_name: str) -> list[dict[str, object]]:

@@ -11,15 +11,18 @@ class MemoryConfig(AppConfig):
 
         checks.register(admin_actions_need_permissions, checks.Tags.admin)
 
+        from core.db.pooler import check_session_pooling
+
+        # probes the server (manage.py check --database default, migrate): a transaction pooler is refused
+        checks.register(check_session_pooling, checks.Tags.database)
+
         from core.recording import recorder_register
         from memory.episodic.services import trail_record
 
         # the apps below the trail (agents, tenants) record their changes through core.recording
         recorder_register(trail_record)
 
-        from prometheus_client import REGISTRY
-
+        from core.metrics import scrape_collector_register
         from memory.consolidation.metrics import ConsolidationCollector
 
-        if not any(isinstance(c, ConsolidationCollector) for c in list(REGISTRY._collector_to_names)):
-            REGISTRY.register(ConsolidationCollector())
+        scrape_collector_register(ConsolidationCollector())

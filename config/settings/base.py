@@ -76,6 +76,8 @@ DATABASE_ROUTERS = ["django_tenants.routers.TenantSyncRouter"]
 TENANT_LIMIT_SET_CALLS = True
 
 MIDDLEWARE = [
+    "api.ops.HealthMiddleware",  # /healthz and /readyz: before tenant routing and host checks
+    "api.ops.RequestContextMiddleware",  # request id, access log line, latency histogram
     "api.middleware.TenantMiddleware",  # django-tenants', without the host lookup for /api/
     "api.middleware.ApiBodyLimitMiddleware",
     "api.middleware.DatabaseUnavailableMiddleware",  # PostgreSQL down: a 503, not a 500
@@ -443,12 +445,20 @@ ENGRAM = {
     "BACKUP_RETENTION_DAYS": env.int("ENGRAM_BACKUP_RETENTION_DAYS", default=35),
     # seconds an erasure waits for Redis to rewrite its append-only file and snapshot
     "REDIS_REWRITE_TIMEOUT": env.float("ENGRAM_REDIS_REWRITE_TIMEOUT", default=600.0),
+    # /readyz: seconds it waits for its dependencies; whether Neo4j being down makes it a 503
+    "READINESS_TIMEOUT": env.float("ENGRAM_READINESS_TIMEOUT", default=1.0),
+    "READINESS_NEO4J_REQUIRED": env.bool("ENGRAM_READINESS_NEO4J_REQUIRED", default=False),
 }
 
+# DJANGO_LOG_FORMAT=json: one JSON object per line with request id and tenant (core.logs)
+LOG_FORMAT = env("DJANGO_LOG_FORMAT", default="text")
+# JSON lines: the worker keeps this LOGGING instead of Celery's own format on the root logger
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "core.logs.JsonFormatter"}, "text": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env("DJANGO_LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
