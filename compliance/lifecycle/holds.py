@@ -8,8 +8,8 @@ from typing import Any
 
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django_tenants.utils import schema_context
 
+from core.tenancy import maintenance
 from memory.knowledge.models import entity_key
 
 from ..models import LegalHold, TargetKind
@@ -22,13 +22,26 @@ def active_holds() -> list[LegalHold]:
 
 def tenant_holds(schema_name: str) -> list[str]:
     """The active holds in the tenant schema ``schema_name``, described (``legal hold #N on … (reason)``);
-    ``[]`` when the schema or its holds table does not exist (a tenant whose creation failed)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s)", [f'"{schema_name}".{LegalHold._meta.db_table}'])
+    ``[]`` when the schema or its holds table does not exist (a tenant whose creation failed).
+
+    Read as the maintenance role by the table's qualified name, on the connection at hand: the
+    caller (``Tenant.delete``) is inside the platform's transaction, where a switch to the tenant's
+    own login is refused."""
+    table = f"{connection.ops.quote_name(schema_name)}.{LegalHold._meta.db_table}"
+    with maintenance(), connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [table])
         if cursor.fetchone()[0] is None:
             return []
-    with schema_context(schema_name):
-        return [f"{hold} ({hold.reason})" for hold in active_holds()]
+        cursor.execute(
+            f"SELECT id, kind, value, value_digest, reason FROM {table} "
+            "WHERE released_at IS NULL ORDER BY id"
+        )
+        rows = cursor.fetchall()
+    holds = [
+        LegalHold(pk=pk, kind=kind, value=value, value_digest=digest, reason=reason)
+        for pk, kind, value, digest, reason in rows
+    ]
+    return [f"{hold} ({hold.reason})" for hold in holds]
 
 
 def held_q(layer: Layer, holds: Sequence[LegalHold]) -> Q | None:
