@@ -441,6 +441,9 @@ ENGRAM = {
     # an erasure's receipt says the backups (and WAL archive) hold erased rows until this many days
     # after it: set it to the backups' real retention
     "BACKUP_RETENTION_DAYS": env.int("ENGRAM_BACKUP_RETENTION_DAYS", default=35),
+    # PostgreSQL's client programs (pg_dump, pg_restore) for a tenant's backup and restore; empty:
+    # PATH. At least the server's major version (the development stack sets its server's).
+    "PG_BIN_DIR": env("ENGRAM_PG_BIN_DIR", default=""),
     # seconds an erasure waits for Redis to rewrite its append-only file and snapshot
     "REDIS_REWRITE_TIMEOUT": env.float("ENGRAM_REDIS_REWRITE_TIMEOUT", default=600.0),
 }
