@@ -104,15 +104,15 @@ def pg_tool(name: str) -> str:
 
 
 def _libpq_args() -> tuple[list[str], dict[str, str]]:
-    """``--dbname`` for the default database's login and the role the tools switch to (the
-    maintenance role, which owns every tenant's tables), and the environment with its password."""
-    params = connection.get_connection_params()
-    conninfo = psycopg.conninfo.make_conninfo(
-        **{k: str(v) for k, v in params.items() if k in ("dbname", "host", "port", "user") and v}
-    )
+    """``--dbname`` for the default database's shared login (``DATABASE_URL``'s, whatever login
+    the connection holds now) with the role the tools switch to (the maintenance role, which owns
+    every tenant's tables), and the environment with its password."""
+    db = connection.settings_dict
+    params = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"]}
+    conninfo = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v})
     env = {**os.environ}
-    if params.get("password"):
-        env["PGPASSWORD"] = str(params["password"])
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = str(db["PASSWORD"])
     return [f"--dbname={conninfo}", f"--role={maintenance_role()}"], env
 
 
