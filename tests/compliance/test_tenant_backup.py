@@ -33,12 +33,12 @@ from tests.factories import test_database_env as child_env
 TABLES = {model.__name__: model._meta.db_table for model in (SemanticMemory, Event, Fact, Checkpoint)}
 
 
-def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def manage(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``manage.py ARGS`` in a child process on the database at ``url`` (the suite's Redis)."""
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=BASE_DIR,
-        env=child_env(DATABASE_URL=url),
+        env=child_env(DATABASE_URL=url, **env),
         capture_output=True,
         text=True,
         timeout=600,
@@ -46,13 +46,14 @@ def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def second_server() -> Iterator[tuple[str, psycopg.Connection]]:  # type: ignore[type-arg]
+def second_server(django_db_setup) -> Iterator[tuple[str, psycopg.Connection]]:  # type: ignore[type-arg]
     """A second embedded PostgreSQL server (its own data folder and socket) with a database of
     Engram's public schema; yields its URL and a superuser connection to that database."""
     from devstack import VAR_DIR
     from devstack.postgres import EmbeddedPostgres
 
     database = f"engram_b_{uuid.uuid4().hex[:8]}"
+    suite_database = connection.settings_dict["NAME"]
     server = EmbeddedPostgres(VAR_DIR / "test" / "pg16-second", database=database)
     url = server.start(app_user=os.environ.get("ENGRAM_PG_APP_USER") or None)
     try:
@@ -63,11 +64,13 @@ def second_server() -> Iterator[tuple[str, psycopg.Connection]]:  # type: ignore
             yield url, su
     finally:
         server._server.psql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE);')
-        server._server.psql(
-            "DO $$ DECLARE r text; BEGIN FOR r IN SELECT rolname FROM pg_roles "
-            f"WHERE starts_with(rolname, '{database}_t_') LOOP EXECUTE format('DROP ROLE %I', r); "
-            "END LOOP; END $$;"
-        )
+        # the tenants' roles made here: named after this database, or the suite's (a moved tenant)
+        for prefix in (f"{database}_t_", tenant_role("", database=suite_database)):
+            server._server.psql(
+                "DO $$ DECLARE r text; BEGIN FOR r IN SELECT rolname FROM pg_roles "
+                f"WHERE starts_with(rolname, '{prefix}') LOOP EXECUTE format('DROP ROLE %I', r); "
+                "END LOOP; END $$;"
+            )
         server.stop()
 
 
@@ -181,3 +184,79 @@ def test_restoring_over_an_existing_tenant_is_a_conflict(
         tenant_backup(tenant=scratch_tenant, out=out)
         with pytest.raises(Conflict):
             tenant_restore(path=out)
+
+
+def test_a_tenant_moves_between_servers_while_another_keeps_working(  # type: ignore[no-untyped-def]
+    two_tenants, second_server, django_db_blocker
+) -> None:
+    """Issue 36, item 5: one tenant's schema moves to the second server while both tenants' agents
+    keep writing through a live server; the other tenant's writes all succeed, the moved tenant's
+    answer 503 only during its pause and land on the second server afterwards."""
+    import threading
+    import time
+
+    import httpx
+    from django_tenants.utils import schema_exists
+
+    from tests.factories import asgi_server
+
+    url, su = second_server
+    mover, stayer = two_tenants
+    schema = mover.tenant.schema_name
+    servers = {"ENGRAM_DB_SERVERS": f"b={url}"}
+    results: dict[str, list[tuple[float, int]]] = {"mover": [], "stayer": []}
+    stop = threading.Event()
+
+    def write(who: str, key: str, port: int) -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                body = {
+                    "session_id": "s1",
+                    "kind": "message",
+                    "content": f"{who} {n}",
+                    "occurred_at": "2026-12-01T09:00:00Z",
+                }
+                answer = http.post("/api/v1/events", json=body, headers={"Authorization": f"Bearer {key}"})
+                results[who].append((time.monotonic(), answer.status_code))
+                time.sleep(0.05)
+
+    with asgi_server(**servers) as port:
+        threads = [
+            threading.Thread(target=write, args=(who, caller.key, port))
+            for who, caller in (("mover", mover), ("stayer", stayer))
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            time.sleep(2)
+            moved = manage(
+                child_env()["DATABASE_URL"], "tenant_move", "--tenant", schema, "--to", "b", **servers
+            )
+            assert moved.returncode == 0, moved.stdout + moved.stderr
+            deadline = time.monotonic() + 30  # the server's cached tenant row expires
+            while time.monotonic() < deadline and (not results["mover"] or results["mover"][-1][1] != 201):
+                time.sleep(0.2)
+            time.sleep(1)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(30)
+    assert "moved" in moved.stdout, moved.stdout
+    stayer_codes = {code for _, code in results["stayer"]}
+    assert stayer_codes == {201}, results["stayer"]
+    mover_codes = [code for _, code in results["mover"]]
+    assert set(mover_codes) <= {201, 503}, mover_codes
+    assert mover_codes[-1] == 201 and 503 in mover_codes, mover_codes
+    paused = [t for t, code in results["mover"] if code == 503]
+    print(f"\nmoved tenant: 503 for {paused[-1] - paused[0]:.2f} s; {moved.stdout.strip()}")
+
+    # the moved tenant's rows are on the second server only, every accepted write among them
+    with django_db_blocker.unblock():
+        assert Tenant.objects.filter(schema_name=schema).values_list("database", flat=True).get() == "b"
+        assert not schema_exists(schema)
+    row = su.execute(f'SELECT count(*) FROM "{schema}"."{TABLES["Event"]}"').fetchone()
+    assert row == (mover_codes.count(201) + 1,)  # and the move's own record
+    verified = manage(child_env()["DATABASE_URL"], "verify_chain", "--tenant", schema, **servers)
+    assert verified.returncode == 0 and "chain intact" in verified.stdout, verified.stdout + verified.stderr
