@@ -107,20 +107,22 @@ def tenant_role(schema_name: str, *, database: str | None = None) -> str:
 
 
 @contextmanager
-def _role_override(mode: RoleOverride) -> Iterator[None]:
-    previous = connection.role_override  # type: ignore[attr-defined]
-    connection.role_override = mode  # type: ignore[attr-defined]
+def _override(attribute: str, value: str) -> Iterator[None]:
+    """Set the connection's ``attribute`` (``role_override``, ``server_override``: read by the
+    backend before each unit's statement) for the block; the previous value comes back after."""
+    previous = getattr(connection, attribute)
+    setattr(connection, attribute, value)
     try:
         yield
     finally:
-        connection.role_override = previous  # type: ignore[attr-defined]
+        setattr(connection, attribute, previous)
 
 
 @contextmanager
 def maintenance() -> Iterator[None]:
     """Run the block as the maintenance role, in whichever schema is active: migrations, creating
     and dropping tenants and their roles, ``ANALYZE``. Nests; the previous role comes back after."""
-    with _role_override("maintenance"):
+    with _override("role_override", "maintenance"):
         yield
 
 
@@ -128,7 +130,7 @@ def maintenance() -> Iterator[None]:
 def login_role() -> Iterator[None]:
     """Run the block as the login role itself (no ``SET ROLE``): only to prepare the database for
     the maintenance role before migrating (``tenants.roles.database_prepare``)."""
-    with _role_override("login"):
+    with _override("role_override", "login"):
         yield
 
 
@@ -173,9 +175,5 @@ def on_server(server: str) -> Iterator[None]:
     """Run the block's public-schema and maintenance work on the server ``server`` (an alias of
     ``ENGRAM["DB_SERVERS"]``) instead of ``DATABASE_URL``'s: provisioning a moved tenant's schema
     and role there. Needs tenant logins (the connection is switched like a login's)."""
-    previous = connection.server_override  # type: ignore[attr-defined]
-    connection.server_override = server  # type: ignore[attr-defined]
-    try:
+    with _override("server_override", server):
         yield
-    finally:
-        connection.server_override = previous  # type: ignore[attr-defined]

@@ -134,6 +134,42 @@ def _run(command: list[str], env: dict[str, str]) -> None:
         )
 
 
+def _schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
+    """``pg_dump`` of ``schema`` on ``server`` into ``path`` (custom format, no owners or
+    privileges: they name the source's roles). Raises ``RuntimeError`` with its message."""
+    dbname, env = _libpq_args(server)
+    _run(
+        [
+            pg_tool("pg_dump"),
+            *dbname,
+            "--format=custom",
+            f"--schema={quote_ident(schema)}",
+            "--no-owner",
+            "--no-privileges",
+            f"--file={path}",
+        ],
+        env,
+    )
+
+
+def _schema_load(path: Path, *, server: str = "default") -> None:
+    """``pg_restore`` of ``path`` (``_schema_dump``) into ``server`` as the maintenance role, in one
+    transaction (all of it or nothing). Raises ``RuntimeError`` with its message."""
+    dbname, env = _libpq_args(server)
+    _run(
+        [
+            pg_tool("pg_restore"),
+            *dbname,
+            "--no-owner",
+            "--no-privileges",
+            "--single-transaction",
+            "--exit-on-error",
+            str(path),
+        ],
+        env,
+    )
+
+
 def _redis_dump(schema_name: str) -> tuple[bytes, int]:
     """The tenant's Redis keys as ``redis.jsonl`` lines, and how many."""
     lines = []
@@ -173,22 +209,10 @@ def tenant_backup(*, tenant: Tenant, out: Path) -> BackupResult:
     ``ServiceUnavailable`` when Redis cannot be reached."""
     started = time.perf_counter()
     schema = tenant.schema_name
-    dbname, env = _libpq_args()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".backup-") as work:
         dump = Path(work) / SCHEMA_DUMP
-        _run(
-            [
-                pg_tool("pg_dump"),
-                *dbname,
-                "--format=custom",
-                f"--schema={quote_ident(schema)}",
-                "--no-owner",
-                "--no-privileges",
-                f"--file={dump}",
-            ],
-            env,
-        )
+        _schema_dump(schema, dump)
         redis_lines, redis_count = _redis_dump(schema)
         with schema_context("public"):
             row = json.loads(serializers.serialize("json", [tenant]))[0]["fields"]
@@ -312,26 +336,13 @@ def tenant_restore(*, path: Path) -> RestoreResult:
         schema = manifest["schema_name"]
         if tenant_get(schema_name=schema) is not None or schema_exists(schema):
             raise Conflict(f"tenant {schema!r} exists on this server already")
-        dbname, env = _libpq_args()
-        _run(
-            [
-                pg_tool("pg_restore"),
-                *dbname,
-                "--no-owner",
-                "--no-privileges",
-                "--single-transaction",
-                "--exit-on-error",
-                str(dump),
-            ],
-            env,
-        )
+        _schema_load(dump)
         try:
             with transaction.atomic(), schema_context("public"):
                 tenant = _tenant_row_restore(manifest)
                 tenant_role_ensure(schema)
         except BaseException:
-            with maintenance(), connection.cursor() as cursor:
-                cursor.execute(f"DROP SCHEMA IF EXISTS {quote_ident(schema)} CASCADE")
+            _schema_drop(schema, role=False)
             raise
     with tenant_context(tenant):
         keys = _redis_restore(redis_lines)
@@ -412,32 +423,8 @@ def tenant_move(*, tenant: Tenant, to: str, settle_seconds: float | None = None)
         copied = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="engram-move-") as work:
             dump = Path(work) / SCHEMA_DUMP
-            dbname, env = _libpq_args(source)
-            _run(
-                [
-                    pg_tool("pg_dump"),
-                    *dbname,
-                    "--format=custom",
-                    f"--schema={quote_ident(schema)}",
-                    "--no-owner",
-                    "--no-privileges",
-                    f"--file={dump}",
-                ],
-                env,
-            )
-            dbname, env = _libpq_args(to)
-            _run(
-                [
-                    pg_tool("pg_restore"),
-                    *dbname,
-                    "--no-owner",
-                    "--no-privileges",
-                    "--single-transaction",
-                    "--exit-on-error",
-                    str(dump),
-                ],
-                env,
-            )
+            _schema_dump(schema, dump, server=source)
+            _schema_load(dump, server=to)
         with on_server(to):
             tenant_role_ensure(schema)
         copy_seconds = time.perf_counter() - copied
