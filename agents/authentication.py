@@ -14,6 +14,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.request import Request
 
 from core.db.base import fetch_prepared
+from core.errors import ServiceUnavailable
 from core.tenancy import activate_tenant, quote_ident
 from tenants.models import Tenant
 from tenants.selectors import tenant_get
@@ -22,7 +23,8 @@ from .models import Agent, ApiKey
 
 KEY_PREFIX = "egm"
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-_TENANT_CACHE_SECONDS = 10.0
+#: seconds a process keeps a tenant's row (a change to it, a move's pause, reaches every process within)
+TENANT_CACHE_SECONDS = 10.0
 _tenant_cache: dict[str, tuple[float, Tenant | None]] = {}
 
 
@@ -32,11 +34,21 @@ def _tenant_for_schema(schema_name: str) -> Tenant | None:
     saved per call)."""
     now = time.monotonic()
     hit = _tenant_cache.get(schema_name)
-    if hit and now - hit[0] < _TENANT_CACHE_SECONDS:
+    if hit and now - hit[0] < TENANT_CACHE_SECONDS:
         return hit[1]
     tenant = tenant_get(schema_name=schema_name, active_only=True)
     _tenant_cache[schema_name] = (now, tenant)
     return tenant
+
+
+class TenantMoving(ServiceUnavailable):
+    """The key's tenant is being moved to another PostgreSQL server (``compliance.services.move``):
+    503 with ``Retry-After`` until the switch (decision 0071)."""
+
+    retry_after = int(TENANT_CACHE_SECONDS)
+
+    def __init__(self) -> None:
+        super().__init__("This tenant is being moved to another database server; retry shortly.")
 
 
 def clear_tenant_cache() -> None:
@@ -110,6 +122,8 @@ def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
     tenant = _tenant_for_schema(schema_name)
     if tenant is None:
         raise exceptions.AuthenticationFailed("Invalid API key.")
+    if tenant.moving:
+        raise TenantMoving()
     # the key's row lives in the tenant's schema; the connection stays on its previous schema (the
     # public one) until the key is proven, so a rejected key never leaves it in the tenant's
     with tenant_context(tenant):

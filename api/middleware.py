@@ -10,7 +10,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django_tenants.middleware.main import TenantMainMiddleware
 
-from api.exceptions import error_response, unavailable_response
+from agents.authentication import TenantMoving
+from api.exceptions import UNAVAILABLE_PAGE, domain_error_headers, error_response, unavailable_response
 from core.tenancy import activate_public, current_tenant
 
 API_PREFIX = "/api/"
@@ -35,7 +36,22 @@ class TenantMiddleware(TenantMainMiddleware):
             if answer is None:
                 raise
             return answer
+        if response is None and getattr(getattr(request, "tenant", None), "moving", False):
+            # read fresh on every request here: no write reaches the schema being copied
+            return moving_response()
         return response
+
+
+def moving_response() -> HttpResponse:
+    """The 503 page (with ``Retry-After``) of a host-routed request to a tenant being moved to
+    another PostgreSQL server (decision 0071)."""
+    answer = TenantMoving()
+    return HttpResponse(
+        UNAVAILABLE_PAGE.format(detail=answer.message),
+        status=answer.status,
+        headers=domain_error_headers(answer),
+        content_type="text/html; charset=utf-8",
+    )
 
 
 class DatabaseUnavailableMiddleware:

@@ -18,6 +18,9 @@ that:
   broker at milliseconds per write instead of kombu's default of about a second.
 - ``requires_tenant``: such a task refuses to run outside the tenant it was queued for (no schema
   in the headers, or a tenant that no longer exists), instead of running in ``public``.
+- A task of a tenant being moved to another PostgreSQL server (``Tenant.moving``, read fresh by the
+  worker for each task) is retried every ``MOVING_RETRY_SECONDS`` until the move ends (for at most
+  an hour), then runs on the tenant's new server.
 
 Periodic per-tenant work is queued by one fan-out, ``each_tenant`` (a beat entry names the task),
 or ``for_each_tenant`` where a condition picks the tenants: tasks never look tenants up themselves.
@@ -38,7 +41,7 @@ from prometheus_client import Counter
 from tenant_schemas_celery.app import get_schema_name_from_task
 from tenant_schemas_celery.task import TenantTask as SchemaTask
 
-from core.tenancy import current_schema
+from core.tenancy import current_schema, current_tenant
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +79,12 @@ def _current_group() -> _CommitGroup:
         return group
 
 
+#: seconds a task of a tenant being moved to another server waits before it is tried again, and
+#: how often (an hour in all: a move's pause is its settle time and one copy of the schema)
+MOVING_RETRY_SECONDS = 2
+MOVING_RETRIES = 1800
+
+
 class TenantTask(SchemaTask):
     """Base class of Engram's tasks; see the module docstring."""
 
@@ -96,6 +105,10 @@ class TenantTask(SchemaTask):
                     current_schema(),
                 )
                 return None
+        if getattr(current_tenant(), "moving", False):
+            # the tenant's schema is being copied to another server (decision 0071): a write now
+            # would land in the copy's source and be lost; the worker read the row for this task
+            raise self.retry(countdown=MOVING_RETRY_SECONDS, max_retries=MOVING_RETRIES)
         return super().__call__(*args, **kwargs)
 
     def queue_on_commit(self, *args: Any, once_per_transaction: bool = False, **kwargs: Any) -> None:

@@ -107,20 +107,22 @@ def tenant_role(schema_name: str, *, database: str | None = None) -> str:
 
 
 @contextmanager
-def _role_override(mode: RoleOverride) -> Iterator[None]:
-    previous = connection.role_override  # type: ignore[attr-defined]
-    connection.role_override = mode  # type: ignore[attr-defined]
+def _override(attribute: str, value: str) -> Iterator[None]:
+    """Set the connection's ``attribute`` (``role_override``, ``server_override``: read by the
+    backend before each unit's statement) for the block; the previous value comes back after."""
+    previous = getattr(connection, attribute)
+    setattr(connection, attribute, value)
     try:
         yield
     finally:
-        connection.role_override = previous  # type: ignore[attr-defined]
+        setattr(connection, attribute, previous)
 
 
 @contextmanager
 def maintenance() -> Iterator[None]:
     """Run the block as the maintenance role, in whichever schema is active: migrations, creating
     and dropping tenants and their roles, ``ANALYZE``. Nests; the previous role comes back after."""
-    with _role_override("maintenance"):
+    with _override("role_override", "maintenance"):
         yield
 
 
@@ -128,10 +130,50 @@ def maintenance() -> Iterator[None]:
 def login_role() -> Iterator[None]:
     """Run the block as the login role itself (no ``SET ROLE``): only to prepare the database for
     the maintenance role before migrating (``tenants.roles.database_prepare``)."""
-    with _role_override("login"):
+    with _override("role_override", "login"):
         yield
 
 
 def activate_public() -> None:
     """Make the public schema the connection's (after work for a tenant on a shared thread)."""
     connection.set_schema_to_public()  # type: ignore[attr-defined]
+
+
+#: schema -> the alias of the server holding it, for tenants not on "default" (decision 0071): set
+#: whenever a tenant's row is activated (``activate_tenant``, ``tenant_context``, django-tenants'
+#: middleware and Celery's tenant), so ``schema_context(name)`` after that reaches the same server
+_servers: dict[str, str] = {}
+
+
+def tenant_server(schema_name: str) -> str:
+    """The alias of the server holding ``schema_name`` as this process last saw the tenant's row
+    (``"default"``: the server of ``DATABASE_URL``)."""
+    return _servers.get(schema_name, "default")
+
+
+def tenant_server_note(schema_name: str, server: str) -> None:
+    """Remember that ``schema_name`` lives on ``server`` (the backend calls it on ``set_tenant``)."""
+    if server == "default":
+        _servers.pop(schema_name, None)
+    else:
+        _servers[schema_name] = server
+
+
+def server_settings(server: str) -> dict[str, Any]:
+    """NAME, USER, PASSWORD, HOST, PORT of the server ``server`` (``ENGRAM["DB_SERVERS"]``).
+    Raises ``ImproperlyConfigured`` for an alias that is not configured."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        return dict(settings.ENGRAM.get("DB_SERVERS", {})[server])
+    except KeyError:
+        raise ImproperlyConfigured(f"no PostgreSQL server {server!r} in ENGRAM_DB_SERVERS") from None
+
+
+@contextmanager
+def on_server(server: str) -> Iterator[None]:
+    """Run the block's public-schema and maintenance work on the server ``server`` (an alias of
+    ``ENGRAM["DB_SERVERS"]``) instead of ``DATABASE_URL``'s: provisioning a moved tenant's schema
+    and role there. Needs tenant logins (the connection is switched like a login's)."""
+    with _override("server_override", server):
+        yield

@@ -63,6 +63,13 @@ class EmbeddedPostgres:
             self._app_user(app_user)
         return f"postgres://{app_user or 'postgres'}@{quote(str(socket_dir), safe='')}/{self.database}"
 
+    @property
+    def bin_dir(self) -> Path:
+        """The folder of the server's programs and its client programs (``pg_dump``, ``pg_restore``)."""
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        return Path(self._server.bin_path)
+
     def _app_user(self, user: str) -> None:
         """Make ``user`` a login role that is not a superuser and give it what Engram needs (README,
         Operations): membership of the maintenance role (SET, not INHERIT), which may create roles

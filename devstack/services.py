@@ -45,6 +45,8 @@ def services(
             # ENGRAM_PG_APP_USER: connect as a login role that is not a superuser (CI's tests)
             env["DATABASE_URL"] = pg.start(app_user=os.environ.get("ENGRAM_PG_APP_USER") or None)
             started.append(pg)
+            # its client programs (pg_dump, pg_restore: a tenant's backup), of the server's version
+            env.setdefault("ENGRAM_PG_BIN_DIR", os.environ.get("ENGRAM_PG_BIN_DIR") or str(pg.bin_dir))
         if os.environ.get("REDIS_URL"):
             env["REDIS_URL"] = os.environ["REDIS_URL"]
         else:

@@ -86,6 +86,11 @@ class Tenant(TenantMixin):
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
     is_active = models.BooleanField(default=True)
+    # the PostgreSQL server holding the schema: "default" (DATABASE_URL's) or an alias of
+    # ENGRAM["DB_SERVERS"]; a tenant's units of work connect there (decision 0071)
+    database = models.CharField(max_length=63, default="default", editable=False)
+    # a move to another server is copying the schema: the tenant's requests answer 503 meanwhile
+    moving = models.BooleanField(default=False, editable=False)
 
     w_similarity = models.FloatField(default=0.7, validators=unit_interval)
     w_recency = models.FloatField(default=0.15, validators=unit_interval)

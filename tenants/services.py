@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django_tenants.utils import get_public_schema_name
+from django_tenants.utils import get_public_schema_name, schema_context
 
 from .models import Domain, Tenant, schema_name_validator
 
@@ -42,3 +42,18 @@ def public_tenant_ensure(*, domain: str = "localhost") -> Tenant:
         tenant.save()
     Domain.objects.get_or_create(domain=domain, defaults={"tenant": tenant, "is_primary": True})
     return tenant
+
+
+def tenant_move_mark(*, tenant: Tenant, moving: bool, database: str | None = None) -> None:
+    """Set ``tenant``'s ``moving`` flag (its requests answer 503 while it is set) and, with
+    ``database``, switch the server its schema is on, in one update of its row (a move to another
+    PostgreSQL server, ``compliance.services.backup.tenant_move``: decision 0071). The caller
+    records the move in the tenant's trail; the instance is updated too."""
+    fields: dict[str, object] = {"moving": moving}
+    if database is not None:
+        fields["database"] = database
+    with schema_context(get_public_schema_name()):
+        Tenant.objects.filter(pk=tenant.pk).update(**fields)
+    tenant.moving = moving
+    if database is not None:
+        tenant.database = database

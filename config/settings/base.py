@@ -117,6 +117,16 @@ WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 
 # --- data stores ------------------------------------------------------------------------------------
+
+
+def _server_settings(url: str) -> dict[str, object]:
+    """A PostgreSQL server's NAME, USER, PASSWORD, HOST and PORT from its URL (a Unix-socket
+    directory percent-encoded in the host, as in DATABASE_URL)."""
+    config = environ.Env.db_url_config(url)
+    config["HOST"] = unquote(str(config.get("HOST", "")))
+    return {key: config.get(key, "") for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT")}
+
+
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/engram")}
 # django-tenants' backend, with each unit of work under its tenant's PostgreSQL role (core/db/base.py)
 DATABASES["default"]["ENGINE"] = "core.db"
@@ -414,6 +424,12 @@ ENGRAM = {
     # application can derive, so SQL run in a tenant's unit cannot become another tenant
     # (docs/decisions/0001-tenant-logins.md). Off: the shared login switches with SET ROLE.
     "TENANT_LOGINS": env.bool("ENGRAM_TENANT_LOGINS", default=True),
+    # the other PostgreSQL servers tenants may live on (decision 0071): "alias=postgres://..." pairs
+    # separated by spaces; a tenant's row names its server (Tenant.database, "default": DATABASE_URL's)
+    "DB_SERVERS": {
+        alias: _server_settings(url)
+        for alias, _, url in (pair.partition("=") for pair in env("ENGRAM_DB_SERVERS", default="").split())
+    },
     # the tenants' login passwords are derived from this (empty: from SECRET_KEY); after changing
     # it, run manage.py tenant_logins_sync
     "DB_TENANT_SECRET": env_secret("ENGRAM_DB_TENANT_SECRET", "") or "",
@@ -443,6 +459,9 @@ ENGRAM = {
     # an erasure's receipt says the backups (and WAL archive) hold erased rows until this many days
     # after it: set it to the backups' real retention
     "BACKUP_RETENTION_DAYS": env.int("ENGRAM_BACKUP_RETENTION_DAYS", default=35),
+    # PostgreSQL's client programs (pg_dump, pg_restore) for a tenant's backup and restore; empty:
+    # PATH. At least the server's major version (the development stack sets its server's).
+    "PG_BIN_DIR": env("ENGRAM_PG_BIN_DIR", default=""),
     # seconds an erasure waits for Redis to rewrite its append-only file and snapshot
     "REDIS_REWRITE_TIMEOUT": env.float("ENGRAM_REDIS_REWRITE_TIMEOUT", default=600.0),
     # /readyz: seconds it waits for its dependencies; whether Neo4j being down makes it a 503

@@ -29,6 +29,13 @@ pool) and takes one of the right login. A switch of login inside a transaction i
 each login has a pool of its own per process (``pool``: the shared login's as Django builds it; a
 tenant's from ``ENGRAM["TENANT_POOL"]``, opening connections on demand and closing idle ones).
 
+The same switch routes a tenant to its PostgreSQL server (decision 0071): ``unit_server`` names
+the server a unit needs (the tenant's, ``core.tenancy.tenant_server``, in a tenant's schema; the
+one ``core.tenancy.on_server()`` asks for; else ``"default"``, ``DATABASE_URL``'s), a connection
+to another server is given back like one of another login, and the pools are per (server, login).
+The public schema's work stays on ``"default"``. Without tenant logins a tenant on another server
+is refused (``ImproperlyConfigured``): the shared connection cannot follow it.
+
 New connections fail fast while PostgreSQL cannot be reached, with the pool or without
 (``core.db.availability``).
 
@@ -45,6 +52,7 @@ from typing import Any, cast
 
 import psycopg
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.transaction import TransactionManagementError
@@ -59,8 +67,11 @@ from core.tenancy import (
     maintenance_role,
     quote_ident,
     roles_enabled,
+    server_settings,
     tenant_password,
     tenant_role,
+    tenant_server,
+    tenant_server_note,
 )
 
 RESET_SQL = "RESET ROLE; RESET search_path"
@@ -87,6 +98,10 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         self._unit_roles: dict[tuple[bool, RoleOverride | None, str, str], tuple[str | None, str | None]] = {}
         #: the tenant login the connection is (or will be) authenticated as; None: the shared login
         self.login: str | None = None
+        #: the server the connection is (or will be) to: "default" (DATABASE_URL's) or an alias of
+        #: ENGRAM["DB_SERVERS"]; and the one ``core.tenancy.on_server()`` asked for
+        self.server = "default"
+        self.server_override: str | None = None
         super().__init__(*args, **kwargs)
         self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
         self.tenant_logins = self.tenant_roles and logins_enabled()
@@ -113,6 +128,9 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         two. Closing the connection and rollbacks still forget it."""
         sent = self.search_path_set_schemas
         super().set_tenant(tenant, include_public)
+        database = getattr(tenant, "database", None)
+        if database is not None:  # a tenant's row (django-tenants' FakeTenant has none)
+            tenant_server_note(tenant.schema_name, database)
         if getattr(self, "tenant_roles", False):  # set_tenant runs inside __init__ too
             self.search_path_set_schemas = sent
 
@@ -147,22 +165,37 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         login of ``DATABASE_URL``); always ``None`` without tenant logins."""
         return self._unit()[1]
 
+    def unit_server(self) -> str:
+        """The server the unit's connection must reach: ``on_server()``'s, else the tenant's
+        (``core.tenancy.tenant_server``) in a tenant's schema, else ``"default"``."""
+        if self.server_override is not None:
+            return self.server_override
+        if self.schema_name and self.schema_name != get_public_schema_name():
+            return tenant_server(self.schema_name)
+        return "default"
+
     def ensure_connection(self) -> None:
-        """Django's, after giving back a connection of another login than the unit's (see the
-        module docstring). Raises ``TransactionManagementError`` when that connection is inside a
-        transaction."""
+        """Django's, after giving back a connection of another login or server than the unit's
+        (see the module docstring). Raises ``TransactionManagementError`` when that connection is
+        inside a transaction, ``ImproperlyConfigured`` for a tenant on another server without
+        tenant logins (the shared connection cannot follow it)."""
         if self.tenant_logins:
-            login = self.unit_login()
-            if login != self.login:
+            login, server = self.unit_login(), self.unit_server()
+            if login != self.login or server != self.server:
                 if self.connection is not None:
                     if self.in_atomic_block or not self.autocommit:
                         raise TransactionManagementError(
                             f"cannot run as {login or 'the shared login'} inside a transaction of "
                             f"{self.login or 'the shared login'}: with tenant logins a transaction "
-                            "belongs to one tenant (or to the public schema's work)"
+                            "belongs to one tenant (or to the public schema's work) on one server"
                         )
                     self.close()
-                self.login = login
+                self.login, self.server = login, server
+        elif self.unit_server() != "default":
+            raise ImproperlyConfigured(
+                f"tenant {self.schema_name} is on the server {self.unit_server()!r}: that needs tenant logins "
+                "(ENGRAM_TENANT_LOGINS)"
+            )
         super().ensure_connection()
 
     def close_if_unusable_or_obsolete(self) -> None:
@@ -170,7 +203,7 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         login than the unit's is given back without a round trip: Django's check of its autocommit
         would otherwise connect as the unit's login first, only to close that."""
         if self.tenant_logins and self.connection is not None and not self.in_atomic_block:
-            if self.unit_login() != self.login:
+            if self.unit_login() != self.login or self.unit_server() != self.server:
                 self.close()
                 return
         super().close_if_unusable_or_obsolete()
@@ -178,6 +211,11 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
     def get_connection_params(self) -> dict[str, Any]:
         """Django's, as the tenant's login (user and derived password) when the unit needs one."""
         params: dict[str, Any] = super().get_connection_params()
+        if self.server != "default":
+            server = server_settings(self.server)
+            params.update(dbname=server["NAME"], host=server["HOST"], user=server["USER"])
+            params.update(password=server["PASSWORD"] or None, port=server["PORT"] or None)
+            params = {key: value for key, value in params.items() if value is not None}
         if self.login is not None:
             params["user"] = self.login
             params["password"] = tenant_password(self.login)
@@ -188,13 +226,13 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         """The pool lending this connection: Django's (the shared login's), or the current tenant
         login's (one per alias, database and login in this process, made on first use); either is a
         ``core.db.availability.GuardedPool``, failing fast while PostgreSQL cannot be reached."""
-        if self.login is None:
+        if self.login is None and self.server == "default":
             pool = super().pool
             return None if pool is None else availability.guard(pool)
         shared = self.settings_dict["OPTIONS"].get("pool")
         if not shared:
             return None
-        key = (self.alias, self.settings_dict["NAME"], self.login)
+        key = (self.alias, self.settings_dict["NAME"], self.server, self.login)
         pools = self._connection_pools
         if key not in pools:
             shared = {} if shared is True else shared
@@ -212,7 +250,7 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
                 reset=reset_pooled_connection,
                 min_size=0,  # a tenant idle for max_idle seconds holds no connection
                 num_workers=1,
-                name=f"{self.alias}:{self.login}",
+                name=f"{self.alias}:{self.server}:{self.login}",
                 **options,
             )
             pools.setdefault(key, pool)  # as Django's: the first thread to set it wins
@@ -223,10 +261,11 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         for key in [k for k in self._connection_pools if isinstance(k, tuple) and k[0] == self.alias]:
             self._connection_pools.pop(key).close()
         login, self.login = self.login, None
+        server, self.server = self.server, "default"
         try:
             super().close_pool()
         finally:
-            self.login = login
+            self.login, self.server = login, server
 
     def _handle_search_path(self, cursor: Any = None) -> None:
         if not self.tenant_roles:

@@ -50,3 +50,23 @@ def test_per_tenant_work_is_queued_once_per_tenant_by_one_fan_out(scratch_tenant
         for_each_tenant(verify_chain, when=lambda: connection.schema_name == scratch_tenant.schema_name) == 1
     )
     assert each_tenant.apply(args=["memory.episodic.tasks.verify_chain"]).result == len(schemas)
+
+
+def test_a_moving_tenants_tasks_wait_for_the_move(celery_worker, scratch_tenant, django_db_blocker) -> None:  # type: ignore[no-untyped-def]
+    """While a tenant's schema is copied to another server (decision 0071) its tasks do not run
+    (they would write into the copy's source); once the move ends they do."""
+    import pytest
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from tenants.services import tenant_move_mark
+
+    with django_db_blocker.unblock():
+        tenant_move_mark(tenant=scratch_tenant, moving=True)
+        try:
+            with tenant_context(scratch_tenant):
+                pending = verify_chain.delay()
+            with pytest.raises(CeleryTimeout):
+                pending.get(timeout=8)
+        finally:
+            tenant_move_mark(tenant=scratch_tenant, moving=False)
+        assert pending.get(timeout=90)["ok"] is True

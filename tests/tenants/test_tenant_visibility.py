@@ -149,6 +149,7 @@ READERS = {
     ("tenants/selectors.py", "tenant_get"): "one tenant by schema name (keys, commands)",
     ("tenants/services.py", "tenant_create"): "provisioning: the tenant it creates",
     ("tenants/services.py", "public_tenant_ensure"): "provisioning: the public schema's row",
+    ("tenants/services.py", "tenant_move_mark"): "a move to another server: its pause and its switch",
     ("tenants/roles.py", "_adopt"): "before migrations, as the login role: the schemas to hand over",
 }
 

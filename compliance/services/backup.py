@@ -1,0 +1,456 @@
+"""Back up one tenant into a file and restore it into a server running Engram (issue 36, item 4).
+
+The file is a tar archive (uncompressed: its largest member is compressed already) of:
+
+- ``manifest.json``: the format, when and from which database it was made, the tenant's row and
+  its domains (Django's serializer: the public schema's part of the tenant), the Redis key count,
+  the SHA-256 and size of each other member;
+- ``schema.dump``: ``pg_dump --format=custom --schema=<tenant>`` without owners and privileges (a
+  consistent snapshot of the schema's tables, sequences, functions and triggers);
+- ``redis.jsonl``: one line per Redis key of the tenant (``{schema}:*``): its name, Redis'
+  ``DUMP`` of it (base64) and its remaining time to live in ms (0: none).
+
+What is not in it, and why: the tenant's PostgreSQL role (its name follows from the target
+database's name and its password from the application's secret, so the restore makes it again
+with ``tenants.roles.tenant_role_ensure``); the Neo4j projection (rebuilt from the restored facts,
+``memory.knowledge.projection.graph_rebuild``); Celery's task results (not the tenant's data).
+PostgreSQL and Redis are read one after the other: a working-memory write in between is in one
+and not the other (working memory is ephemeral by design; stop the tenant's agents for an exact
+copy).
+
+The client tools (``pg_dump``, ``pg_restore``) are looked up in ``ENGRAM["PG_BIN_DIR"]`` (env
+``ENGRAM_PG_BIN_DIR``; the development stack sets it to the embedded server's) and else on
+``PATH``; they must be at least the server's major version.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.core import serializers
+from django.db import connection, transaction
+from django.utils import timezone
+from django_tenants.utils import schema_context, schema_exists, tenant_context
+
+from compliance.verification import trail_verify
+from core.errors import Conflict, InvalidInput
+from core.redis import get_redis, redis_errors
+from core.tenancy import (
+    maintenance,
+    maintenance_role,
+    on_server,
+    quote_ident,
+    server_settings,
+    tenant_server_note,
+)
+from memory.working.services import tenant_keys
+from tenants.models import Domain, Tenant
+from tenants.roles import tenant_role_drop, tenant_role_ensure
+from tenants.selectors import tenant_get
+from tenants.services import tenant_move_mark
+
+from .records import job_record
+
+FORMAT = "engram-tenant-backup/1"
+MANIFEST, SCHEMA_DUMP, REDIS_KEYS = "manifest.json", "schema.dump", "redis.jsonl"
+#: the trail session of backup and restore records
+OPERATIONS_SESSION = "operations"
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    """What ``tenant_backup`` wrote: the file, its size in bytes, the tenant, the Redis keys it
+    holds and the seconds it took."""
+
+    path: Path
+    size: int
+    schema_name: str
+    redis_keys: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What ``tenant_restore`` did: the tenant restored, the Redis keys put back, the facts
+    projected into Neo4j (``None``: no Neo4j configured), whether the trail verified (and its
+    events checked) and the seconds it took."""
+
+    tenant: Tenant
+    redis_keys: int
+    facts_projected: int | None
+    trail_ok: bool
+    events_checked: int
+    seconds: float
+
+
+def pg_tool(name: str) -> str:
+    """The path of the PostgreSQL client program ``name`` (``ENGRAM["PG_BIN_DIR"]``, else
+    ``PATH``). Raises ``InvalidInput`` naming the setting when it is found in neither."""
+    bin_dir = settings.ENGRAM.get("PG_BIN_DIR") or ""
+    found = str(Path(bin_dir) / name) if bin_dir else shutil.which(name)
+    if not found or not os.access(found, os.X_OK):
+        raise InvalidInput(
+            f"{name} not found: install PostgreSQL's client programs or set ENGRAM_PG_BIN_DIR",
+            field="ENGRAM_PG_BIN_DIR",
+        )
+    return found
+
+
+def _libpq_args(server: str = "default") -> tuple[list[str], dict[str, str]]:
+    """``--dbname`` for the shared login of ``server`` (``DATABASE_URL``'s for ``"default"``,
+    whatever login the connection holds now; else ``ENGRAM["DB_SERVERS"]``'s) with the role the
+    tools switch to (the maintenance role, which owns every tenant's tables), and the environment
+    with its password."""
+    db = connection.settings_dict if server == "default" else server_settings(server)
+    params = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"]}
+    conninfo = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v})
+    env = {**os.environ}
+    if db.get("PASSWORD"):
+        env["PGPASSWORD"] = str(db["PASSWORD"])
+    return [f"--dbname={conninfo}", f"--role={maintenance_role()}"], env
+
+
+def _run(command: list[str], env: dict[str, str]) -> None:
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{Path(command[0]).name} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        )
+
+
+def _schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
+    """``pg_dump`` of ``schema`` on ``server`` into ``path`` (custom format, no owners or
+    privileges: they name the source's roles). Raises ``RuntimeError`` with its message."""
+    dbname, env = _libpq_args(server)
+    _run(
+        [
+            pg_tool("pg_dump"),
+            *dbname,
+            "--format=custom",
+            f"--schema={quote_ident(schema)}",
+            "--no-owner",
+            "--no-privileges",
+            f"--file={path}",
+        ],
+        env,
+    )
+
+
+def _schema_load(path: Path, *, server: str = "default") -> None:
+    """``pg_restore`` of ``path`` (``_schema_dump``) into ``server`` as the maintenance role, in one
+    transaction (all of it or nothing). Raises ``RuntimeError`` with its message."""
+    dbname, env = _libpq_args(server)
+    _run(
+        [
+            pg_tool("pg_restore"),
+            *dbname,
+            "--no-owner",
+            "--no-privileges",
+            "--single-transaction",
+            "--exit-on-error",
+            str(path),
+        ],
+        env,
+    )
+
+
+def _redis_dump(schema_name: str) -> tuple[bytes, int]:
+    """The tenant's Redis keys as ``redis.jsonl`` lines, and how many."""
+    lines = []
+    with schema_context(schema_name), redis_errors():
+        client = get_redis()
+        for key in tenant_keys(client):
+            dumped, ttl = client.dump(key), client.pttl(key)
+            if dumped is None or ttl == -2:  # expired between the scan and the dump
+                continue
+            item = {"key": key, "dump": base64.b64encode(dumped).decode(), "pttl": max(int(ttl), 0)}
+            lines.append(json.dumps(item, separators=(",", ":")))
+    return ("\n".join(lines) + "\n" if lines else "").encode(), len(lines)
+
+
+def _add(archive: tarfile.TarFile, name: str, data: bytes | None = None, path: Path | None = None) -> None:
+    if path is not None:
+        archive.add(str(path), arcname=name)
+        return
+    assert data is not None
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), int(time.time())
+    archive.addfile(info, io.BytesIO(data))
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tenant_backup(*, tenant: Tenant, out: Path) -> BackupResult:
+    """Write the backup of ``tenant`` (see the module docstring) to ``out`` (replaced if it exists,
+    through a temporary file next to it). Returns a ``BackupResult``. Raises ``InvalidInput`` when
+    ``pg_dump`` is missing, ``RuntimeError`` with its message when it fails,
+    ``ServiceUnavailable`` when Redis cannot be reached."""
+    started = time.perf_counter()
+    schema = tenant.schema_name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".backup-") as work:
+        dump = Path(work) / SCHEMA_DUMP
+        _schema_dump(schema, dump)
+        redis_lines, redis_count = _redis_dump(schema)
+        with schema_context("public"):
+            row = json.loads(serializers.serialize("json", [tenant]))[0]["fields"]
+            domains = [
+                json.loads(serializers.serialize("json", [d]))[0]["fields"]
+                for d in Domain.objects.filter(tenant=tenant).order_by("pk")
+            ]
+        manifest = {
+            "format": FORMAT,
+            "schema_name": schema,
+            "made_at": timezone.now().isoformat(),
+            "source_database": connection.settings_dict["NAME"],
+            "tenant": row,
+            "domains": domains,
+            "redis_keys": redis_count,
+            "members": {
+                SCHEMA_DUMP: {"sha256": _sha256_file(dump), "size": dump.stat().st_size},
+                REDIS_KEYS: {"sha256": hashlib.sha256(redis_lines).hexdigest(), "size": len(redis_lines)},
+            },
+        }
+        partial = Path(work) / "backup.tar"
+        with tarfile.open(partial, "w") as archive:
+            _add(archive, MANIFEST, json.dumps(manifest, indent=1).encode())
+            _add(archive, SCHEMA_DUMP, path=dump)
+            _add(archive, REDIS_KEYS, redis_lines)
+        os.replace(partial, out)
+    return BackupResult(out, out.stat().st_size, schema, redis_count, time.perf_counter() - started)
+
+
+@contextmanager
+def _unpacked(path: Path) -> Iterator[tuple[dict[str, Any], Path, bytes]]:
+    """The manifest, the schema dump's path and the Redis lines of the backup at ``path``, each
+    member checked against the manifest's digest. Raises ``InvalidInput`` for a file that is not
+    such a backup or whose members do not match."""
+    try:
+        archive = tarfile.open(path, "r")
+    except (OSError, tarfile.TarError) as exc:
+        raise InvalidInput(f"{path} is not a tenant backup: {exc}", field="in") from exc
+    with archive, tempfile.TemporaryDirectory(prefix="engram-restore-") as work:
+        try:
+            manifest = json.loads(_member(archive, MANIFEST))
+        except ValueError as exc:
+            raise InvalidInput(f"{path}: unreadable manifest", field="in") from exc
+        if manifest.get("format") != FORMAT:
+            raise InvalidInput(f"{path}: not a {FORMAT} file", field="in")
+        dump = Path(work) / SCHEMA_DUMP
+        dump.write_bytes(_member(archive, SCHEMA_DUMP))
+        redis_lines = _member(archive, REDIS_KEYS)
+        for name, got in (
+            (SCHEMA_DUMP, _sha256_file(dump)),
+            (REDIS_KEYS, hashlib.sha256(redis_lines).hexdigest()),
+        ):
+            if manifest["members"][name]["sha256"] != got:
+                raise InvalidInput(f"{path}: {name} does not match its digest (damaged file)", field="in")
+        yield manifest, dump, redis_lines
+
+
+def _member(archive: tarfile.TarFile, name: str) -> bytes:
+    try:
+        handle = archive.extractfile(name)
+    except KeyError:
+        handle = None
+    if handle is None:
+        raise InvalidInput(f"the backup has no {name}", field="in")
+    return handle.read()
+
+
+def _tenant_row_restore(manifest: dict[str, Any]) -> Tenant:
+    """The tenant's row and domains as the backup holds them (new primary keys), saved raw: the
+    schema is there already, so ``Tenant.save``'s creation of schema and tables must not run."""
+    records = [{"model": "tenants.tenant", "fields": manifest["tenant"]}]
+    (item,) = serializers.deserialize("json", json.dumps(records))
+    tenant = item.object
+    assert isinstance(tenant, Tenant)
+    tenant.pk = None
+    tenant.save_base(raw=True)
+    for fields in manifest["domains"]:
+        Domain.objects.create(**{**_plain(fields, Domain), "tenant": tenant})
+    return tenant
+
+
+def _plain(fields: dict[str, Any], model: type[Domain]) -> dict[str, Any]:
+    names = {f.name for f in model._meta.concrete_fields} - {"id", "tenant"}
+    return {k: v for k, v in fields.items() if k in names}
+
+
+def _redis_restore(lines: bytes) -> int:
+    count = 0
+    with redis_errors():
+        client = get_redis()
+        for line in lines.splitlines():
+            if line.strip():
+                item = json.loads(line)
+                client.restore(item["key"], item["pttl"], base64.b64decode(item["dump"]), replace=True)
+                count += 1
+    return count
+
+
+def _graph_rebuild() -> int | None:
+    from core.neo4j import get_driver
+    from memory.knowledge.projection import graph_rebuild
+
+    return graph_rebuild() if get_driver() is not None else None
+
+
+def tenant_restore(*, path: Path) -> RestoreResult:
+    """Restore the backup at ``path`` (``tenant_backup``) into this server under the tenant's
+    name: the schema (``pg_restore`` as the maintenance role, in one transaction), then in one
+    transaction the tenant's row, domains and role (``tenant_role_ensure``: a login with the
+    password this application derives), then its Redis keys, its Neo4j projection rebuilt (when
+    ``NEO4J_URI`` is set) and its trail verified; the restore is recorded in the trail (session
+    ``operations``, actor ``job:tenant_restore``). Returns a ``RestoreResult``.
+
+    Raises ``InvalidInput`` for a file that is not an intact backup, ``Conflict`` when the
+    tenant or its schema exists here already, ``RuntimeError`` when ``pg_restore`` fails (the
+    schema is then not created), ``ServiceUnavailable`` when Redis or Neo4j cannot be reached.
+    The target must run migrations at least as new as the source's (``migrate_schemas -s
+    <tenant>`` brings an older backup up to date)."""
+    started = time.perf_counter()
+    with _unpacked(path) as (manifest, dump, redis_lines):
+        schema = manifest["schema_name"]
+        if tenant_get(schema_name=schema) is not None or schema_exists(schema):
+            raise Conflict(f"tenant {schema!r} exists on this server already")
+        _schema_load(dump)
+        try:
+            with transaction.atomic(), schema_context("public"):
+                tenant = _tenant_row_restore(manifest)
+                tenant_role_ensure(schema)
+        except BaseException:
+            _schema_drop(schema, role=False)
+            raise
+    with tenant_context(tenant):
+        keys = _redis_restore(redis_lines)
+        facts = _graph_rebuild()
+        report = trail_verify()
+        job_record(
+            job="tenant_restore",
+            action="tenant.restored",
+            content=f"tenant restored from a backup made at {manifest['made_at']}",
+            payload={
+                "made_at": manifest["made_at"],
+                "source_database": manifest["source_database"],
+                "redis_keys": keys,
+                "trail_ok": report.ok,
+            },
+            session_id=OPERATIONS_SESSION,
+        )
+    return RestoreResult(tenant, keys, facts, report.ok, report.chain.checked, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """What ``tenant_move`` did: the servers (aliases), the seconds the tenant was paused (its
+    requests answered 503) and of which the copy took, the events verified on the target."""
+
+    source: str
+    target: str
+    pause_seconds: float
+    copy_seconds: float
+    events_checked: int
+
+
+def _cluster(server: str) -> tuple[object, object]:
+    """(host, port) of ``server``: roles belong to a cluster, shared by its databases."""
+    db = connection.settings_dict if server == "default" else server_settings(server)
+    return db["HOST"], db["PORT"]
+
+
+def _schema_drop(schema: str, *, role: bool = True) -> None:
+    """Drop ``schema`` and (with ``role``) the tenant's role on the connection's current server."""
+    if role:
+        tenant_role_drop(schema)
+    with maintenance(), connection.cursor() as cursor:
+        cursor.execute(f"DROP SCHEMA IF EXISTS {quote_ident(schema)} CASCADE")
+
+
+def tenant_move(*, tenant: Tenant, to: str, settle_seconds: float | None = None) -> MoveResult:
+    """Move ``tenant``'s schema to the server ``to`` (an alias of ``ENGRAM["DB_SERVERS"]``, or
+    ``"default"``) and switch its row there (decision 0071). Run with tenant logins on.
+
+    1. Pause: ``Tenant.moving`` makes the tenant's API requests answer 503 with ``Retry-After``
+       (``agents.authentication.TenantMoving``); waits ``settle_seconds`` (default: the processes'
+       tenant cache, plus one) so that every process sees it and units already running end.
+    2. Copy the schema (``pg_dump`` from the current server, ``pg_restore`` into ``to`` in one
+       transaction) and make the tenant's role there (``tenant_role_ensure``).
+    3. Verify the copy's trail on ``to``; on failure the copy is dropped, the tenant unpaused where
+       it was and ``Conflict`` raised.
+    4. Switch: ``database`` = ``to``, ``moving`` off; drop the schema and role on the old server;
+       record the move in the trail.
+
+    Other tenants are not touched. Redis and Neo4j are shared by the servers (keys and nodes name
+    the tenant): nothing to copy. Raises ``InvalidInput`` for the tenant's own server or an
+    unknown alias, ``Conflict`` when the schema exists on ``to`` already."""
+    from agents.authentication import TENANT_CACHE_SECONDS
+
+    source, schema = tenant.database, tenant.schema_name
+    if to == source:
+        raise InvalidInput(f"tenant {schema!r} is on {to!r} already", field="to")
+    if to != "default" and to not in settings.ENGRAM.get("DB_SERVERS", {}):
+        raise InvalidInput(f"no PostgreSQL server {to!r} in ENGRAM_DB_SERVERS", field="to")
+    with on_server(to):
+        if schema_exists(schema):
+            raise Conflict(f"schema {schema!r} exists on {to!r} already")
+    tenant_move_mark(tenant=tenant, moving=True)
+    paused = time.perf_counter()
+    try:
+        time.sleep(TENANT_CACHE_SECONDS + 1.0 if settle_seconds is None else settle_seconds)
+        copied = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="engram-move-") as work:
+            dump = Path(work) / SCHEMA_DUMP
+            _schema_dump(schema, dump, server=source)
+            _schema_load(dump, server=to)
+        with on_server(to):
+            tenant_role_ensure(schema)
+        copy_seconds = time.perf_counter() - copied
+        tenant.database = to  # this process's units of the tenant now reach the copy
+        with tenant_context(tenant):
+            report = trail_verify()
+        if not report.ok:
+            with on_server(to):
+                _schema_drop(schema)
+            raise Conflict(
+                f"the copy of {schema!r} on {to!r} does not verify; the tenant stays on {source!r}"
+            )
+        tenant_move_mark(tenant=tenant, moving=False, database=to)
+    except BaseException:
+        tenant_move_mark(tenant=tenant, moving=False, database=source)
+        tenant_server_note(schema, source)
+        raise
+    pause = time.perf_counter() - paused
+    with on_server(source):
+        _schema_drop(schema, role=_cluster(source) != _cluster(to))
+    with tenant_context(tenant):
+        job_record(
+            job="tenant_move",
+            action="tenant.moved",
+            content=f"tenant moved from the database server {source!r} to {to!r}",
+            payload={"from": source, "to": to, "pause_seconds": round(pause, 3)},
+            session_id=OPERATIONS_SESSION,
+        )
+    return MoveResult(source, to, pause, copy_seconds, report.chain.checked)
