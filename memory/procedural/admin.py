@@ -288,7 +288,7 @@ class SkillVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "skill",
         "number",
-        "status",
+        "state",
         "author",
         "proposed_by",
         "created_at",
@@ -301,6 +301,13 @@ class SkillVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ordering = ["-created_at", "-id"]
     fields = VERSION_FIELDS
     readonly_fields = VERSION_FIELDS
+
+    @admin.display(description="status", ordering="status")
+    def state(self, obj: SkillVersion) -> str:
+        """The status in words: a retired version never published is a rejected draft."""
+        if obj.status == VersionStatus.RETIRED and obj.published_at is None:
+            return "Rejected"
+        return str(obj.get_status_display())
 
     @admin.display(description="page")
     def editor_link(self, obj: SkillVersion) -> SafeString:

@@ -103,7 +103,10 @@ def test_request_approve_watch_and_download_the_receipt_in_chromium(
             pavel = login(browser, erasure_site, "pavel")
             pavel.goto(state_url)
             pavel.wait_for_function("() => window.htmx !== undefined")
+            asked: list[str] = []  # the approval asks first, naming what cannot be undone
+            pavel.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
             pavel.click("#erasure-approve")
+            assert asked and "cannot be undone" in asked[0] and SUBJECT in asked[0], asked
             expect(pavel.locator("#erasure-state")).to_contain_text("approved by user:pavel")
             shot(pavel, "erasure-3-approved.png")
 

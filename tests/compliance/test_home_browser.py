@@ -124,6 +124,7 @@ def test_the_home_page_lists_what_waits_for_each_role_in_chromium(
             page.go_back()
             page.locator("#waiting-holds li a").first.click()
             expect(page).to_have_url(f"{base}/admin/compliance/legalhold/{home_site.hold_id}/release/")
+            page.once("dialog", lambda dialog: dialog.accept())  # "Release legal hold #1 ...?"
             page.click("#hold-confirm")  # the second officer confirms: the list empties
             page.goto(f"{base}/admin/")
             assert _sections(page)["holds"] == "none"
