@@ -52,3 +52,14 @@ def test_a_rejected_proposal_is_listed_as_rejected(alice: Caller) -> None:
     assert 'id="version-status">rejected</span>' in page
     table = operator.get(f"/admin/memory/skill/{skill_id}/change/").content.decode()
     assert ">rejected</span>" in table and ">retired</span>" not in table
+
+
+@requires_model
+def test_the_skill_tag_filter_offers_each_tag_as_text(alice: Caller) -> None:
+    skill_seed(alice)  # tags ["accounts", "support"]
+    operator = admin_client(alice.tenant, "oscar", group="operator")
+    listed = operator.get("/admin/memory/skill/").content.decode()
+    assert 'href="?tag=accounts"' in listed and 'href="?tag=support"' in listed
+    assert "[&#x27;accounts&#x27;" not in listed and "['accounts'" not in listed
+    assert "reset-password" in operator.get("/admin/memory/skill/?tag=support").content.decode()
+    assert "reset-password" not in operator.get("/admin/memory/skill/?tag=billing").content.decode()
