@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractUser, AnonymousUser
 from django.urls import reverse
 
 from memory.knowledge.models import Contradiction, ContradictionStatus
@@ -181,7 +181,7 @@ def _proposals() -> Section:
     )
 
 
-def waiting_for(user: AbstractBaseUser | AnonymousUser) -> list[Section]:
+def waiting_for(user: AbstractUser | AnonymousUser) -> list[Section]:
     """The sections of "Waiting for you" that ``user`` may act on, in the table's order (empty for
     someone who may act on none). Call inside the tenant."""
     me = f"user:{user.get_username()}"
