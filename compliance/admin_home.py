@@ -16,10 +16,13 @@ Each a few indexed queries (counts and the first ``SHOWN`` rows), whatever the q
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.models import AbstractUser, AnonymousUser
+from django.db.models import QuerySet
 from django.urls import reverse
 
 from memory.knowledge.models import Contradiction, ContradictionStatus
@@ -59,47 +62,51 @@ class Section:
     items: list[Item] = field(default_factory=list)
 
 
-def _erasures(me: str) -> Section:
-    waiting = ErasureRequest.objects.filter(status=ErasureStatus.REQUESTED).exclude(requested_by=me)
-    first = list(waiting.order_by("requested_at")[:SHOWN])
+def _queue(
+    *, key: str, title: str, waiting: QuerySet[Any], url: str, action: str, item: Callable[[Any], Item]
+) -> Section:
+    """A section over the rows of ``waiting`` (filtered and ordered): their count, the first
+    ``SHOWN`` as ``item`` makes them."""
     return Section(
+        key=key,
+        title=title,
+        count=waiting.count(),
+        url=url,
+        action=action,
+        items=[item(row) for row in waiting[:SHOWN]],
+    )
+
+
+def _erasures(me: str) -> Section:
+    return _queue(
         key="erasures",
         title="Erasures waiting for your approval",
-        count=waiting.count(),
-        url=reverse("admin:compliance_erasurerequest_changelist")
-        + "?"
-        + urlencode({"status__exact": "requested"}),
+        waiting=ErasureRequest.objects.filter(status=ErasureStatus.REQUESTED)
+        .exclude(requested_by=me)
+        .order_by("requested_at"),
+        url=f"{reverse('admin:compliance_erasurerequest_changelist')}?{urlencode({'status__exact': 'requested'})}",
         action="approve as the second officer",
-        items=[
-            Item(
-                f"{e.target_label}, asked by {e.requested_by.removeprefix('user:')} ({e.legal_basis})",
-                reverse("admin:compliance_erasurerequest_detail", args=[e.pk]),
-            )
-            for e in first
-        ],
+        item=lambda e: Item(
+            f"{e.target_label}, asked by {e.requested_by.removeprefix('user:')} ({e.legal_basis})",
+            reverse("admin:compliance_erasurerequest_detail", args=[e.pk]),
+        ),
     )
 
 
 def _holds(me: str) -> Section:
-    waiting = (
-        LegalHold.objects.filter(released_at__isnull=True)
-        .exclude(release_requested_by="")
-        .exclude(release_requested_by=me)
-    )
-    first = list(waiting.order_by("release_requested_at")[:SHOWN])
-    return Section(
+    return _queue(
         key="holds",
         title="Hold releases waiting for a second officer",
-        count=waiting.count(),
+        waiting=LegalHold.objects.filter(released_at__isnull=True)
+        .exclude(release_requested_by="")
+        .exclude(release_requested_by=me)
+        .order_by("release_requested_at"),
         url=reverse("admin:compliance_legalhold_changelist"),
         action="confirm or leave the hold in place",
-        items=[
-            Item(
-                f"{h}, release asked by {h.release_requested_by.removeprefix('user:')}",
-                reverse("admin:compliance_legalhold_release", args=[h.pk]),
-            )
-            for h in first
-        ],
+        item=lambda h: Item(
+            f"{h}, release asked by {h.release_requested_by.removeprefix('user:')}",
+            reverse("admin:compliance_legalhold_release", args=[h.pk]),
+        ),
     )
 
 
@@ -137,47 +144,39 @@ def _checks() -> Section:
 
 
 def _contradictions() -> Section:
-    waiting = Contradiction.objects.filter(status=ContradictionStatus.OPEN)
-    first = list(
-        waiting.select_related(
+    return _queue(
+        key="contradictions",
+        title="Open contradictions",
+        waiting=Contradiction.objects.filter(status=ContradictionStatus.OPEN)
+        .select_related(
             "existing_fact__subject",
             "existing_fact__predicate",
             "existing_fact__object_entity",
             "new_fact__object_entity",
-        ).order_by("created_at", "pk")[:SHOWN]
-    )
-    return Section(
-        key="contradictions",
-        title="Open contradictions",
-        count=waiting.count(),
-        url=reverse("admin:memory_contradiction_changelist") + "?" + urlencode({"status__exact": "open"}),
+        )
+        .order_by("created_at", "pk"),
+        url=f"{reverse('admin:memory_contradiction_changelist')}?{urlencode({'status__exact': 'open'})}",
         action="resolve or dismiss in the review queue",
-        items=[
-            Item(
-                f"{c.existing_fact} or {c.new_fact.object_display}?",
-                reverse("admin:memory_contradiction_change", args=[c.pk]),
-            )
-            for c in first
-        ],
+        item=lambda c: Item(
+            f"{c.existing_fact} or {c.new_fact.object_display}?",
+            reverse("admin:memory_contradiction_change", args=[c.pk]),
+        ),
     )
 
 
 def _proposals() -> Section:
-    waiting = SkillVersion.objects.filter(status=VersionStatus.DRAFT, proposed_by__isnull=False)
-    first = list(waiting.select_related("skill", "proposed_by").order_by("created_at", "pk")[:SHOWN])
-    return Section(
+    return _queue(
         key="proposals",
         title="Skill proposals from agents",
-        count=waiting.count(),
+        waiting=SkillVersion.objects.filter(status=VersionStatus.DRAFT, proposed_by__isnull=False)
+        .select_related("skill", "proposed_by")
+        .order_by("created_at", "pk"),
         url=reverse("admin:memory_skill_proposals"),
         action="review the diff, publish or reject",
-        items=[
-            Item(
-                f"{v.skill.name} v{v.number}, proposed by {v.proposed_by}",
-                reverse("admin:memory_skill_version", args=[v.skill_id, v.number]),
-            )
-            for v in first
-        ],
+        item=lambda v: Item(
+            f"{v.skill.name} v{v.number}, proposed by {v.proposed_by}",
+            reverse("admin:memory_skill_version", args=[v.skill_id, v.number]),
+        ),
     )
 
 
