@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.search import SearchQuery
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -27,6 +28,7 @@ KIND_LABELS = dict(EventKind.choices)
 ROLE_LABELS = dict(EventRole.choices)
 TIMELINE_PAGE = 30  # rows rendered per page: the page's cost is mostly rendering them
 RECENT_SESSIONS = 30
+TRAIL_SEARCH_LIMIT = 100  # events a search of the trail lists, newest first
 NEIGHBOUR_SCAN = 200  # events looked at to find the next / previous session of an agent
 
 
@@ -529,3 +531,37 @@ def recent_sessions(*, limit: int = RECENT_SESSIONS) -> list[tuple[str, datetime
             if len(seen) >= limit:
                 break
     return list(seen.values())
+
+
+@dataclass(frozen=True)
+class TrailQuery:
+    """A search of the tenant's trail: words in the events' text (PostgreSQL full text, English,
+    web-search syntax: ``"exact phrase"``, ``-word``, ``or``), and exact matches on the data
+    subject, the agent's name and the session id; empty fields do not filter."""
+
+    text: str = ""
+    subject: str = ""
+    agent: str = ""
+    session: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.text or self.subject or self.agent or self.session)
+
+
+def trail_search(*, query: TrailQuery, limit: int = TRAIL_SEARCH_LIMIT) -> list[Event]:
+    """The newest ``limit`` events of the current tenant matching every field of ``query`` (none
+    for an empty query), their agents loaded. The text goes through the events' full-text index
+    (``event_search_gin``), the subject and the session through their indexes."""
+    if query.empty:
+        return []
+    events = Event.objects.select_related("agent").defer("search", "payload_index")
+    if query.text:
+        events = events.filter(search=SearchQuery(query.text, config="english", search_type="websearch"))
+    if query.subject:
+        events = events.filter(data_subject=query.subject)
+    if query.agent:
+        events = events.filter(agent__name=query.agent)
+    if query.session:
+        events = events.filter(session_id=query.session)
+    return list(events.order_by("-seq")[:limit])

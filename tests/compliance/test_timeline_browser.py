@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.utils import timezone
 from django_tenants.utils import tenant_context
@@ -23,11 +22,11 @@ from agents.services import agent_create
 from compliance import services
 from memory.episodic.models import Event, EventKind
 from memory.episodic.services import EventData, events_append
-from tenants.models import Domain, Tenant
+from tenants.models import Tenant
+from tests.compliance.browser import chromium, login, people_create, shot, site_host
 from tests.compliance.conftest import finished
-from tests.compliance.test_home_browser import SCREENS, VIEWPORT
-from tests.factories import PASSWORD, asgi_server, conflict_make
-from tests.memory.knowledge.test_review_queue_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401
+from tests.factories import asgi_server, conflict_make
+from tests.memory.knowledge.test_review_queue_browser import chromium_path  # noqa: F401
 
 KEPT, ERASED = "cust-kept-1", "cust-erased-2"
 
@@ -41,16 +40,9 @@ class Site:
 
 @pytest.fixture
 def timeline_site(scratch_tenant: Tenant) -> Iterator[Site]:
-    host = f"{scratch_tenant.schema_name.replace('_', '-')}.localhost"
-    Domain.objects.create(domain=host, tenant=scratch_tenant, is_primary=True)
+    host = site_host(scratch_tenant)
     with tenant_context(scratch_tenant):
-        for name, group in (
-            ("olga", "compliance officer"),
-            ("pavel", "compliance officer"),
-            ("oscar", "operator"),
-        ):
-            user = User.objects.create_user(name, f"{name}@example.com", PASSWORD, is_staff=True)
-            user.groups.add(Group.objects.get(name=group))
+        people_create(scratch_tenant, olga="compliance officer", pavel="compliance officer", oscar="operator")
         bot = agent_create(by=None, name="support-bot")
         conflict_make(bot, agent_create(by=None, name="critic"))  # sessions s-onboarding and s-review
 
@@ -89,54 +81,60 @@ def timeline_site(scratch_tenant: Tenant) -> Iterator[Site]:
         yield Site(f"http://{host}:{port}", decision_seq, call_pk)
 
 
-def _login(browser, base: str, username: str):  # type: ignore[no-untyped-def]
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{base}/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#site-name")
-    return page
-
-
 def test_the_timeline_names_subjects_redactions_and_json_in_chromium(
     chromium_path: Path,  # noqa: F811 (the fixture imported above)
     timeline_site: Site,
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base = timeline_site.base
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = _login(browser, base, "olga")
-            page.goto(f"{base}/admin/sessions/?session=s-ticket")
-            rows = page.locator("#timeline .tl-row")
-            expect(rows.filter(has_text="track_parcel").locator(".tl-subject")).to_have_text(KEPT)
-            call = rows.filter(has_text="track_parcel").locator("pre")
-            expect(call).to_contain_text('"express": true')  # JSON, not Python's True
-            expect(rows.filter(has_text="in transit").locator("pre")).to_contain_text('"eta": null')
-            redacted = page.locator(".tl-redacted")
-            expect(redacted).to_have_count(1)
-            expect(redacted).to_contain_text(f"decision #{timeline_site.decision_seq}")
-            assert "4000 1234" not in page.content()
-            assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
-            page.screenshot(path=str(SCREENS / "timeline-tool-calls.png"))
-            redacted.locator("a").click()
-            expect(page.locator("#result_list tbody tr")).to_have_count(1)
-            expect(page.locator("#result_list")).to_contain_text("Decision")
+    with chromium(chromium_path) as browser:
+        page = login(browser, base, "olga")
+        page.goto(f"{base}/admin/sessions/?session=s-ticket")
+        rows = page.locator("#timeline .tl-row")
+        expect(rows.filter(has_text="track_parcel").locator(".tl-subject")).to_have_text(KEPT)
+        call = rows.filter(has_text="track_parcel").locator("pre")
+        expect(call).to_contain_text('"express": true')  # JSON, not Python's True
+        expect(rows.filter(has_text="in transit").locator("pre")).to_contain_text('"eta": null')
+        redacted = page.locator(".tl-redacted")
+        expect(redacted).to_have_count(1)
+        expect(redacted).to_contain_text(f"decision #{timeline_site.decision_seq}")
+        assert "4000 1234" not in page.content()
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+        shot(page, "timeline-tool-calls.png")
+        redacted.locator("a").click()
+        expect(page.locator("#result_list tbody tr")).to_have_count(1)
+        expect(page.locator("#result_list")).to_contain_text("Decision")
 
-            page.goto(f"{base}/admin/memory/event/{timeline_site.call_pk}/change/")
-            expect(page.locator("pre.event-payload")).to_contain_text('"parcel": "P-77"')
-            assert "'parcel'" not in page.content()
+        page.goto(f"{base}/admin/memory/event/{timeline_site.call_pk}/change/")
+        expect(page.locator("pre.event-payload")).to_contain_text('"parcel": "P-77"')
+        assert "'parcel'" not in page.content()
 
-            page = _login(browser, base, "oscar")
-            page.goto(f"{base}/admin/memory/contradiction/queue/")
-            link = page.locator("a.cq-session", has_text="s-onboarding").first
-            link.click()
-            expect(page.locator("h1")).to_contain_text("Session s-onboarding")
-            assert "#event-" in page.url
-            page.screenshot(path=str(SCREENS / "contradiction-session-timeline.png"))
-        finally:
-            browser.close()
+        # the trail's search: words, then a data subject, each hit opening its row in the timeline
+        page.goto(f"{base}/admin/sessions/")
+        page.fill("#id_text", "parcel")
+        page.click("#trail-search input[type=submit]")
+        hits = page.locator("#trail-results tbody tr")
+        expect(hits.filter(has_text="Customer asks where the parcel is")).to_have_count(1)
+        assert hits.count() >= 1 and all(KEPT in text for text in hits.all_inner_texts())
+        page.goto(f"{base}/admin/sessions/?subject={ERASED}")  # erased: the identifier went too
+        expect(page.locator("#trail-results")).to_contain_text("No event matches.")
+        page.goto(f"{base}/admin/sessions/?in_session=s-ticket")
+        expect(page.locator("#trail-results tbody tr")).to_have_count(4)
+        expect(page.locator("#trail-results")).to_contain_text(
+            f"content removed (decision #{timeline_site.decision_seq})"
+        )
+        shot(page, "trail-search.png")
+        page.locator("a.trail-hit").first.click()
+        expect(page.locator("h1")).to_contain_text("Session s-ticket")
+        assert "#event-" in page.url
+        page.goto(f"{base}/admin/sessions/?agent=support-bot&in_session=s-ticket&text=transit")
+        expect(page.locator("#trail-results tbody tr")).to_have_count(1)
+
+        page = login(browser, base, "oscar")
+        page.goto(f"{base}/admin/memory/contradiction/queue/")
+        link = page.locator("a.cq-session", has_text="s-onboarding").first
+        link.click()
+        expect(page.locator("h1")).to_contain_text("Session s-onboarding")
+        assert "#event-" in page.url
+        shot(page, "contradiction-session-timeline.png")
