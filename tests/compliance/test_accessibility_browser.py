@@ -11,25 +11,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.db import connection
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
 from compliance import services
 from memory.procedural.models import Skill
-from tenants.models import Domain, Tenant
-from tests.compliance.test_home_browser import VIEWPORT
+from tenants.models import Tenant
+from tests.compliance.browser import chromium, login, people_create, site_host
 from tests.factories import (
     BASE_DIR,
-    PASSWORD,
     asgi_server,
     conflict_make,
     make_caller,
     requires_model,
     skill_seed,
 )
-from tests.memory.knowledge.test_review_queue_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401
+from tests.memory.knowledge.test_review_queue_browser import chromium_path  # noqa: F401
 
 pytestmark = requires_model  # the skill under edit is an agent's proposal, embedded for matching
 
@@ -52,17 +50,10 @@ class Site:
 
 @pytest.fixture
 def a11y_site(scratch_tenant: Tenant) -> Iterator[Site]:
-    host = f"{scratch_tenant.schema_name.replace('_', '-')}.localhost"
-    Domain.objects.create(domain=host, tenant=scratch_tenant, is_primary=True)
+    host = site_host(scratch_tenant)
     skill_seed(make_caller(scratch_tenant, "support-bot"))
     with tenant_context(scratch_tenant):
-        for name, group in (
-            ("olga", "compliance officer"),
-            ("pavel", "compliance officer"),
-            ("oscar", "operator"),
-        ):
-            user = User.objects.create_user(name, f"{name}@example.com", PASSWORD, is_staff=True)
-            user.groups.add(Group.objects.get(name=group))
+        people_create(scratch_tenant, olga="compliance officer", pavel="compliance officer", oscar="operator")
         conflict_make(agent_create(by=None, name="alice"), agent_create(by=None, name="bob"))
         erasure = services.erasure_request(
             kind="subject", value="cust-a11y-5", legal_basis="GDPR Art. 17(1)(a)", note="", username="olga"
@@ -73,17 +64,6 @@ def a11y_site(scratch_tenant: Tenant) -> Iterator[Site]:
         yield Site(f"http://{host}:{port}", skill_id, str(erasure.pk))
 
 
-def _login(browser, base: str, username: str):  # type: ignore[no-untyped-def]
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{base}/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#site-name")
-    return page
-
-
 def test_the_vendored_axe_is_the_release_named() -> None:
     assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256
 
@@ -92,8 +72,6 @@ def test_the_main_pages_have_no_critical_or_serious_violations_in_chromium(
     chromium_path: Path,  # noqa: F811 (the fixture imported above)
     a11y_site: Site,
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
     base = a11y_site.base
     pages = {
         "pavel": {
@@ -109,21 +87,17 @@ def test_the_main_pages_have_no_critical_or_serious_violations_in_chromium(
         },
     }
     found: dict[str, list[dict]] = {}
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True)
-        try:
-            for username, urls in pages.items():
-                page = _login(browser, base, username)
-                for name, path in urls.items():
-                    page.goto(f"{base}{path}")
-                    page.wait_for_load_state("networkidle")
-                    page.add_script_tag(path=str(AXE))
-                    violations = page.evaluate(VIOLATIONS)
-                    blocking = [v for v in violations if v["impact"] in BLOCKING]
-                    if blocking:
-                        found[name] = blocking
-        finally:
-            browser.close()
+    with chromium(chromium_path) as browser:
+        for username, urls in pages.items():
+            page = login(browser, base, username)
+            for name, path in urls.items():
+                page.goto(f"{base}{path}")
+                page.wait_for_load_state("networkidle")
+                page.add_script_tag(path=str(AXE))
+                violations = page.evaluate(VIOLATIONS)
+                blocking = [v for v in violations if v["impact"] in BLOCKING]
+                if blocking:
+                    found[name] = blocking
     assert not found, "\n".join(
         f"{name}: {v['impact']} {v['id']} ({v['help']}): {v['nodes']}"
         for name, vs in found.items()

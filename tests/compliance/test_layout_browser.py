@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import connection
 from django.urls import reverse
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
 from compliance import services
-from tenants.models import Domain, Tenant
-from tests.compliance.test_home_browser import SCREENS, VIEWPORT
+from tenants.models import Tenant
+from tests.compliance.browser import chromium, login, people_create, shot, site_host
 from tests.factories import PASSWORD, asgi_server, conflict_make
-from tests.memory.knowledge.test_review_queue_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401
+from tests.memory.knowledge.test_review_queue_browser import chromium_path  # noqa: F401
 
 
 @dataclass
@@ -35,14 +35,10 @@ class Site:
 
 @pytest.fixture
 def layout_site(scratch_tenant: Tenant) -> Iterator[Site]:
-    host = f"{scratch_tenant.schema_name.replace('_', '-')}.localhost"
-    Domain.objects.create(domain=host, tenant=scratch_tenant, is_primary=True)
+    host = site_host(scratch_tenant)
     with tenant_context(scratch_tenant):
         User.objects.create_superuser("root", "root@example.com", PASSWORD)
-        for name in ("olga", "pavel"):
-            user = User.objects.create_user(name, f"{name}@example.com", PASSWORD, is_staff=True)
-            user.groups.add(Group.objects.get(name="compliance officer"))
-        User.objects.create_user("nobody", "nobody@example.com", PASSWORD, is_staff=True)
+        people_create(scratch_tenant, olga="compliance officer", pavel="compliance officer", nobody="")
         first, second = agent_create(by=None, name="intake-agent"), agent_create(by=None, name="review-agent")
         conflict_make(
             first, second, subject="Margarethe Vandenberghe-Oyelaran", old="Acme Holdings International"
@@ -78,22 +74,6 @@ def layout_site(scratch_tenant: Tenant) -> Iterator[Site]:
             connection.set_schema_to_public()
 
 
-def _login(browser, base: str, username: str):  # type: ignore[no-untyped-def]
-    page = browser.new_context(viewport=VIEWPORT).new_page()
-    page.set_default_timeout(20_000)
-    page.goto(f"{base}/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_selector("#site-name")
-    return page
-
-
-def _shot(page, name: str) -> None:  # type: ignore[no-untyped-def]
-    SCREENS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENS / name))
-
-
 # px past the window's right edge: the page's own, or the result table's inside its scrolling box
 OVERFLOW = """() => Math.max(document.documentElement.scrollWidth - window.innerWidth,
     ...[...document.querySelectorAll('#changelist .results')].map(r => r.scrollWidth - r.clientWidth))"""
@@ -103,46 +83,42 @@ def test_every_list_fits_1366_px_and_messages_name_what_is_missing_in_chromium(
     chromium_path: Path,  # noqa: F811 (the fixture imported above)
     layout_site: Site,
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     base = layout_site.base
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = _login(browser, base, "root")  # sees every list
-            wide = {}
-            for name, path in sorted(layout_site.lists.items()):
-                page.goto(f"{base}{path}")
-                expect(page.locator("#changelist, #content-main").first).to_be_visible()
-                overflow = page.evaluate(OVERFLOW)
-                if overflow > 1:
-                    wide[name] = overflow
-            page.goto(f"{base}/admin/memory/contradiction/")
-            expect(page.locator("#result_list")).to_contain_text("Margarethe Vandenberghe-Oyelaran")
-            _shot(page, "contradictions-1366.png")
-            page.goto(f"{base}/admin/compliance/legalhold/")
-            expect(page.locator("#result_list")).to_contain_text("waiting for a second officer")
-            _shot(page, "legal-holds-1366.png")
-            page.goto(f"{base}/admin/memory/fact/")
-            _shot(page, "facts-1366.png")
-            assert not wide, f"lists wider than 1366 px (px past the edge): {wide}"
+    with chromium(chromium_path) as browser:
+        page = login(browser, base, "root")  # sees every list
+        wide = {}
+        for name, path in sorted(layout_site.lists.items()):
+            page.goto(f"{base}{path}")
+            expect(page.locator("#changelist, #content-main").first).to_be_visible()
+            overflow = page.evaluate(OVERFLOW)
+            if overflow > 1:
+                wide[name] = overflow
+        page.goto(f"{base}/admin/memory/contradiction/")
+        expect(page.locator("#result_list")).to_contain_text("Margarethe Vandenberghe-Oyelaran")
+        shot(page, "contradictions-1366.png")
+        page.goto(f"{base}/admin/compliance/legalhold/")
+        expect(page.locator("#result_list")).to_contain_text("waiting for a second officer")
+        shot(page, "legal-holds-1366.png")
+        page.goto(f"{base}/admin/memory/fact/")
+        shot(page, "facts-1366.png")
+        assert not wide, f"lists wider than 1366 px (px past the edge): {wide}"
 
-            # the retention rule: the memory type from a list, 0 days only once confirmed
-            page.goto(f"{base}/admin/compliance/retentionrule/add/")
-            page.select_option("#id_layer", "semantic")
-            page.select_option("#id_memory_type", "observation")
-            page.fill("#id_keep_days", "0")
-            page.click("input[name=_save]")
-            expect(page.locator(".errorlist")).to_contain_text("removes all of it at the next retention run")
-            _shot(page, "retention-zero-days.png")
-            page.check("#id_confirm_zero")
-            page.click("input[name=_save]")
-            expect(page.locator("ul.messagelist")).to_contain_text("was added successfully")
+        # the retention rule: the memory type from a list, 0 days only once confirmed
+        page.goto(f"{base}/admin/compliance/retentionrule/add/")
+        page.select_option("#id_layer", "semantic")
+        page.select_option("#id_memory_type", "observation")
+        page.fill("#id_keep_days", "0")
+        page.click("input[name=_save]")
+        expect(page.locator(".errorlist")).to_contain_text("removes all of it at the next retention run")
+        shot(page, "retention-zero-days.png")
+        page.check("#id_confirm_zero")
+        page.click("input[name=_save]")
+        expect(page.locator("ul.messagelist")).to_contain_text("was added successfully")
 
-            # a refusal of one of Django's own pages names the permission
-            page = _login(browser, base, "nobody")
-            page.goto(f"{base}/admin/compliance/legalhold/")
-            expect(page.locator("#content-main")).to_contain_text("compliance.view_legalhold")
-            _shot(page, "denied-names-permission.png")
-        finally:
-            browser.close()
+        # a refusal of one of Django's own pages names the permission
+        page = login(browser, base, "nobody")
+        page.goto(f"{base}/admin/compliance/legalhold/")
+        expect(page.locator("#content-main")).to_contain_text("compliance.view_legalhold")
+        shot(page, "denied-names-permission.png")

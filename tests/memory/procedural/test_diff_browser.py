@@ -19,8 +19,8 @@ from django_tenants.utils import tenant_context
 
 from memory.procedural import services
 from memory.procedural.models import Skill
-from tenants.models import Domain, Tenant
-from tests.compliance.test_home_browser import SCREENS, VIEWPORT
+from tenants.models import Tenant
+from tests.compliance.browser import chromium, login, shot, site_host
 from tests.factories import (
     PASSWORD,
     PASSWORD_RESET_STEPS,
@@ -30,7 +30,7 @@ from tests.factories import (
     skill_publish,
     skill_seed,
 )
-from tests.memory.knowledge.test_review_queue_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401
+from tests.memory.knowledge.test_review_queue_browser import chromium_path  # noqa: F401
 
 pytestmark = requires_model
 
@@ -40,8 +40,7 @@ NEW_QUESTION = "Could you sign in with the new password?"
 
 @pytest.fixture
 def diff_url(scratch_tenant: Tenant) -> Iterator[str]:
-    host = f"{scratch_tenant.schema_name.replace('_', '-')}.localhost"
-    Domain.objects.create(domain=host, tenant=scratch_tenant, is_primary=True)
+    host = site_host(scratch_tenant)
     caller = make_caller(scratch_tenant, "support-bot")
     skill_seed(caller)
     skill_publish(scratch_tenant, "reset-password", 1, username="oscar")
@@ -68,33 +67,25 @@ def test_the_skill_diff_marks_lines_folds_unchanged_steps_and_shows_notes_in_chr
     chromium_path: Path,  # noqa: F811 (the fixture imported above)
     diff_url: str,
 ) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_context(viewport=VIEWPORT).new_page()
-            page.set_default_timeout(20_000)
-            page.goto(diff_url)
-            page.fill("#id_username", "oscar")
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            changed = page.locator('#diff-table tr[data-step="follow_up"]')
-            expect(changed).to_have_attribute("data-kind", "changed")
-            expect(changed.locator(".sk-left .sk-line.is-del")).to_have_text(
-                [f'    "question": "{OLD_QUESTION}"']
-            )
-            expect(changed.locator(".sk-right .sk-line.is-add")).to_have_text(
-                [f'    "question": "{NEW_QUESTION}"']
-            )
-            assert changed.locator(".sk-line.is-same").count() > 2  # the rest of the step, unmarked
-            folded = page.locator('#diff-table tr[data-kind="unchanged"]')
-            assert folded.count() >= 3
-            expect(folded.first.locator("details")).not_to_have_attribute("open", "")
-            expect(folded.first.locator("pre")).not_to_be_visible()
-            expect(page.locator("#diff-about-right")).to_contain_text("ask whether the new password works")
-            expect(page.locator("#diff-about-left .sk-tools")).to_contain_text("ask_user")
-            assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
-            page.screenshot(path=str(SCREENS / "skill-diff.png"))
-        finally:
-            browser.close()
+    with chromium(chromium_path) as browser:
+        base, path = diff_url.split("/admin/", 1)
+        page = login(browser, base, "oscar", then=f"/admin/{path}")
+        changed = page.locator('#diff-table tr[data-step="follow_up"]')
+        expect(changed).to_have_attribute("data-kind", "changed")
+        expect(changed.locator(".sk-left .sk-line.is-del")).to_have_text(
+            [f'    "question": "{OLD_QUESTION}"']
+        )
+        expect(changed.locator(".sk-right .sk-line.is-add")).to_have_text(
+            [f'    "question": "{NEW_QUESTION}"']
+        )
+        assert changed.locator(".sk-line.is-same").count() > 2  # the rest of the step, unmarked
+        folded = page.locator('#diff-table tr[data-kind="unchanged"]')
+        assert folded.count() >= 3
+        expect(folded.first.locator("details")).not_to_have_attribute("open", "")
+        expect(folded.first.locator("pre")).not_to_be_visible()
+        expect(page.locator("#diff-about-right")).to_contain_text("ask whether the new password works")
+        expect(page.locator("#diff-about-left .sk-tools")).to_contain_text("ask_user")
+        assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
+        shot(page, "skill-diff.png")
