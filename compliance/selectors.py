@@ -218,6 +218,10 @@ class TimelineItem:
     refs: dict[str, Any] = field(default_factory=dict)
     # what the latest chain check found about this event (``Flags``): shown as a warning on its row
     flags: list[dict[str, Any]] = field(default_factory=list)
+    # a tool call and its result on the same page: the result's seq on the call, the call's on the
+    # result (``pair_tool_calls``)
+    result_seq: int | None = None
+    call_seq: int | None = None
 
     @property
     def is_decision(self) -> bool:
@@ -261,6 +265,41 @@ def _pretty(payload_json: str) -> str:
     if payload_json in ("", "{}"):
         return ""
     return json.dumps(json.loads(payload_json), indent=2, ensure_ascii=False, sort_keys=True)
+
+
+CALL_ID_KEYS = ("tool_call_id", "call_id")  # payload keys a call and its result may share
+
+
+def pair_tool_calls(items: list[TimelineItem]) -> None:
+    """Link each tool result among ``items`` (events in time order) to the tool call it answers:
+    the call with the same ``tool_call_id`` / ``call_id`` in its payload when both name one, else
+    the earliest call of the same agent and execution still unanswered on the page. Sets
+    ``result_seq`` on the call and ``call_seq`` on the result; leaves unpaired ones alone."""
+    waiting: dict[tuple[Any, ...], list[TimelineItem]] = {}
+    by_id: dict[str, TimelineItem] = {}
+    for item in items:
+        event = item.event
+        if event is None or event.kind not in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT):
+            continue
+        payload = json.loads(event.payload_json) if event.payload_json not in ("", "{}") else {}
+        call_id = next(
+            (str(payload[k]) for k in CALL_ID_KEYS if isinstance(payload, dict) and payload.get(k)), ""
+        )
+        lane = (event.agent_id, event.execution_id)
+        if event.kind == EventKind.TOOL_CALL:
+            waiting.setdefault(lane, []).append(item)
+            if call_id:
+                by_id[call_id] = item
+            continue
+        call = by_id.pop(call_id, None) if call_id else None
+        pending = waiting.get(lane, [])
+        if call is None and pending:
+            call = pending[0]
+        if call is None or call.event is None or call.result_seq is not None:
+            continue
+        if call in pending:
+            pending.remove(call)
+        call.result_seq, item.call_seq = event.seq, call.event.seq
 
 
 def _refs(payload_json: str) -> dict[str, Any]:
@@ -368,6 +407,7 @@ def session_timeline(
         )
         for e in rows
     ]
+    pair_tool_calls(items)
     if not kinds and rows:
         low = None if prev_cursor is None else rows[0].occurred_at
         high = None if next_cursor is None else rows[-1].occurred_at

@@ -9,6 +9,7 @@ Screenshots are kept in ``var/test-artifacts/screens/`` (git-ignored).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,11 @@ def test_the_timeline_names_subjects_redactions_and_json_in_chromium(
         call = rows.filter(has_text="track_parcel").locator("pre")
         expect(call).to_contain_text('"express": true')  # JSON, not Python's True
         expect(rows.filter(has_text="in transit").locator("pre")).to_contain_text('"eta": null')
+        # the result sits under its call, each linking the other
+        result = rows.filter(has_text="in transit")
+        expect(result).to_have_class(re.compile(r"\bis-tool-result\b"))
+        expect(result.locator("a.tl-pair")).to_contain_text("answers call #")
+        expect(rows.filter(has_text="track_parcel").locator("a.tl-pair")).to_contain_text("result: #")
         redacted = page.locator(".tl-redacted")
         expect(redacted).to_have_count(1)
         expect(redacted).to_contain_text(f"decision #{timeline_site.decision_seq}")
