@@ -300,14 +300,44 @@ class RecordedGroupAdmin(ServiceSaveAdmin, GroupAdmin):
 # --- the data lifecycle --------------------------------------------------------------------------------------
 
 
+def _memory_type_choices() -> list[Any]:
+    """Every memory type a layer keeps by its own rule, grouped by layer, after "every type"."""
+    grouped: list[Any] = [("", "every type of the layer")]
+    for layer in lifecycle.LAYERS:
+        kinds = [kind for kind in layer.kinds if kind]
+        if layer.aged is not None and kinds:
+            grouped.append((layer.label, [(kind, kind) for kind in kinds]))
+    return grouped
+
+
 class RetentionRuleForm(forms.ModelForm):
+    """A rule's layer and memory type chosen from the lifecycle's map (the service refuses a type
+    its layer lacks); keeping data 0 days needs ``confirm_zero`` ticked, since the next retention
+    run then removes all of it."""
+
     layer = forms.ChoiceField(
         choices=[(layer.name, layer.label) for layer in lifecycle.LAYERS if layer.aged is not None]
+    )
+    memory_type = forms.ChoiceField(choices=_memory_type_choices, required=False)
+    confirm_zero = forms.BooleanField(
+        required=False,
+        label="Remove everything at once",
+        help_text="0 days: the next retention run removes every item of this layer and type (not held)",
     )
 
     class Meta:
         model = RetentionRule
         fields = ["layer", "memory_type", "keep_days"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("keep_days") == 0 and not data.get("confirm_zero"):
+            self.add_error(
+                "keep_days",
+                "Keeping data 0 days removes all of it at the next retention run: "
+                "tick “Remove everything at once” to confirm.",
+            )
+        return data
 
 
 @admin.register(RetentionRule)
@@ -316,6 +346,7 @@ class RetentionRuleAdmin(ServiceSaveAdmin):
     run); saves and deletes go through services that record the person."""
 
     form = RetentionRuleForm
+    fields = ["layer", "memory_type", "keep_days", "confirm_zero", "updated_by", "updated_at"]
     change_list_template = "admin/compliance/retentionrule/change_list.html"
     list_display = ["layer", "memory_type", "keep_days", "updated_by", "updated_at"]
     readonly_fields = ["updated_by", "updated_at"]

@@ -252,11 +252,24 @@ def _when(value: str) -> datetime | None:
 @require_safe
 def timeline_view(request: HtmxHttpRequest) -> HttpResponse:
     """GET ``?session=ID``: the session's timeline (filters ``agent``, ``kind`` (repeatable),
-    ``since``, ``until``; pages ``after`` / ``before``). Without a session: the latest sessions."""
+    ``since``, ``until``; pages ``after`` / ``before``). Without a session: a search of the
+    tenant's trail (``text``, ``subject``, ``agent``, ``in_session``: ``selectors.trail_search``)
+    when one is asked, else the latest sessions."""
     _require(request, VIEW_EVENTS)
     session_id = request.GET.get("session", "")
     if not session_id:
-        context = _context(request, title="Sessions", sessions=selectors.recent_sessions())
+        query = selectors.TrailQuery(
+            **{name: request.GET.get(name, "").strip()[:200] for name in ("text", "subject", "agent")},
+            session=request.GET.get("in_session", "").strip()[:200],
+        )
+        context = _context(
+            request,
+            title="Sessions",
+            sessions=[] if not query.empty else selectors.recent_sessions(),
+            query=query,
+            found=selectors.trail_search(query=query),
+            search_limit=selectors.TRAIL_SEARCH_LIMIT,
+        )
         return TemplateResponse(request, "admin/compliance/sessions.html", context)
     kinds = [k for k in request.GET.getlist("kind") if k in EventKind.values]
     agent = request.GET.get("agent") or None

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.search import SearchQuery
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -27,6 +28,7 @@ KIND_LABELS = dict(EventKind.choices)
 ROLE_LABELS = dict(EventRole.choices)
 TIMELINE_PAGE = 30  # rows rendered per page: the page's cost is mostly rendering them
 RECENT_SESSIONS = 30
+TRAIL_SEARCH_LIMIT = 100  # events a search of the trail lists, newest first
 NEIGHBOUR_SCAN = 200  # events looked at to find the next / previous session of an agent
 
 
@@ -216,6 +218,10 @@ class TimelineItem:
     refs: dict[str, Any] = field(default_factory=dict)
     # what the latest chain check found about this event (``Flags``): shown as a warning on its row
     flags: list[dict[str, Any]] = field(default_factory=list)
+    # a tool call and its result on the same page: the result's seq on the call, the call's on the
+    # result (``pair_tool_calls``)
+    result_seq: int | None = None
+    call_seq: int | None = None
 
     @property
     def is_decision(self) -> bool:
@@ -259,6 +265,41 @@ def _pretty(payload_json: str) -> str:
     if payload_json in ("", "{}"):
         return ""
     return json.dumps(json.loads(payload_json), indent=2, ensure_ascii=False, sort_keys=True)
+
+
+CALL_ID_KEYS = ("tool_call_id", "call_id")  # payload keys a call and its result may share
+
+
+def pair_tool_calls(items: list[TimelineItem]) -> None:
+    """Link each tool result among ``items`` (events in time order) to the tool call it answers:
+    the call with the same ``tool_call_id`` / ``call_id`` in its payload when both name one, else
+    the earliest call of the same agent and execution still unanswered on the page. Sets
+    ``result_seq`` on the call and ``call_seq`` on the result; leaves unpaired ones alone."""
+    waiting: dict[tuple[Any, ...], list[TimelineItem]] = {}
+    by_id: dict[str, TimelineItem] = {}
+    for item in items:
+        event = item.event
+        if event is None or event.kind not in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT):
+            continue
+        payload = json.loads(event.payload_json) if event.payload_json not in ("", "{}") else {}
+        call_id = next(
+            (str(payload[k]) for k in CALL_ID_KEYS if isinstance(payload, dict) and payload.get(k)), ""
+        )
+        lane = (event.agent_id, event.execution_id)
+        if event.kind == EventKind.TOOL_CALL:
+            waiting.setdefault(lane, []).append(item)
+            if call_id:
+                by_id[call_id] = item
+            continue
+        call = by_id.pop(call_id, None) if call_id else None
+        pending = waiting.get(lane, [])
+        if call is None and pending:
+            call = pending[0]
+        if call is None or call.event is None or call.result_seq is not None:
+            continue
+        if call in pending:
+            pending.remove(call)
+        call.result_seq, item.call_seq = event.seq, call.event.seq
 
 
 def _refs(payload_json: str) -> dict[str, Any]:
@@ -366,6 +407,7 @@ def session_timeline(
         )
         for e in rows
     ]
+    pair_tool_calls(items)
     if not kinds and rows:
         low = None if prev_cursor is None else rows[0].occurred_at
         high = None if next_cursor is None else rows[-1].occurred_at
@@ -529,3 +571,37 @@ def recent_sessions(*, limit: int = RECENT_SESSIONS) -> list[tuple[str, datetime
             if len(seen) >= limit:
                 break
     return list(seen.values())
+
+
+@dataclass(frozen=True)
+class TrailQuery:
+    """A search of the tenant's trail: words in the events' text (PostgreSQL full text, English,
+    web-search syntax: ``"exact phrase"``, ``-word``, ``or``), and exact matches on the data
+    subject, the agent's name and the session id; empty fields do not filter."""
+
+    text: str = ""
+    subject: str = ""
+    agent: str = ""
+    session: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.text or self.subject or self.agent or self.session)
+
+
+def trail_search(*, query: TrailQuery, limit: int = TRAIL_SEARCH_LIMIT) -> list[Event]:
+    """The newest ``limit`` events of the current tenant matching every field of ``query`` (none
+    for an empty query), their agents loaded. The text goes through the events' full-text index
+    (``event_search_gin``), the subject and the session through their indexes."""
+    if query.empty:
+        return []
+    events = Event.objects.select_related("agent").defer("search", "payload_index")
+    if query.text:
+        events = events.filter(search=SearchQuery(query.text, config="english", search_type="websearch"))
+    if query.subject:
+        events = events.filter(data_subject=query.subject)
+    if query.agent:
+        events = events.filter(agent__name=query.agent)
+    if query.session:
+        events = events.filter(session_id=query.session)
+    return list(events.order_by("-seq")[:limit])

@@ -45,7 +45,13 @@ class AdminSite(admin.AdminSite):
     that save without recording the person; the project's own admins of both (``compliance.admin``)
     subclass them and save through services that do. So this site declines the registrations made
     with a class of ``ADMIN_BASES_ONLY`` (the project registers the models itself): each model has
-    the one admin its app registers, and no app replaces another's."""
+    the one admin its app registers, and no app replaces another's.
+
+    No navigation sidebar (``enable_nav_sidebar``): at 1366 px it took 300 px from every list, and a
+    list with filters then ran off the right edge; the breadcrumbs and the home page lead to every
+    app (docs/decisions/0065-admin-lists-fit-1366-px.md)."""
+
+    enable_nav_sidebar = False
 
     def register(self, model_or_iterable: Any, admin_class: Any = None, **options: Any) -> None:
         if admin_class is not None and admin_class.__module__ in ADMIN_BASES_ONLY:

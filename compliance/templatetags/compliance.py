@@ -9,7 +9,7 @@ from typing import Any
 from django import template
 from django.urls import reverse
 
-from compliance import admin_views, selectors
+from compliance import admin_home, admin_views, selectors
 
 register = template.Library()
 
@@ -49,3 +49,11 @@ def events_integrity_banner() -> dict[str, Any]:
         "events": [{"seq": seq, "url": urls.get(seq, ""), "findings": flags.of(seq)} for seq in seqs],
         "more": max(0, len(flags.by_seq) - BANNER_EVENTS),
     }
+
+
+@register.inclusion_tag("admin/compliance/_waiting.html", takes_context=True)
+def waiting_for_you(context: dict[str, Any]) -> dict[str, Any]:
+    """The home page's "Waiting for you" (``compliance.admin_home.waiting_for``): hidden for a person
+    who may act on none of it."""
+    sections = admin_home.waiting_for(context["request"].user)
+    return {"sections": sections, "total": sum(s.count for s in sections)}

@@ -3,11 +3,14 @@ links to its timeline."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, session_link, shown
@@ -23,7 +26,9 @@ EVENT_FIELDS: tuple[str, ...] = (
     "kind",
     "actor",
     "content",
-    "payload",
+    "payload_shown",
+    "data_subject",
+    "redaction",
     "occurred_at",
     "recorded_at",
     "hash_version",
@@ -63,6 +68,27 @@ class EventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="session", ordering="session_id")
     def session_link(self, obj: Event) -> SafeString:
         return session_link(obj.session_id)
+
+    @admin.display(description="payload")
+    def payload_shown(self, obj: Event) -> SafeString:
+        """The payload as JSON, indented (not Python's repr of the parsed dict)."""
+        if obj.payload_json in ("", "{}"):
+            return format_html("{}", "-")
+        pretty = json.dumps(json.loads(obj.payload_json), indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html('<pre class="event-payload">{}</pre>', shown(pretty, 20_000))
+
+    @admin.display(description="redacted")
+    def redaction(self, obj: Event) -> SafeString:
+        """When the event's content was removed, and the decision (by seq) that did it."""
+        if obj.redacted_at is None:
+            return format_html("{}", "-")
+        return format_html(
+            '{} UTC by <a class="redacted-by" href="{}?seq={}">decision #{}</a>',
+            f"{obj.redacted_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
+            reverse("admin:memory_event_changelist"),
+            obj.redacted_by,
+            obj.redacted_by,
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Event]:
         return super().get_queryset(request).defer("search", "payload_index")

@@ -116,6 +116,27 @@ class SkillForm(forms.ModelForm):
         return data
 
 
+class TagFilter(admin.SimpleListFilter):
+    """Skills by one tag: each tag the skills carry, as text (Django's filter on the JSON list
+    would offer each whole list, in Python's notation)."""
+
+    title = "tag"
+    parameter_name = "tag"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        tags = {
+            tag
+            for row in Skill.objects.values_list("tags", flat=True)
+            for tag in row or []
+            if isinstance(tag, str)
+        }
+        return [(tag, tag) for tag in sorted(tags)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Skill]) -> QuerySet[Skill]:
+        value = self.value()
+        return queryset.filter(tags__contains=[value]) if value else queryset
+
+
 @admin.register(Skill)
 class SkillAdmin(ServiceSaveAdmin):
     """Skills with their published version, its success rate and their open drafts; the change page
@@ -131,7 +152,7 @@ class SkillAdmin(ServiceSaveAdmin):
         "owner",
         "updated_at",
     ]
-    list_filter = ["tags"]
+    list_filter = [TagFilter]
     search_fields = ["name", "title", "description", "intents_text"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
@@ -289,7 +310,7 @@ class SkillVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = [
         "skill",
         "number",
-        "status",
+        "state",
         "author",
         "proposed_by",
         "created_at",
@@ -302,6 +323,13 @@ class SkillVersionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ordering = ["-created_at", "-id"]
     fields = VERSION_FIELDS
     readonly_fields = VERSION_FIELDS
+
+    @admin.display(description="status", ordering="status")
+    def state(self, obj: SkillVersion) -> str:
+        """The status in words: a retired version never published is a rejected draft."""
+        if obj.status == VersionStatus.RETIRED and obj.published_at is None:
+            return "Rejected"
+        return str(obj.get_status_display())
 
     @admin.display(description="page")
     def editor_link(self, obj: SkillVersion) -> SafeString:

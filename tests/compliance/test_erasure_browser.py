@@ -9,6 +9,7 @@ Screenshots are kept in ``var/test-artifacts/compliance/`` (git-ignored).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +20,11 @@ from django.db import connection
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
-from compliance import signing
+from compliance import signing, verify_receipt
 from memory.episodic.models import Event
 from memory.episodic.services import EventData, events_append
 from tenants.models import Domain, Tenant
+from tests.compliance.browser import SCREENS
 from tests.compliance.test_console_browser import ARTIFACTS
 from tests.factories import PASSWORD, asgi_server
 from tests.memory.knowledge.test_review_queue_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401
@@ -98,12 +100,16 @@ def test_request_approve_watch_and_download_the_receipt_in_chromium(
             expect(olga.locator("#erasure-waiting")).to_contain_text("second person")
             expect(olga.locator("#erasure-approve")).to_have_count(0)  # not her own
             state_url = olga.url
+            erasure_id = re.search(r"[0-9a-f]{8}-[0-9a-f-]{27}", state_url).group()  # type: ignore[union-attr]
             shot(olga, "erasure-2-waiting.png")
 
             pavel = login(browser, erasure_site, "pavel")
             pavel.goto(state_url)
             pavel.wait_for_function("() => window.htmx !== undefined")
+            asked: list[str] = []  # the approval asks first, naming what cannot be undone
+            pavel.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
             pavel.click("#erasure-approve")
+            assert asked and "cannot be undone" in asked[0] and SUBJECT in asked[0], asked
             expect(pavel.locator("#erasure-state")).to_contain_text("approved by user:pavel")
             shot(pavel, "erasure-3-approved.png")
 
@@ -116,9 +122,22 @@ def test_request_approve_watch_and_download_the_receipt_in_chromium(
                 olga.click("#erasure-receipt")
             receipt_file = tmp_path / "receipt.json"
             info.value.save_as(str(receipt_file))
+            expect(olga.locator("#erasure-verify-hint")).to_contain_text(f"--erasure-id {erasure_id}")
+            with olga.expect_download() as key_info:
+                olga.click("#erasure-public-key")
+            key_file = tmp_path / "key.pem"
+            key_info.value.save_as(str(key_file))
+            olga.set_viewport_size({"width": 1366, "height": 768})
+            olga.locator("#erasure-verify-hint").scroll_into_view_if_needed()
+            SCREENS.mkdir(parents=True, exist_ok=True)
+            olga.screenshot(path=str(SCREENS / "erasure-receipt-check.png"))
         finally:
             browser.close()
 
+    # the documented offline check passes on what the officer downloaded
+    checked = verify_receipt.verify(receipt_file.read_bytes(), key_file.read_bytes(), erasure_id=erasure_id)
+    assert checked.ok, checked.failures
+    assert any("approved by user:pavel" in line for line in checked.covers)
     download = json.loads(receipt_file.read_text())
     with tenant_context(scratch_tenant):
         public = load_pem_public_key(signing.public_key_pem())

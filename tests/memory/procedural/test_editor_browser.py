@@ -119,7 +119,10 @@ def test_operator_edits_publishes_diffs_and_rolls_back_and_an_officer_only_reads
             _screenshot(page, "skill-diff.png", tmp_path)
 
             page.goto(v1)
+            asked: list[str] = []  # the rollback asks first, naming the version it retires
+            page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
             page.click("#rollback-button")
+            assert asked and "retire v2" in asked[0], asked
             expect(page.locator("ul.messagelist")).to_contain_text("Rolled back reset-password to v1.")
             expect(page.locator("#version-status")).to_have_text("published")
 
