@@ -15,7 +15,13 @@ from django.test import Client
 from api.mcp import server
 from tests.api.mcp.test_mcp_listing import listing
 
-LIMITS = ("enum", "minimum", "maximum", "minLength", "maxLength", "pattern", "format", "minItems", "maxItems")
+LIMITS = (
+    *("enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    *("minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems"),
+    *("minProperties", "maxProperties", "additionalProperties"),
+)
+"""The keywords that must be equal where either side declares one (``format: double`` aside: JSON
+has one number type)."""
 
 
 @pytest.fixture
