@@ -18,7 +18,7 @@ from tests.api.mcp.test_mcp_listing import listing
 LIMITS = (
     *("enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
     *("minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems"),
-    *("minProperties", "maxProperties", "additionalProperties"),
+    *("minProperties", "maxProperties", "additionalProperties", "propertyNames"),
 )
 """The keywords that must be equal where either side declares one (``format: double`` aside: JSON
 has one number type)."""
@@ -82,6 +82,13 @@ def compare(
         found += compare_objects(document, path, tool, rest, limits=limits)
     if "array" in rest_types and "items" in rest and "items" in tool:
         found += compare(document, f"{path}[]", tool["items"], rest["items"], limits=limits)
+    for combinator in ("oneOf", "anyOf", "allOf"):  # what resolve() left: real alternatives or rules
+        ours, theirs = tool.get(combinator, []), rest.get(combinator, [])
+        if len(ours) != len(theirs):
+            found.append(f"{path}: {combinator} MCP {len(ours)} schemas, REST {len(theirs)}: {theirs!r}")
+            continue
+        for index, (mine, other) in enumerate(zip(ours, theirs, strict=True)):
+            found += compare(document, f"{path}.{combinator}[{index}]", mine, other, limits=limits)
     return found
 
 
