@@ -6,22 +6,25 @@ validation, scope, services and error body. The caller is the API key: over Stre
 request without a valid one before the SDK sees it); over stdio (``./engram mcp --key ...``) the key
 the process was started with.
 
-Tool input schemas are objects with ``type``, ``properties`` and ``required``. Arguments are checked
-by the REST operation, not by the SDK (each property's schema is documentation here: pydantic
-accepts any value and passes it on), so a bad argument is answered with the REST API's own 400
-body, naming the field. (No ``from __future__ import annotations`` here: the SDK reads the
+Tool input schemas are objects with ``type``, ``properties`` and ``required``: each tool's are its
+REST operation's inputs (``TOOL_OPERATIONS``, held equal to ``/api/v1/schema`` by a test). Arguments
+are checked by the REST operation, not by the SDK's pydantic text (pydantic accepts any value and
+passes it on); ``EngramMCP`` answers an unknown, missing or wrongly typed argument itself, with the
+REST API's error body naming it. (No ``from __future__ import annotations`` here: the SDK reads the
 argument annotations at run time, and they are built by ``Arg`` where each tool is defined.)
 """
 
 import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import WithJsonSchema
+from pydantic import Field, ValidationError, WithJsonSchema
 
 from api.exceptions import error_body
 from memory.context.services import LAYERS
@@ -38,17 +41,40 @@ INSTRUCTIONS = (
     "share state with write_blackboard, and save your state with save_checkpoint after each step."
 )
 
+REQUIRED = "This field is required."
+UNKNOWN = "Unknown field."
+
 KeySource = Callable[[Context[Any, Any, Any]], tuple[str, str]]
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    """An optional argument's schema without pydantic's ``"default": null``: the REST operation
+    applies its own default to an absent argument, and ``null`` is not of the argument's type (strict
+    function-calling validators refuse such a default)."""
+    schema.pop("default", None)
 
 
 def Arg(schema: dict[str, Any], description: str) -> Any:
     """An argument documented by ``schema`` and ``description`` and passed on unchecked (the REST
     operation checks it and answers its own 400)."""
-    return Annotated[Any, WithJsonSchema({**schema, "description": description})]
+    return Annotated[
+        Any, WithJsonSchema({**schema, "description": description}), Field(json_schema_extra=_no_default)
+    ]
 
 
 STR = {"type": "string"}
 ID = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{1,200}$"}
+"""An id in a URL path (``api.rest`` path converters)."""
+
+
+def text(max_length: int, *, nullable: bool = False) -> dict[str, Any]:
+    """A non-empty string of at most ``max_length`` characters (``null`` too when ``nullable``), as
+    the REST input serializers declare their ``CharField``s."""
+    return {"type": ["string", "null"] if nullable else "string", "minLength": 1, "maxLength": max_length}
+
+
+SESSION = text(200, nullable=True)
+"""A session id in a request body (``null``: none)."""
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 ANY_JSON: dict[str, Any] = {}
 FACT_OBJECT = {
@@ -56,9 +82,10 @@ FACT_OBJECT = {
     "description": 'exactly one of: {"entity": "Acme", "type": "company"?}, {"string": ...}, '
     '{"number": ...}, {"date": "2026-01-31"}, {"boolean": ...}',
     "properties": {
-        "entity": STR,
-        "type": STR,
-        "string": STR,
+        "entity": text(300),
+        "type": text(64, nullable=True),
+        "id": {"type": "integer", "description": "as an answer gives it: must be the named entity's"},
+        "string": {"type": "string", "minLength": 1},
         "number": {"type": "number"},
         "date": {"type": "string", "format": "date"},
         "boolean": {"type": "boolean"},
@@ -67,13 +94,14 @@ FACT_OBJECT = {
 EVENT = {
     "type": "object",
     "properties": {
-        "session_id": ID,
-        "execution_id": ID,
+        "session_id": text(200),
+        "execution_id": text(200, nullable=True),
         "kind": {"type": "string", "enum": list(EventKind.values)},
         "role": {"type": "string", "enum": list(EventRole.values)},
-        "content": STR,
+        "content": {"type": "string", "maxLength": 200000},
         "payload": {"type": "object"},
         "occurred_at": {"type": "string", "format": "date-time", "description": "with a timezone"},
+        "data_subject": {**text(200), "description": "the person it is about (erasure and legal holds)"},
     },
     "required": ["session_id", "kind", "occurred_at"],
 }
@@ -89,6 +117,8 @@ class Refused(Exception):
 
 def _segment(value: Any, field: str) -> str:
     """A path segment: a string without ``/`` (the REST route would be another one)."""
+    if value is None:
+        raise Refused(error_body(REQUIRED, "invalid", field=field))
     if not isinstance(value, str) or not value or "/" in value:
         raise Refused(error_body("Expected an id without '/'.", "invalid", field=field))
     return value
@@ -116,6 +146,77 @@ def _answer(result: RestResult) -> CallToolResult:
     if "engram-source" in result.headers:
         body = {**body, "source": result.headers["engram-source"]}
     return _result(body, error=False)
+
+
+TYPE_ERRORS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "string": (lambda v: isinstance(v, str), "Not a valid string."),
+    "integer": (
+        lambda v: (
+            not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
+        ),
+        "A valid integer is required.",
+    ),
+    "number": (
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "A valid number is required.",
+    ),
+    "boolean": (lambda v: isinstance(v, bool), "Must be a valid boolean."),
+    "object": (lambda v: isinstance(v, dict), "Expected a dictionary of items."),
+    "array": (lambda v: isinstance(v, list), "Expected a list of items."),
+}
+"""Each JSON type an argument may declare: its check and the REST API's (DRF's) message."""
+
+
+def type_errors(arguments: Mapping[str, Any], properties: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The arguments whose JSON type is not the one their schema declares (``null`` where the type
+    does not allow it), as REST field errors. Only the top-level type: what is inside an argument is
+    the REST operation's to check (a path, query or header value would lose its type on the way)."""
+    errors: dict[str, list[str]] = {}
+    for name, value in arguments.items():
+        declared = properties.get(name, {}).get("type")
+        allowed = declared if isinstance(declared, list) else [declared] if declared else []
+        if not allowed or (value is None and "null" in allowed):
+            continue
+        if value is None:
+            errors[name] = ["This field may not be null."]
+        elif not any(TYPE_ERRORS[t][0](value) for t in allowed if t in TYPE_ERRORS):
+            errors[name] = [TYPE_ERRORS[next(t for t in allowed if t in TYPE_ERRORS)][1]]
+    return errors
+
+
+def argument_errors(exc: ValidationError) -> dict[str, list[str]]:
+    """The SDK's argument check failing (``exc``, from the pydantic model of a tool's arguments)
+    as the REST API's field errors: ``{"<argument>": ["This field is required."]}`` per missing
+    argument. Every argument is typed ``Any`` (``Arg``), so missing is the only way to fail it."""
+    errors: dict[str, list[str]] = {}
+    for error in exc.errors():
+        path = ".".join(str(part) for part in error["loc"]) or "body"
+        errors.setdefault(path, []).append(REQUIRED if error["type"] == "missing" else error["msg"])
+    return errors
+
+
+class EngramMCP(FastMCP[Any]):
+    """FastMCP whose tool calls answer bad arguments with the REST API's error body (``{detail,
+    code, errors}`` with field paths, as a tool error) instead of the SDK's pydantic text: an
+    argument the tool does not declare is ``Unknown field.`` (the REST input serializers refuse
+    unknown keys too), one of another JSON type than declared has DRF's message for that type
+    (``type_errors``), a missing required one ``This field is required.``."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            properties = tool.parameters.get("properties", {})
+            errors = {argument: [UNKNOWN] for argument in arguments if argument not in properties}
+            errors.update(type_errors(arguments, properties))
+            if errors:
+                return _result(error_body("Invalid input.", "invalid", errors=errors), error=True)
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and exc.__cause__.title.endswith("Arguments"):
+                errors = argument_errors(exc.__cause__)
+                return _result(error_body("Invalid input.", "invalid", errors=errors), error=True)
+            raise
 
 
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Awaitable[CallToolResult]])
@@ -157,7 +258,7 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
     Host/Origin allow-list) is off: it protects servers that trust the network a browser is on,
     and this one trusts only the API key, which a rebinding page cannot read.
     """
-    mcp: FastMCP[Any] = FastMCP(
+    mcp = EngramMCP(
         name="engram",
         instructions=INSTRUCTIONS,
         streamable_http_path=streamable_http_path,
@@ -188,8 +289,8 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
 VISIBLE_TO = {
     "type": "object",
     "properties": {
-        "agents": {"type": "array", "items": STR, "description": "agent names"},
-        "roles": {"type": "array", "items": STR, "description": "agent roles"},
+        "agents": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent names"},
+        "roles": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent roles"},
     },
 }
 
@@ -201,7 +302,7 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def store_memory(
         ctx: Context[Any, Any, Any],
-        content: Arg(STR, "the memory, as a self-contained sentence"),
+        content: Arg(text(32000), "the memory, as a self-contained sentence"),
         scope: Arg(
             {"type": "string", "enum": list(MemoryScope.values)},
             "private (default: you only), shared (every agent of the tenant) or hierarchical",
@@ -212,9 +313,9 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         memory_type: Arg(
             {"type": "string", "enum": [value for value, _ in AGENT_MEMORY_TYPES]}, "default fact"
         ) = None,
-        tags: Arg({"type": "array", "items": STR}, "labels to filter recall by") = None,
+        tags: Arg({"type": "array", "items": text(64), "maxItems": 50}, "labels to filter recall by") = None,
         importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
-        session_id: Arg(ID, "the session it was learned in") = None,
+        session_id: Arg(SESSION, "the session it was learned in") = None,
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
     ) -> CallToolResult:
         """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
@@ -301,7 +402,7 @@ def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     async def append_events(
         ctx: Context[Any, Any, Any],
         events: Arg(
-            {"type": "array", "items": EVENT, "minItems": 1, "maxItems": 1000},
+            {"type": "array", "items": EVENT},
             "what happened, oldest first: messages, tool calls and results, decisions, observations",
         ),
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
@@ -318,17 +419,19 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def assert_fact(
         ctx: Context[Any, Any, Any],
-        subject: Arg(STR, "the entity the fact is about, by name (e.g. Alice)"),
+        subject: Arg(text(300), "the entity the fact is about, by name (e.g. Alice)"),
         predicate: Arg(
-            {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"}, "snake_case relation, e.g. works_at"
+            {**text(64), "pattern": "^[a-z][a-z0-9_]{0,63}$"}, "snake_case relation, e.g. works_at"
         ),
         object: Arg(FACT_OBJECT, "the entity or the value"),
         confidence: Arg(UNIT, "0 to 1, default 1") = None,
         valid_from: Arg(
             {"type": "string", "format": "date-time"}, "when it became true (default now)"
         ) = None,
-        session_id: Arg(ID, "the session it was learned in") = None,
-        source_event_id: Arg({"type": "integer", "minimum": 1}, "the event it was learned from") = None,
+        session_id: Arg(SESSION, "the session it was learned in") = None,
+        source_event_id: Arg(
+            {"type": ["integer", "null"], "minimum": 1}, "the event it was learned from"
+        ) = None,
     ) -> CallToolResult:
         """Assert a fact (subject, predicate, object) in the knowledge graph. Answers created,
         reinforced (already known) or disputed (it contradicts a held fact: a contradiction is
@@ -348,7 +451,7 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def entity_facts(
         ctx: Context[Any, Any, Any],
-        name: Arg(STR, "the entity's name (any case)"),
+        name: Arg(text(300), "the entity's name (any case)"),
         depth: Arg(
             {"type": "integer", "minimum": 1, "maximum": 3}, "2 or 3 adds the graph neighbourhood"
         ) = None,
@@ -367,7 +470,7 @@ def _procedural_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def find_skill(
         ctx: Context[Any, Any, Any],
-        intent: Arg(STR, "the request in words, e.g. 'I forgot my password'"),
+        intent: Arg(text(2000), "the request in words, e.g. 'I forgot my password'"),
         k: Arg({"type": "integer", "minimum": 1, "maximum": 50}, "how many, default 5") = None,
     ) -> CallToolResult:
         """Find the published skills (validated step lists over tools) that match a request, best
@@ -383,7 +486,7 @@ def _working_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     async def read_blackboard(
         ctx: Context[Any, Any, Any],
         execution_id: Arg(ID, "the execution whose blackboard to read"),
-        agent: Arg(STR, "only this agent's fields") = None,
+        agent: Arg(text(100), "only this agent's fields") = None,
     ) -> CallToolResult:
         """Read the execution's shared blackboard: every field `<agent>:<field>` with its version."""
         return await call(
@@ -423,9 +526,14 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     async def save_checkpoint(
         ctx: Context[Any, Any, Any],
         session_id: Arg(ID, "the session"),
-        step_index: Arg({"type": "integer", "minimum": 0}, "the step just finished; greater than your last"),
-        idempotency_key: Arg(STR, "unique per checkpoint: a retry with the same key and body is a replay"),
+        idempotency_key: Arg(
+            text(255), "unique per checkpoint: a retry with the same key and body is a replay"
+        ),
         state: Arg({"type": "object"}, "your working state (JSON object, at most 1 MiB)"),
+        step_index: Arg(
+            {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**53 - 1},
+            "the step just finished, greater than your last (default: your latest + 1)",
+        ) = None,
         plan: Arg({"type": "array"}, "your active plan (JSON list)") = None,
     ) -> CallToolResult:
         """Save your state after a step (state hydration: restore_checkpoint gets it back after a
@@ -463,10 +571,12 @@ def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def build_context(
         ctx: Context[Any, Any, Any],
-        session_id: Arg(ID, "the session"),
-        query: Arg(STR, "what the current step needs, in words"),
+        session_id: Arg({**ID, "minLength": 1}, "the session"),
+        query: Arg(text(4000), "what the current step needs, in words"),
         budget: Arg({"type": "integer", "minimum": 16, "maximum": 200000}, "tokens the context may use"),
-        execution_id: Arg(ID, "the execution whose working memory counts") = None,
+        execution_id: Arg(
+            {**ID, "type": ["string", "null"], "minLength": 1}, "the execution whose working memory counts"
+        ) = None,
         weights: Arg(WEIGHTS, "layer weights") = None,
     ) -> CallToolResult:
         """Assemble the context of the current step within a token budget: working state, recent
@@ -477,3 +587,86 @@ def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             session_id=session_id, query=query, budget=budget, execution_id=execution_id, weights=weights
         )
         return await call(ctx, "POST", "context", body=body)
+
+
+@dataclass(frozen=True)
+class RestOperation:
+    """The REST operation (``operationId`` of ``/api/v1/schema``) a tool runs, and how the tool's
+    arguments are its inputs: ``renamed`` tool argument -> REST input (body member, query or path
+    parameter), ``headers`` tool arguments sent as headers, ``body`` the argument that is the whole
+    request body, ``left_out`` the optional REST inputs the tool does not offer, ``also_required``
+    optional REST inputs the tool requires (the input that could stand in for them is left out)."""
+
+    operation_id: str
+    renamed: Mapping[str, str] = field(default_factory=dict)
+    headers: frozenset[str] = frozenset()
+    body: str | None = None
+    left_out: frozenset[str] = frozenset()
+    also_required: frozenset[str] = frozenset()
+
+
+IDEMPOTENT = frozenset({"idempotency_key"})
+TOOL_OPERATIONS: dict[str, tuple[RestOperation, ...]] = {
+    "store_memory": (
+        RestOperation(
+            "memories_create",
+            headers=IDEMPOTENT,
+            left_out=frozenset(
+                {"confidence", "metadata", "embedding", "embedding_model", "fact", "source_event_id"}
+                | {"write", "data_subject"}
+            ),
+        ),
+    ),
+    "recall": (
+        RestOperation("memories_search", left_out=frozenset({"filters", "mmr", "weights"})),
+        RestOperation(
+            "events_list",
+            renamed={"query": "q"},
+            left_out=frozenset({"agent", "cursor", "execution_id", "kind", "limit", "since", "until"}),
+        ),
+        RestOperation("window_read", left_out=frozenset({"last"})),
+        RestOperation("scratchpad_read"),
+        RestOperation("blackboard_read", left_out=frozenset({"agent"})),
+        RestOperation("skills_match", renamed={"query": "intent"}, left_out=frozenset({"success_weight"})),
+        RestOperation(
+            "entity_facts",
+            renamed={"query": "name"},
+            left_out=frozenset(
+                {"agent", "as_of", "cursor", "depth", "facts_cursor", "facts_limit", "limit", "sessions"}
+            ),
+        ),
+    ),
+    "forget_memory": (RestOperation("memories_forget", left_out=frozenset({"session_id"})),),
+    "append_events": (RestOperation("events_append", headers=IDEMPOTENT, body="events"),),
+    "assert_fact": (RestOperation("facts_assert", left_out=frozenset({"subject_type", "data_subject"})),),
+    "entity_facts": (
+        RestOperation(
+            "entity_facts",
+            left_out=frozenset({"agent", "cursor", "facts_cursor", "facts_limit", "limit", "sessions"}),
+        ),
+    ),
+    "find_skill": (RestOperation("skills_match", left_out=frozenset({"success_weight"})),),
+    "read_blackboard": (RestOperation("blackboard_read"),),
+    "write_blackboard": (RestOperation("blackboard_write", left_out=frozenset({"session_id"})),),
+    "save_checkpoint": (
+        RestOperation(
+            "checkpoints_save",
+            left_out=frozenset(
+                {"schema_version", "data_subject", "checkpoint_ns", "parent_key", "metadata", "serialized"}
+            ),
+            also_required=frozenset({"state"}),  # REST: unless `serialized` holds the state
+        ),
+    ),
+    "restore_checkpoint": (
+        RestOperation("checkpoints_latest", left_out=frozenset({"checkpoint_ns"})),
+        RestOperation("checkpoints_get"),
+    ),
+    "build_context": (RestOperation("context_build"),),
+}
+"""Each tool's REST operation(s); a tool with several runs the one its arguments choose (``recall``
+by ``layer``, ``restore_checkpoint`` by ``step_index``): its arguments are then the union of theirs
+and it requires what they all require. Held equal to ``/api/v1/schema`` by
+``tests/api/mcp/test_mcp_rest_schemas.py``."""
+
+SELECTORS = {"recall": "layer"}
+"""Tool arguments that choose the operation and are no REST input."""
