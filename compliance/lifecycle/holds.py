@@ -33,8 +33,7 @@ def tenant_holds(schema_name: str) -> list[str]:
         if cursor.fetchone()[0] is None:
             return []
         cursor.execute(
-            f"SELECT id, kind, value, value_digest, reason FROM {table} "
-            "WHERE released_at IS NULL ORDER BY id"
+            f"SELECT id, kind, value, value_digest, reason FROM {table} WHERE released_at IS NULL ORDER BY id"
         )
         rows = cursor.fetchall()
     holds = [
