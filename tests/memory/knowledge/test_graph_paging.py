@@ -132,7 +132,7 @@ def test_the_api_pages_with_next_links_and_states_the_caps(alice: Caller, mallor
     } == seen
     assert alice.get("/api/v1/entities/R/facts", {"depth": "1"}).json()["graph"] is None
     bad = alice.get("/api/v1/entities/R/facts", {"depth": "2", "cursor": "bm90LWEtY3Vyc29y"})
-    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["cursor"]
+    assert bad.status_code == 404 and list(bad.json()["errors"]) == ["cursor"]
     assert list(alice.get("/api/v1/entities/R/facts", {"depth": "2", "limit": "501"}).json()["errors"]) == [
         "limit"
     ]
