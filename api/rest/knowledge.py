@@ -90,7 +90,15 @@ FACT_OBJECT_SCHEMA: dict[str, Any] = {
                 "id": {"type": ["integer", "null"], "description": "as a response gives it: the entity's"},
             },
         },
-        _literal("string", {"type": "string"}),
+        _literal(
+            "string",
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": services.data.MAX_LITERAL_CHARS,
+                "pattern": "^[^\\u0000]*$",
+            },
+        ),
         _literal("number", {"type": "number"}),
         _literal("date", {"type": "string", "format": "date"}),
         _literal("boolean", {"type": "boolean"}),

@@ -57,7 +57,7 @@ def _labels(**kwargs: Any) -> serializers.ListField:
 @extend_schema_field(
     {
         "anyOf": [
-            {"type": "boolean"},
+            {"const": False},
             {
                 "type": "array",
                 "maxItems": services.MAX_INDEX_PATHS,
