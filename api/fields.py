@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
+from django.core.validators import RegexValidator
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
@@ -21,6 +23,10 @@ class StrictSerializer(serializers.Serializer):
     """An input serializer that rejects keys it does not declare (a typo is a 400, never ignored)."""
 
     unknown_key_message = "Unknown field."
+    # The request component says so (additionalProperties: false) and carries these cross-field
+    # rules of ``validate`` in JSON Schema, inside "allOf" (generated clients read "anyOf" at the
+    # top of an object as a union of models): api.schema.EngramAutoSchema.
+    schema_rules: ClassVar[dict[str, Any]] = {}
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict) and self.parent is None:
@@ -48,9 +54,12 @@ class StrictFloatField(serializers.FloatField):
 
 
 class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer (strings, floats and booleans are refused rather than coerced)."""
+    """A JSON integer: JSON Schema's, so a number with a zero fraction (``5.0``) is one too; strings,
+    other floats and booleans are refused rather than coerced."""
 
     def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, float) and data.is_integer():
+            data = int(data)
         if isinstance(data, bool) or not isinstance(data, int):
             raise serializers.ValidationError("Expected an integer.")
         return super().to_internal_value(data)
@@ -66,6 +75,22 @@ class StrictQueryInteger(serializers.IntegerField):
         ):
             raise serializers.ValidationError("Expected an integer.")
         return super().to_internal_value(int(data))
+
+
+class StrictQueryFloat(serializers.FloatField):
+    """A number query parameter: its decimal text (``"0.5"``, ``"1"``, ``"-2e3"``); never ``nan``,
+    ``inf`` or blank."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float | str):
+            raise serializers.ValidationError("Expected a number.")
+        try:
+            value = float(data)
+        except ValueError:
+            raise serializers.ValidationError("Expected a number.") from None
+        if not math.isfinite(value):
+            raise serializers.ValidationError("Expected a finite number.")
+        return super().to_internal_value(value)
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -107,6 +132,15 @@ class CleanCharField(serializers.CharField):
         if "\x00" in value:
             raise serializers.ValidationError("NUL characters are not allowed.")
         return value
+
+
+class CleanRegexField(CleanCharField):
+    """A ``CleanCharField`` that must match ``regex`` (``message`` otherwise); the document shows
+    the pattern."""
+
+    def __init__(self, regex: str, *, message: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators.append(RegexValidator(regex, message or f"Must match {regex}."))
 
 
 def tenant_json_max_depth() -> int:

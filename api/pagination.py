@@ -20,13 +20,14 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 
 from api.fields import StrictQueryInteger
+from core.errors import NotFound as DomainNotFound
 
 MAX_PAGE_SIZE = 500
 
 
 class CursorPage(CursorPagination):
-    """DRF's cursor pagination with ``limit`` (1 to 500, default 100); a bad cursor is a 400 naming
-    ``cursor``."""
+    """DRF's cursor pagination with ``limit`` (1 to 500, default 100); a cursor that names no page is a
+    404 naming ``cursor``."""
 
     page_size = 100
     page_size_query_param = "limit"
@@ -54,9 +55,14 @@ class CursorPage(CursorPagination):
         try:
             return super().paginate_queryset(queryset, request, view)
         except (NotFound, DjangoValidationError, ValueError, TypeError):
-            raise serializers.ValidationError(
-                {"cursor": ["Invalid cursor: use the next/previous links as given."]}
-            ) from None
+            raise cursor_not_found("Invalid cursor: use the next/previous links as given.") from None
+
+
+def cursor_not_found(message: str, field: str = "cursor") -> DomainNotFound:
+    """The error of a cursor that names no page: a 404 naming ``field``, as DRF's own cursor
+    pagination answers (docs/decisions/0050-a-cursor-that-names-no-page-is-a-404.md); the document
+    declares 404 on every operation that takes a cursor (``api.schema``)."""
+    return DomainNotFound(message, field=field)
 
 
 class PageParams(serializers.Serializer):

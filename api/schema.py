@@ -11,20 +11,37 @@ or a dict of tuples per HTTP method).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 
+from api.fields import StrictSerializer
 from api.parameters import PATH_PARAMETERS
+
+# a string without NUL characters (ECMA and Python regex alike)
+NO_NUL = "^[^\\u0000]*$"
+
+
+def _is_free_text(schema: dict[str, Any]) -> bool:
+    """A string schema that nothing else constrains to a form (no pattern, enum or format)."""
+    kind = schema.get("type")
+    strings = kind == "string" or (isinstance(kind, list) and "string" in kind)
+    return strings and not {"pattern", "enum", "format", "const"} & set(schema)
+
+
+# query parameters that hold a page's position: a value that names no page is a 404
+CURSOR_FIELDS = frozenset({"cursor", "facts_cursor"})
 
 ERROR_DESCRIPTIONS = {
     400: "Bad input: `errors` names each field by its path (`events[1].occurred_at`).",
     401: "No API key, or a malformed, unknown or revoked one.",
     403: "The key lacks the scope this operation needs, or the caller may not act on this object.",
-    404: "No such resource (or one the caller may not see).",
+    404: "No such resource (or one the caller may not see), or a cursor that names no page.",
     409: "Conflict with the stored state (a stale version, a used idempotency key, a closed execution).",
     413: "A value or the body is larger than allowed.",
     503: "A dependency (Redis, the embedding model) is unavailable; retry later.",
@@ -70,11 +87,43 @@ class EngramAutoSchema(AutoSchema):
                 parameter["schema"] = dict(PATH_PARAMETERS[parameter["name"]])
         return parameters
 
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        """A request component of a ``StrictSerializer`` is closed (``additionalProperties: false``:
+        the serializer refuses unknown keys) and carries the serializer's cross-field rules
+        (``StrictSerializer.schema_rules``: ``anyOf``, ``not``, ... merged in)."""
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(serializer, StrictSerializer):
+            schema["additionalProperties"] = False
+            schema.update(copy.deepcopy(serializer.schema_rules))
+        return schema
+
+    def _map_serializer_field(self, field: Any, direction: str, bypass_extensions: bool = False) -> Any:
+        """A request field's ``default`` is shown only when the field itself accepts it: a client
+        generated from the document sends the default, so a default the server refuses as input
+        (``""`` for a field that must not be blank, ``null`` for one that must not be null) is
+        left out; the server still fills it in when the field is absent."""
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(schema, dict) and _is_free_text(schema):
+            schema["pattern"] = NO_NUL  # every text input refuses NUL (PostgreSQL cannot hold it)
+        if direction == "request" and isinstance(schema, dict) and "default" in schema:
+            try:
+                field.run_validation(schema["default"])
+            except (serializers.ValidationError, SkipField):
+                del schema["default"]
+        return schema
+
+    def _pages(self) -> bool:
+        """Whether the operation takes a cursor (a cursor that names no page is a 404)."""
+        return any(
+            isinstance(p, type) and issubclass(p, serializers.Serializer) and CURSOR_FIELDS & set(p().fields)
+            for p in self.get_override_parameters()
+        )
+
     def _error_statuses(self) -> list[int]:
         statuses = [400]
         if self.get_auth():  # the schema and docs themselves need no key
             statuses += [401, 403]
-        if self.path_regex and "{" in self.path:
+        if (self.path_regex and "{" in self.path) or self._pages():
             statuses.append(404)
         declared = getattr(self.view, "error_statuses", ())
         if isinstance(declared, dict):  # per method: {"put": (409, 413), "get": ()}
@@ -92,11 +141,22 @@ class EngramAutoSchema(AutoSchema):
         return responses
 
 
+# component name of a request's one-or-batch -> the most items its array form takes
+BATCH_LIMITS: dict[str, int] = {}
+
+
 def one_or_many(
-    item: type[serializers.Serializer], name: str, *, batch: type[serializers.Serializer] | None = None
+    item: type[serializers.Serializer],
+    name: str,
+    *,
+    batch: type[serializers.Serializer] | None = None,
+    max_items: int | None = None,
 ) -> PolymorphicProxySerializer:
     """``oneOf``: one ``item`` object, or the batch form (an array of ``item``, or ``batch``: the
-    batch envelope ``{"count", "results"}`` a batch write answers)."""
+    batch envelope ``{"count", "results"}`` a batch write answers). ``max_items``: a request's
+    batch takes 1 to that many (``batch_limits`` writes it into the document)."""
+    if max_items is not None:
+        BATCH_LIMITS[f"{name}OneOrBatch"] = max_items
     return PolymorphicProxySerializer(
         component_name=f"{name}OneOrBatch",
         serializers=[item(), batch() if batch is not None else item(many=True)],
@@ -213,6 +273,53 @@ def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool
     return result
 
 
+def batch_limits(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """A postprocessing hook: the array form of each request one-or-batch (``one_or_many``'s
+    ``max_items``) takes 1 to ``BATCH_LIMITS[name]`` items."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for name, most in BATCH_LIMITS.items():
+        for variant in (name, f"{name}Request"):
+            for branch in schemas.get(variant, {}).get("oneOf", []):
+                if branch.get("type") == "array":
+                    branch.update(minItems=1, maxItems=most)
+    return result
+
+
+def bodies_required(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """A postprocessing hook: a request body is required when its schema requires a property or
+    is one of several forms (``one_or_many``); a request without one is refused as an empty
+    object would be."""
+    schemas = result.get("components", {}).get("schemas", {})
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            body = operation.get("requestBody") if isinstance(operation, dict) else None
+            if not body:
+                continue
+            for media in body.get("content", {}).values():
+                schema = media.get("schema", {})
+                if "$ref" in schema:
+                    schema = schemas.get(schema["$ref"].rsplit("/", 1)[1], {})
+                if schema.get("required") or "oneOf" in schema or schema.get("type") == "array":
+                    body["required"] = True
+    return result
+
+
+def json_query_parameters(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """A postprocessing hook: a query parameter whose value is a JSON document (its schema marked
+    ``x-json-query``, e.g. ``checkpoints_tuples``' ``metadata``) is declared as OpenAPI says,
+    ``content: {"application/json": {"schema": ...}}``, so clients and fuzzers send JSON text."""
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                schema = parameter.get("schema", {})
+                if schema.pop("x-json-query", False):
+                    schema.pop("minLength", None)  # the text's length, not the object's
+                    parameter["content"] = {"application/json": {"schema": parameter.pop("schema")}}
+    return result
+
+
 def any_value_includes_null(
     result: dict[str, Any], generator: Any, request: Any, public: bool
 ) -> dict[str, Any]:
@@ -244,4 +351,6 @@ class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
         kind = getattr(self.target, "kind", None)
         if kind == "array":
             return {"type": "array", "items": {}}  # of any JSON values
+        if kind == "object":  # its keys, as every string in it, hold no NUL (api.fields.JSONValueField)
+            return {"type": "object", "propertyNames": {"pattern": NO_NUL}}
         return {"type": kind} if kind else {}

@@ -29,7 +29,8 @@ class AgentRequest(Request):
 
 
 class ApiView(APIView):
-    """An ``APIView`` that refuses query parameters it does not know (400 naming each one), and NUL
+    """An ``APIView`` that answers a method it does not implement 405, then refuses query
+    parameters it does not know (400 naming each one), and NUL
     characters or malformed client-chosen ids in any parameter (``api.parameters``), before its
     handler runs.
 
@@ -44,6 +45,10 @@ class ApiView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
+        method = (request.method or "").lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            # before the query string is judged: a method the view lacks is a 405 whatever it holds
+            self.http_method_not_allowed(request, *args, **kwargs)
         check_parameters(kwargs, dict(request.query_params.lists()))
         if request.method in ("GET", "HEAD"):
             allowed = self.get_query_params

@@ -53,9 +53,10 @@ class Conflict(DomainError):
 
 
 class EmbeddingMismatch(DomainError):
-    """A vector from another embedding model or of another dimension than the configured one."""
+    """A vector from another embedding model or of another dimension than the configured one: a
+    conflict with the tenant's stored vectors (409), not malformed input."""
 
-    status = 400
+    status = 409
     code = "embedding_mismatch"
 
 

@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 from django.conf import settings
 
-from core.errors import EmbeddingMismatch, ServiceUnavailable
+from core.errors import EmbeddingMismatch, InvalidInput, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -211,5 +211,5 @@ def check_vector(
             field=field,
         )
     if not np.all(np.isfinite(array)) or not np.any(array):
-        raise EmbeddingMismatch("The vector must be finite and non-zero.", field=field)
+        raise InvalidInput("The vector must be finite and non-zero.", field=field)
     return _normalise(array[None, :])[0]

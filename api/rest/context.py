@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_s
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from api.fields import CleanCharField, StrictFloatField, StrictIntegerField, StrictSerializer
+from api.fields import CleanCharField, CleanRegexField, StrictFloatField, StrictIntegerField, StrictSerializer
 from api.idempotency import idempotent_read
 from api.views import AgentRequest, ApiView
 from memory.context import services
@@ -41,8 +41,8 @@ class ContextWeightsSerializer(StrictSerializer):
 
 
 class ContextInputSerializer(StrictSerializer):
-    session_id = serializers.RegexField(ID_PATTERN, help_text="the session whose turns and episodes count")
-    execution_id = serializers.RegexField(
+    session_id = CleanRegexField(ID_PATTERN, help_text="the session whose turns and episodes count")
+    execution_id = CleanRegexField(
         ID_PATTERN, required=False, allow_null=True, help_text="the execution whose working memory counts"
     )
     query = CleanCharField(max_length=4000, help_text="what the current step needs, in words")

@@ -31,6 +31,8 @@ from memory.episodic import selectors, services
 from memory.episodic.models import Event, EventKind, EventRole
 
 MAX_EVENT_CONTENT_CHARS = 200_000
+# the characters str.strip() removes, as a regex class (ECMA and Python alike)
+WHITESPACE = "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 
 
 class EventInputSerializer(StrictSerializer):
@@ -49,6 +51,19 @@ class EventInputSerializer(StrictSerializer):
         default="",
         help_text="the person this is about (erasure and legal holds target it)",
     )
+
+    # content with a character str.strip() keeps, or a non-empty payload
+    schema_rules = {
+        "allOf": [
+            {
+                "anyOf": [
+                    {"required": ["content"], "properties": {"content": {"pattern": f"[^{WHITESPACE}]"}}},
+                    {"required": ["payload"], "properties": {"payload": {"minProperties": 1}}},
+                ]
+            }
+        ],
+        "description": "Give content (not only whitespace), a non-empty payload, or both.",
+    }
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs["content"].strip() and not attrs["payload"]:
@@ -263,7 +278,7 @@ class EventsView(ApiView):
         description="One event (an object) or a batch (an array of 1 to 1,000, all or nothing), each "
         "linked into the tenant's hash chain. The payload is kept as RFC 8785 canonical JSON and "
         "returned as stored.",
-        request=one_or_many(EventInputSerializer, "EventInput"),
+        request=one_or_many(EventInputSerializer, "EventInput", max_items=settings.ENGRAM["MAX_EVENT_BATCH"]),
         responses={201: one_or_many(EventOutputSerializer, "EventCreated", batch=EventBatchOutputSerializer)},
         examples=[OpenApiExample("A tool call", value=EVENT_EXAMPLE, request_only=True)],
         tags=["episodic"],

@@ -22,6 +22,7 @@ from drf_spectacular.utils import (
     extend_schema_field,
     extend_schema_serializer,
 )
+from jsonschema import Draft202012Validator
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,7 +38,7 @@ from api.fields import (
     StrictSerializer,
 )
 from api.idempotency import idempotent
-from api.pagination import CursorPage, PageParams, page_of
+from api.pagination import CursorPage, PageParams, cursor_not_found, page_of
 from api.rest.checkpoints import DEGRADED_HEADER
 from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
@@ -64,7 +65,7 @@ class FactObjectDocSerializer(serializers.Serializer):
     entity = serializers.CharField(required=False, max_length=300)
     type = serializers.CharField(required=False, allow_null=True, max_length=64)
     id = serializers.IntegerField(
-        required=False, help_text="as a response gives it: must be the named entity's"
+        required=False, allow_null=True, help_text="as a response gives it: must be the named entity's"
     )
     string = serializers.CharField(required=False)
     number = serializers.FloatField(required=False)
@@ -72,12 +73,54 @@ class FactObjectDocSerializer(serializers.Serializer):
     boolean = serializers.BooleanField(required=False)
 
 
-@extend_schema_field(FactObjectDocSerializer)
+def _literal(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": [kind], "additionalProperties": False, "properties": {kind: schema}}
+
+
+# what ``services.FactObject.from_wire`` reads: an entity, or exactly one literal
+FACT_OBJECT_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["entity"],
+            "additionalProperties": False,
+            "properties": {
+                "entity": {"type": "string", "maxLength": 300},
+                "type": {"type": ["string", "null"], "maxLength": 64},
+                "id": {"type": ["integer", "null"], "description": "as a response gives it: the entity's"},
+            },
+        },
+        _literal(
+            "string",
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": services.data.MAX_LITERAL_CHARS,
+                "pattern": "^[^\\u0000]*$",
+            },
+        ),
+        _literal("number", {"type": "number"}),
+        _literal("date", {"type": "string", "format": "date"}),
+        _literal("boolean", {"type": "boolean"}),
+    ],
+    "description": FactObjectDocSerializer.__doc__,
+}
+
+
+_FACT_OBJECT = Draft202012Validator(FACT_OBJECT_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@extend_schema_field(FACT_OBJECT_SCHEMA)
 class FactObjectField(serializers.Field):
     """``{"entity": "Acme", "type"?: "company", "id"?: 7}`` or one literal:
     ``{"string"|"number"|"date"|"boolean": v}``."""
 
     def to_internal_value(self, data: Any) -> services.FactObject:
+        if not _FACT_OBJECT.is_valid(data):  # the shape the document declares, exactly
+            raise serializers.ValidationError(
+                f"Give exactly one of {', '.join(OBJECT_KINDS)} (and 'type' or 'id' only with 'entity'), "
+                "each of its JSON type."
+            )
         try:
             return services.FactObject.from_wire(data)
         except InvalidInput as exc:
@@ -272,7 +315,7 @@ class FactsView(ApiView):
     @extend_schema(
         operation_id="facts_assert",
         summary="Assert facts",
-        request=one_or_many(FactInputSerializer, "FactInput"),
+        request=one_or_many(FactInputSerializer, "FactInput", max_items=MAX_FACT_BATCH),
         responses={
             201: one_or_many(FactAssertedSerializer, "FactWritten", batch=FactBatchOutputSerializer),
             200: one_or_many(FactAssertedSerializer, "FactReinforced", batch=FactBatchOutputSerializer),
@@ -350,14 +393,14 @@ def neighbourhood_cursor_encode(after: int) -> str:
 
 
 def neighbourhood_cursor_decode(value: str) -> int:
-    """The id ``neighbourhood_cursor_encode`` put in; a made-up cursor is a ``ValidationError``."""
+    """The id ``neighbourhood_cursor_encode`` put in; a made-up cursor is a 404 (``cursor_not_found``)."""
     try:
         text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
     except (ValueError, UnicodeDecodeError):
         text = ""
     tail = text[len(CURSOR_PREFIX) :] if text.startswith(CURSOR_PREFIX) else ""
     if not tail.isdigit() or len(tail) > 18 or neighbourhood_cursor_encode(int(tail)) != value:
-        raise serializers.ValidationError("Invalid cursor: use the graph's next link as given.")
+        raise cursor_not_found("Invalid cursor: use the graph's next link as given.")
     return int(tail)
 
 
@@ -373,7 +416,7 @@ def facts_cursor_encode(after: selectors.FactsCursor) -> str:
 
 
 def facts_cursor_decode(value: str) -> selectors.FactsCursor:
-    """The position ``facts_cursor_encode`` put in; a made-up cursor is a ``ValidationError``."""
+    """The position ``facts_cursor_encode`` put in; a made-up cursor is a 404 (``cursor_not_found``)."""
     try:
         text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
     except (ValueError, UnicodeDecodeError):
@@ -388,7 +431,7 @@ def facts_cursor_decode(value: str) -> selectors.FactsCursor:
         else:
             if facts_cursor_encode(after) == value:
                 return after
-    raise serializers.ValidationError("Invalid cursor: use the facts_next link as given.")
+    raise cursor_not_found("Invalid cursor: use the facts_next link as given.", field="facts_cursor")
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

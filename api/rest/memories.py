@@ -21,6 +21,7 @@ from api.fields import (
     StrictBooleanField,
     StrictFloatField,
     StrictIntegerField,
+    StrictQueryFloat,
     StrictSerializer,
 )
 from api.idempotency import idempotent, idempotent_read
@@ -35,6 +36,23 @@ from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope, MemoryType, 
 from memory.semantic.services import erase, recall, writes
 
 MAX_CONTENT_CHARS = settings.ENGRAM["MAX_CONTENT_CHARS"]
+
+
+# a float32 (pgvector's element) holds these; a vector is finite and not all zeros
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "number", "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX},
+        "maxItems": 4096,
+        "description": "optional precomputed vector from the configured model: as many numbers as its "
+        "dimensions (else a 409, as for another `embedding_model`); one that is all 0 as float32s is a 400",
+    }
+)
+class VectorField(serializers.ListField):
+    """A client's precomputed vector (``memory.embeddings.check_vector`` checks it)."""
 
 
 def unit_float(**kwargs: Any) -> StrictFloatField:
@@ -86,7 +104,7 @@ class MemoryInputSerializer(StrictSerializer):
     importance = unit_float(default=0.5)
     confidence = unit_float(default=1.0)
     metadata = JSONObjectField(max_bytes=64 * 1024, default=dict)
-    embedding = serializers.ListField(
+    embedding = VectorField(
         child=StrictFloatField(),
         required=False,
         max_length=4096,
@@ -271,6 +289,17 @@ MMRSerializer._declared_fields["lambda"] = unit_float(help_text="1 = pure releva
 
 
 class WeightsSerializer(StrictSerializer):
+    """Score weights in [0, 1]; an absent one is the tenant's. At least one weight, as given or
+    defaulted, must be above 0 (else a 400 naming ``weights``); the document can say it only of
+    the weights given."""
+
+    schema_rules = {
+        "not": {
+            "required": ["similarity", "recency", "importance"],
+            "properties": {"similarity": {"const": 0}, "recency": {"const": 0}, "importance": {"const": 0}},
+        },
+        "description": "At least one weight, as given or the tenant's default, must be above 0.",
+    }
     similarity = unit_float(required=False)
     recency = unit_float(required=False)
     importance = unit_float(required=False)
@@ -335,7 +364,7 @@ class MemoryListParams(StrictSerializer, PageParams):
         max_length=50,
         help_text="repeat: every tag given",
     )
-    min_confidence = unit_float(required=False)
+    min_confidence = StrictQueryFloat(required=False, min_value=0.0, max_value=1.0)
     since = AwareDateTimeField(required=False, help_text="created_at >= since")
     until = AwareDateTimeField(required=False, help_text="created_at < until")
     include_archived = serializers.ChoiceField(
@@ -402,7 +431,9 @@ class MemoriesView(ApiView):
         "only when it says the same: one that differs in a negation, number, date, name, literal (an address, "
         "link, path or quoted text) or opposite is stored as a memory of its own. "
         "Status: 201 when something was stored, 202 when an async write was accepted, else 200.",
-        request=one_or_many(MemoryInputSerializer, "MemoryInput"),
+        request=one_or_many(
+            MemoryInputSerializer, "MemoryInput", max_items=settings.ENGRAM["MAX_MEMORY_BATCH"]
+        ),
         responses={
             201: one_or_many(MemoryWrittenSerializer, "MemoryWritten", batch=MemoryBatchOutputSerializer),
             200: one_or_many(MemoryWrittenSerializer, "MemoryWritten", batch=MemoryBatchOutputSerializer),

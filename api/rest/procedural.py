@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from api.fields import (
     CleanCharField,
+    CleanRegexField,
     JSONObjectField,
     JSONValueField,
     NullIfBlankCharField,
@@ -44,9 +45,13 @@ TAGS = ["procedural"]
 
 STEPS_SCHEMA: dict[str, Any] = {
     "type": "array",
+    "minItems": 1,
     "maxItems": MAX_STEPS,
+    "description": "the steps in order; the compiler also checks that each tool exists in this tenant, "
+    "ids are unique, references and `when` expressions resolve, and params match the tool's schema",
     "items": {
         "type": "object",
+        "additionalProperties": False,
         "required": ["id", "tool", "params"],
         "properties": {
             "id": {"type": "string", "pattern": STEP_ID_PATTERN.pattern},
@@ -64,15 +69,47 @@ STEPS_SCHEMA: dict[str, Any] = {
 }
 
 
-class NameField(serializers.RegexField):
+# the rules of a contract the request schema cannot state: a 400 with the compiler's `problems`
+COMPILED_TOOL = (
+    "Both schemas are compiled: each must be valid against the JSON Schema 2020-12 meta-schema and name "
+    "in `required` only its own properties; else a 400 whose `problems` name each path."
+)
+COMPILED_SKILL = (
+    "The steps are compiled against this tenant's tools: each `tool` must exist, step ids be unique, "
+    "references and `when` expressions resolve to earlier steps or the input, and `params` match the "
+    "tool's input schema; the input schema is compiled as a tool's. Else a 400 whose `problems` name "
+    "each path."
+)
+
+# what ``memory.procedural.validation.schema_problems`` requires of a tool's or skill's schema; the
+# rest (a valid JSON Schema 2020-12, each required name among the properties) is in the description
+OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "properties", "required"],
+    "properties": {
+        "type": {"const": "object"},
+        "properties": {"type": "object", "additionalProperties": {"type": ["object", "boolean"]}},
+        "required": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    },
+    "description": "a JSON Schema 2020-12 object schema: valid against the meta-schema, with "
+    '`"type": "object"`, `properties` and `required` (names among the properties; [] for none)',
+}
+
+
+@extend_schema_field(OBJECT_SCHEMA)
+class ObjectSchemaField(JSONObjectField):
+    """A tool's or skill's JSON Schema (``OBJECT_SCHEMA``); the compiler checks the rest."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_bytes=MAX_SCHEMA_BYTES, **kwargs)
+
+
+class NameField(CleanRegexField):
     """A tool's or skill's name: a lowercase letter, then lowercase letters, digits, '-' or '_'."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault(
-            "error_messages",
-            {"invalid": "A lowercase letter, then lowercase letters, digits, '-' or '_' (at most 64)."},
-        )
-        super().__init__(NAME_PATTERN, max_length=64, **kwargs)
+        message = "A lowercase letter, then lowercase letters, digits, '-' or '_' (at most 64)."
+        super().__init__(NAME_PATTERN, message=message, max_length=64, **kwargs)
 
 
 @extend_schema_field(STEPS_SCHEMA)
@@ -95,12 +132,8 @@ class StepsInputField(JSONValueField):
 class ToolInputSerializer(StrictSerializer):
     name = NameField()
     description = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
-    input_schema = JSONObjectField(
-        max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema"
-    )
-    output_schema = JSONObjectField(
-        max_bytes=MAX_SCHEMA_BYTES, help_text="a JSON Schema 2020-12 object schema"
-    )
+    input_schema = ObjectSchemaField()
+    output_schema = ObjectSchemaField()
 
 
 @extend_schema_serializer(component_name="Tool")
@@ -162,6 +195,7 @@ class ToolsView(ApiView):
     @extend_schema(
         operation_id="tools_save",
         summary="Create a tool or version it",
+        description=f"{COMPILED_TOOL} A contract equal to the current version's is no new version (200).",
         request=ToolInputSerializer,
         responses={201: ToolSavedSerializer, 200: ToolSavedSerializer},
         examples=[OpenApiExample("An e-mail tool", value=TOOL_EXAMPLE, request_only=True)],
@@ -341,7 +375,7 @@ class SkillProposalSerializer(StrictSerializer):
     )
     tags = serializers.ListField(child=CleanCharField(max_length=64), max_length=MAX_TAGS, default=list)
     owner = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
-    input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES)
+    input_schema = ObjectSchemaField()
     steps = StepsInputField(help_text="a list of steps (see the README's skill format)")
     change_note = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
@@ -382,6 +416,7 @@ class SkillsView(ApiView):
     @extend_schema(
         operation_id="skills_propose",
         summary="Propose a skill (a draft)",
+        description=COMPILED_SKILL,
         request=SkillProposalSerializer,
         responses={201: SkillOutputSerializer},
         tags=TAGS,
@@ -427,7 +462,7 @@ class SkillDetailView(ApiView):
 
 class VersionProposalSerializer(StrictSerializer):
     steps = StepsInputField(help_text="a list of steps")
-    input_schema = JSONObjectField(max_bytes=MAX_SCHEMA_BYTES, required=False)
+    input_schema = ObjectSchemaField(required=False)
     change_note = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     based_on = StrictIntegerField(min_value=1, required=False)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
@@ -441,6 +476,7 @@ class SkillVersionsView(ApiView):
     @extend_schema(
         operation_id="skill_versions_propose",
         summary="Propose a version (a draft)",
+        description=COMPILED_SKILL,
         request=VersionProposalSerializer,
         responses={201: SkillOutputSerializer},
         tags=TAGS,

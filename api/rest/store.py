@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from api.fields import (
     CleanCharField,
+    CleanRegexField,
     JSONObjectField,
     JSONValueField,
     StrictBooleanField,
@@ -36,9 +37,18 @@ MAX_QUERY_LENGTH = 2000
 MAX_DOTTED_LENGTH = MAX_NAMESPACE_DEPTH * (MAX_LABEL_LENGTH + 1)
 
 
+# a namespace label: 1 to MAX_LABEL_LENGTH characters, no "." (``services.namespace_check``)
+LABEL_PATTERN = rf"^[^.\u0000]{{1,{MAX_LABEL_LENGTH}}}$"
+# labels joined by "." in a query string
+DOTTED_PATTERN = rf"^[^.\u0000]{{1,{MAX_LABEL_LENGTH}}}(\.[^.\u0000]{{1,{MAX_LABEL_LENGTH}}}){{0,{MAX_NAMESPACE_DEPTH - 1}}}$"
+LABEL_MESSAGE = f'A namespace label has 1 to {MAX_LABEL_LENGTH} characters, none of them ".".'
+
+
 def _labels(**kwargs: Any) -> serializers.ListField:
     return serializers.ListField(
-        child=CleanCharField(max_length=MAX_LABEL_LENGTH, trim_whitespace=False),
+        child=CleanRegexField(
+            LABEL_PATTERN, message=LABEL_MESSAGE, max_length=MAX_LABEL_LENGTH, trim_whitespace=False
+        ),
         max_length=MAX_NAMESPACE_DEPTH,
         **kwargs,
     )
@@ -46,7 +56,20 @@ def _labels(**kwargs: Any) -> serializers.ListField:
 
 @extend_schema_field(
     {
-        "anyOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}, "maxItems": 32}],
+        "anyOf": [
+            {"const": False},
+            {
+                "type": "array",
+                "maxItems": services.MAX_INDEX_PATHS,
+                "items": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": services.MAX_PATH_LENGTH,
+                    # services.index_paths_check: names joined by ".", [n], [-n] or [*] after a list
+                    "pattern": r"^(?:[^\[\]{\u0000]|\[(?:\*|-?[0-9]+)\])+$",
+                },
+            },
+        ],
         "description": "false: not indexed; a list: the JSON paths of the value whose text is indexed "
         '(`a.b`, `a[0]`, `a[*].b`); null or absent: the whole value (`"$"`)',
     }
@@ -65,16 +88,28 @@ class IndexField(serializers.Field):
         return value
 
 
+@extend_schema_field({"type": "number", "exclusiveMinimum": 0, "maximum": services.MAX_TTL_MINUTES})
+class TtlField(StrictFloatField):
+    """An item's TTL: minutes above 0 (``exclusiveMinimum``), or null."""
+
+    def to_internal_value(self, data: Any) -> float:
+        value = super().to_internal_value(data)
+        if value <= 0:
+            raise serializers.ValidationError(
+                f"A TTL is a number of minutes above 0, at most {services.MAX_TTL_MINUTES}, or null."
+            )
+        return value
+
+
 class StorePutInputSerializer(StrictSerializer):
     namespace = _labels(min_length=1, help_text='the item\'s namespace, e.g. ["memories", "user-42"]')
     key = CleanCharField(max_length=MAX_KEY_LENGTH, trim_whitespace=False, help_text="the item's key in it")
     value = JSONObjectField(help_text="the item: a JSON object (filterable by its fields)")
     index = IndexField(required=False, allow_null=True, default=None)
-    ttl = StrictFloatField(
+    ttl = TtlField(
         required=False,
         allow_null=True,
         default=None,
-        min_value=0,
         max_value=services.MAX_TTL_MINUTES,
         help_text="minutes until the item expires, restarted by each put and refreshing read; null: never",
     )
@@ -109,8 +144,11 @@ class PutOutputSerializer(ItemOutputSerializer):
     event_id = serializers.IntegerField(help_text="the decision event recording the put")
 
 
+@extend_schema_field({"type": "string", "maxLength": MAX_DOTTED_LENGTH, "pattern": DOTTED_PATTERN})
 class DottedNamespaceField(CleanCharField):
-    """A namespace in a query string: its labels joined by "." (``memories.user-42``)."""
+    """A namespace in a query string: its labels joined by "." (``memories.user-42``); the
+    document's pattern is what ``services.namespace_check`` accepts of the labels, whose errors
+    name each label (``namespace[1]``)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", MAX_DOTTED_LENGTH)
@@ -253,8 +291,9 @@ class StoreSearchView(ApiView):
         operation_id="store_search",
         summary="Search store items",
         description="Items under `namespace_prefix` matching `filter`, `offset` then `limit` of them: ranked "
-        "by semantic memory's hybrid recall with a `query` (then `offset + limit` at most 1000), else "
-        "newest change first.",
+        "by semantic memory's hybrid recall with a `query`, else newest change first. With a `query` "
+        "only the first 1000 ranked items are reachable: a page reaching past them is cut there, and one "
+        "starting past them is empty.",
         request=StoreSearchInputSerializer,
         responses={200: StoreSearchOutputSerializer},
         examples=[
@@ -271,13 +310,20 @@ class StoreSearchView(ApiView):
         serializer = StoreSearchInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        found = services.items_search(
-            namespace_prefix=data["namespace_prefix"],
-            query=data["query"],
-            conditions=data["filter"],
-            limit=data["limit"],
-            offset=data["offset"],
-            refresh_ttl=data["refresh_ttl"],
+        limit, offset = data["limit"], data["offset"]
+        if data["query"] is not None:  # a ranked page ends at the window (docs/decisions/0051)
+            limit = min(limit, services.MAX_RANKED - offset)
+        found = (
+            services.items_search(
+                namespace_prefix=data["namespace_prefix"],
+                query=data["query"],
+                conditions=data["filter"],
+                limit=limit,
+                offset=offset,
+                refresh_ttl=data["refresh_ttl"],
+            )
+            if limit > 0
+            else []
         )
         results = [
             _item_body(f.item) | {"score": None if f.score is None else round(f.score, 6)} for f in found

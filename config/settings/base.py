@@ -339,6 +339,9 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_stream_operation",
         "api.schema.add_links",
+        "api.schema.batch_limits",
+        "api.schema.bodies_required",
+        "api.schema.json_query_parameters",
         "api.schema.any_value_includes_null",
     ],
     "TAGS": [

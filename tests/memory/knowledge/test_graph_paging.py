@@ -132,7 +132,7 @@ def test_the_api_pages_with_next_links_and_states_the_caps(alice: Caller, mallor
     } == seen
     assert alice.get("/api/v1/entities/R/facts", {"depth": "1"}).json()["graph"] is None
     bad = alice.get("/api/v1/entities/R/facts", {"depth": "2", "cursor": "bm90LWEtY3Vyc29y"})
-    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["cursor"]
+    assert bad.status_code == 404 and list(bad.json()["errors"]) == ["cursor"]
     assert list(alice.get("/api/v1/entities/R/facts", {"depth": "2", "limit": "501"}).json()["errors"]) == [
         "limit"
     ]
@@ -206,7 +206,7 @@ def test_a_hubs_direct_facts_come_in_pages_that_state_the_cap(alice: Caller, mal
     default = alice.get("/api/v1/entities/H/facts").json()
     assert default["facts_limit"] == 100 and default["facts_next"] is None
     bad = alice.get("/api/v1/entities/H/facts", {"facts_cursor": "bm90LWEtY3Vyc29y"})
-    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["facts_cursor"]
+    assert bad.status_code == 404 and list(bad.json()["errors"]) == ["facts_cursor"]
     too_many = alice.get("/api/v1/entities/H/facts", {"facts_limit": "501"})
     assert too_many.status_code == 400 and list(too_many.json()["errors"]) == ["facts_limit"]
     assert mallory.client.get(body["facts_next"]).status_code == 404

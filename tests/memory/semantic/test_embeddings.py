@@ -8,7 +8,7 @@ import httpx
 import numpy as np
 import pytest
 
-from core.errors import EmbeddingMismatch
+from core.errors import EmbeddingMismatch, InvalidInput
 from memory.embeddings import FastEmbedEmbedder, Model2VecEmbedder, OpenAIEmbedder, check_vector
 from tests.factories import MODEL_DIR, SHARED_DIR, needs_shared, requires_model
 
@@ -86,5 +86,6 @@ def test_vectors_from_another_model_or_dimension_are_refused() -> None:
     with pytest.raises(EmbeddingMismatch) as other_dims:
         check_vector([1.0, 0], model=None, embedder=_Fixed())
     assert other_dims.value.field == "embedding"
-    with pytest.raises(EmbeddingMismatch):
+    # a zero vector is malformed, not another model's (docs/decisions/0053): a 400
+    with pytest.raises(InvalidInput):
         check_vector([0.0, 0.0, 0.0], model=None, embedder=_Fixed())

@@ -210,14 +210,29 @@ def test_unknown_filter_error_names_the_key(alice: Caller) -> None:
         ({"content": "ok", "tags": "solo"}, "tags"),
         ({"content": "ok", "scope": "public"}, "scope"),
         ({"content": "ok", "metadata": ["x"]}, "metadata"),
-        ({"content": "ok", "embedding": [0.1, 0.2]}, "embedding"),
-        ({"content": "ok", "embedding_model": "text-embedding-3-small"}, "embedding_model"),
         ({"content": "ok", "agent": "someone-else"}, "agent"),
     ],
 )
 def test_bad_memory_input_is_400_naming_the_field(alice: Caller, body: dict, field: str) -> None:
     response = alice.post("/api/v1/memories", body)
     assert response.status_code == 400, response.content
+    assert field in response.json()["errors"]
+    with tenant_context(alice.tenant):
+        assert SemanticMemory.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"content": "ok", "embedding": [0.1, 0.2]}, "embedding"),
+        ({"content": "ok", "embedding_model": "text-embedding-3-small"}, "embedding_model"),
+    ],
+)
+def test_vectors_of_another_model_are_a_409_naming_the_field(alice: Caller, body: dict, field: str) -> None:
+    """Well-formed vectors the tenant's configured model cannot take conflict with its stored
+    vectors (docs/decisions/0053); nothing is stored."""
+    response = alice.post("/api/v1/memories", body)
+    assert response.status_code == 409, response.content
     assert field in response.json()["errors"]
     with tenant_context(alice.tenant):
         assert SemanticMemory.objects.count() == 0

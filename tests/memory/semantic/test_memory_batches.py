@@ -59,7 +59,7 @@ def test_one_bad_item_stores_nothing_and_names_its_path(alice: Caller) -> None:
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["memories[1].source_event_id"]
     response = batch(alice, [good, {"content": "Wrong model.", "embedding_model": "other-model"}])
-    assert response.status_code == 400 and list(response.json()["errors"]) == ["memories[1].embedding_model"]
+    assert response.status_code == 409 and list(response.json()["errors"]) == ["memories[1].embedding_model"]
     assert stored(alice) == 1  # all or nothing
 
 
