@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
+from django.conf import settings
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,8 +28,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError, WithJsonSchema
 
 from api.exceptions import error_body
+from api.parameters import PATH_PARAMETERS
+from api.schema import NO_NUL
 from memory.context.services import LAYERS
 from memory.episodic.models import EventKind, EventRole
+from memory.knowledge.services.data import MAX_LITERAL_CHARS
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope
 
 from .dispatch import RestResult, rest_call
@@ -63,48 +67,89 @@ def Arg(schema: dict[str, Any], description: str) -> Any:
 
 
 STR = {"type": "string"}
-ID = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{1,200}$"}
-"""An id in a URL path (``api.rest`` path converters)."""
 
 
-def text(max_length: int, *, nullable: bool = False) -> dict[str, Any]:
-    """A non-empty string of at most ``max_length`` characters (``null`` too when ``nullable``), as
-    the REST input serializers declare their ``CharField``s."""
-    return {"type": ["string", "null"] if nullable else "string", "minLength": 1, "maxLength": max_length}
+def path(name: str) -> dict[str, Any]:
+    """The schema of the REST path parameter ``name`` (``api.parameters.PATH_PARAMETERS``: what the
+    API accepts in that URL segment)."""
+    return dict(PATH_PARAMETERS[name])
+
+
+def text(max_length: int | None = None, *, nullable: bool = False) -> dict[str, Any]:
+    """A non-empty string without NUL (``NO_NUL``, as every REST text input) of at most
+    ``max_length`` characters (any length when ``None``; ``null`` too when ``nullable``), as the
+    REST input serializers declare their ``CharField``s."""
+    schema: dict[str, Any] = {"type": ["string", "null"] if nullable else "string", "minLength": 1}
+    if max_length is not None:
+        schema["maxLength"] = max_length
+    return {**schema, "pattern": NO_NUL}
+
+
+def closed(properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
+    """An object of ``properties`` and no other member (a REST request component is closed:
+    ``additionalProperties: false``, its serializer refuses unknown keys)."""
+    return {"type": "object", "properties": properties, "additionalProperties": False, **schema}
 
 
 SESSION = text(200, nullable=True)
 """A session id in a request body (``null``: none)."""
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 ANY_JSON: dict[str, Any] = {}
+JSON_OBJECT = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
+"""A JSON object whose keys (as every string in it) hold no NUL (``api.fields.JSONValueField``)."""
+
+
+def _literal(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return closed({kind: schema}, required=[kind])
+
+
 FACT_OBJECT = {
-    "type": "object",
+    "oneOf": [
+        closed(
+            {
+                "entity": {"type": "string", "maxLength": 300},
+                "type": {"type": ["string", "null"], "maxLength": 64},
+                "id": {"type": ["integer", "null"], "description": "as an answer gives it: the entity's"},
+            },
+            required=["entity"],
+        ),
+        _literal("string", text(MAX_LITERAL_CHARS)),
+        _literal("number", {"type": "number"}),
+        _literal("date", {"type": "string", "format": "date"}),
+        _literal("boolean", {"type": "boolean"}),
+    ],
     "description": 'exactly one of: {"entity": "Acme", "type": "company"?}, {"string": ...}, '
     '{"number": ...}, {"date": "2026-01-31"}, {"boolean": ...}',
-    "properties": {
-        "entity": text(300),
-        "type": text(64, nullable=True),
-        "id": {"type": "integer", "description": "as an answer gives it: must be the named entity's"},
-        "string": {"type": "string", "minLength": 1},
-        "number": {"type": "number"},
-        "date": {"type": "string", "format": "date"},
-        "boolean": {"type": "boolean"},
-    },
 }
-EVENT = {
-    "type": "object",
-    "properties": {
+# the characters str.strip() removes, as a regex class (ECMA and Python alike)
+WHITESPACE = (
+    "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029"
+    "\\u202f\\u205f\\u3000"
+)
+MAX_EVENT_CONTENT_CHARS = 200_000
+EVENT = closed(
+    {
         "session_id": text(200),
         "execution_id": text(200, nullable=True),
         "kind": {"type": "string", "enum": list(EventKind.values)},
         "role": {"type": "string", "enum": list(EventRole.values)},
-        "content": {"type": "string", "maxLength": 200000},
-        "payload": {"type": "object"},
+        "content": {
+            "oneOf": [
+                {"type": "string", "pattern": NO_NUL, "maxLength": MAX_EVENT_CONTENT_CHARS},
+                {"type": "string", "maxLength": 0},
+            ]
+        },
+        "payload": JSON_OBJECT,
         "occurred_at": {"type": "string", "format": "date-time", "description": "with a timezone"},
         "data_subject": {**text(200), "description": "the person it is about (erasure and legal holds)"},
     },
-    "required": ["session_id", "kind", "occurred_at"],
-}
+    required=["session_id", "kind", "occurred_at"],
+    anyOf=[
+        {"required": ["content"], "properties": {"content": {"pattern": f"[^{WHITESPACE}]"}}},
+        {"required": ["payload"], "properties": {"payload": {"minProperties": 1}}},
+    ],
+    description="content (not only whitespace), a non-empty payload, or both",
+)
 
 
 class Refused(Exception):
@@ -286,13 +331,12 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
     return mcp
 
 
-VISIBLE_TO = {
-    "type": "object",
-    "properties": {
+VISIBLE_TO = closed(
+    {
         "agents": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent names"},
         "roles": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent roles"},
-    },
-}
+    }
+)
 
 
 def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
@@ -344,8 +388,8 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             "known about the entity named `query`",
         ),
         query: Arg(STR, "the question, the request or the entity's name (as the layer needs)") = None,
-        session_id: Arg(ID, "episodic and working (window): the session") = None,
-        execution_id: Arg(ID, "working: the execution") = None,
+        session_id: Arg(path("session_id"), "episodic and working (window): the session") = None,
+        execution_id: Arg(path("execution_id"), "working: the execution") = None,
         k: Arg({"type": "integer", "minimum": 1, "maximum": 100}, "semantic and procedural: how many") = None,
     ) -> CallToolResult:
         """Recall from one memory layer. For the step's whole context across layers within a token
@@ -368,7 +412,7 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def forget_memory(
         ctx: Context[Any, Any, Any],
-        memory_id: Arg({"type": "string", "format": "uuid"}, "the memory's id (from store_memory or recall)"),
+        memory_id: Arg(path("memory_id"), "the memory's id (from store_memory or recall)"),
     ) -> CallToolResult:
         """Forget a memory you wrote (or any, with a curate key): hidden from recall from now on, kept
         for the audit trail, and the forget is logged as a decision."""
@@ -402,7 +446,7 @@ def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     async def append_events(
         ctx: Context[Any, Any, Any],
         events: Arg(
-            {"type": "array", "items": EVENT},
+            {"type": "array", "items": EVENT, "minItems": 1, "maxItems": settings.ENGRAM["MAX_EVENT_BATCH"]},
             "what happened, oldest first: messages, tool calls and results, decisions, observations",
         ),
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
@@ -451,7 +495,7 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def entity_facts(
         ctx: Context[Any, Any, Any],
-        name: Arg(text(300), "the entity's name (any case)"),
+        name: Arg(path("name"), "the entity's name (any case)"),
         depth: Arg(
             {"type": "integer", "minimum": 1, "maximum": 3}, "2 or 3 adds the graph neighbourhood"
         ) = None,
@@ -485,7 +529,7 @@ def _working_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def read_blackboard(
         ctx: Context[Any, Any, Any],
-        execution_id: Arg(ID, "the execution whose blackboard to read"),
+        execution_id: Arg(path("execution_id"), "the execution whose blackboard to read"),
         agent: Arg(text(100), "only this agent's fields") = None,
     ) -> CallToolResult:
         """Read the execution's shared blackboard: every field `<agent>:<field>` with its version."""
@@ -500,8 +544,8 @@ def _working_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def write_blackboard(
         ctx: Context[Any, Any, Any],
-        execution_id: Arg(ID, "the execution"),
-        field: Arg(ID, "your field's name (stored as <you>:<field>)"),
+        execution_id: Arg(path("execution_id"), "the execution"),
+        field: Arg(path("field"), "your field's name (stored as <you>:<field>)"),
         value: Arg(ANY_JSON, "any JSON value (at most the tenant's limit, 10 KiB by default)"),
         expected_version: Arg(
             {"type": "integer", "minimum": 0}, "compare-and-set: the version you read (0: must not exist)"
@@ -525,11 +569,11 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def save_checkpoint(
         ctx: Context[Any, Any, Any],
-        session_id: Arg(ID, "the session"),
+        session_id: Arg(path("session_id"), "the session"),
         idempotency_key: Arg(
             text(255), "unique per checkpoint: a retry with the same key and body is a replay"
         ),
-        state: Arg({"type": "object"}, "your working state (JSON object, at most 1 MiB)"),
+        state: Arg(JSON_OBJECT, "your working state (JSON object, at most 1 MiB)"),
         step_index: Arg(
             {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**53 - 1},
             "the step just finished, greater than your last (default: your latest + 1)",
@@ -547,8 +591,8 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def restore_checkpoint(
         ctx: Context[Any, Any, Any],
-        session_id: Arg(ID, "the session"),
-        step_index: Arg({"type": "integer", "minimum": 0}, "one step (default: your latest)") = None,
+        session_id: Arg(path("session_id"), "the session"),
+        step_index: Arg(path("step_index"), "one step (default: your latest)") = None,
     ) -> CallToolResult:
         """Restore your latest checkpoint in the session (or one step's): state, plan, step."""
         session = _segment(session_id, "session_id")
@@ -556,12 +600,11 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         return await call(ctx, "GET", f"sessions/{session}/checkpoints/{step}")
 
 
-WEIGHTS = {
-    "type": "object",
-    "properties": {layer: UNIT for layer in LAYERS},
-    "description": "0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
+WEIGHTS = closed(
+    {layer: UNIT for layer in LAYERS},
+    description="0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
     "0.8, semantic 0.7, facts 0.6, procedures 0.5",
-}
+)
 
 
 def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
@@ -571,12 +614,10 @@ def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def build_context(
         ctx: Context[Any, Any, Any],
-        session_id: Arg({**ID, "minLength": 1}, "the session"),
+        session_id: Arg(text(), "the session"),
         query: Arg(text(4000), "what the current step needs, in words"),
         budget: Arg({"type": "integer", "minimum": 16, "maximum": 200000}, "tokens the context may use"),
-        execution_id: Arg(
-            {**ID, "type": ["string", "null"], "minLength": 1}, "the execution whose working memory counts"
-        ) = None,
+        execution_id: Arg(text(nullable=True), "the execution whose working memory counts") = None,
         weights: Arg(WEIGHTS, "layer weights") = None,
     ) -> CallToolResult:
         """Assemble the context of the current step within a token budget: working state, recent
