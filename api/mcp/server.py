@@ -7,9 +7,9 @@ request without a valid one before the SDK sees it); over stdio (``./engram mcp 
 the process was started with.
 
 Tool input schemas are objects with ``type``, ``properties`` and ``required``: each tool's are its
-REST operation's inputs (``TOOL_OPERATIONS``, held equal to ``/api/v1/schema`` by a test). Arguments
-are checked by the REST operation, not by the SDK's pydantic text (pydantic accepts any value and
-passes it on); ``EngramMCP`` answers an unknown, missing or wrongly typed argument itself, with the
+REST operation's inputs (``TOOL_OPERATIONS``; the argument schemas are built in ``api.mcp.schemas``,
+held equal to ``/api/v1/schema`` by a test). Arguments are checked by the REST operation, not by the
+SDK's pydantic text (pydantic accepts any value and passes it on); ``EngramMCP`` answers an unknown, missing or wrongly typed argument itself, with the
 REST API's error body naming it. (No ``from __future__ import annotations`` here: the SDK reads the
 argument annotations at run time, and they are built by ``Arg`` where each tool is defined.)
 """
@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
-from django.conf import settings
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -28,14 +27,22 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError, WithJsonSchema
 
 from api.exceptions import error_body
-from api.parameters import PATH_PARAMETERS
-from api.schema import NO_NUL
-from memory.context.services import LAYERS
-from memory.episodic.models import EventKind, EventRole
-from memory.knowledge.services.data import MAX_LITERAL_CHARS
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope
 
 from .dispatch import RestResult, rest_call
+from .schemas import (
+    ANY_JSON,
+    FACT_OBJECT,
+    JSON_OBJECT,
+    SESSION,
+    STR,
+    UNIT,
+    VISIBLE_TO,
+    WEIGHTS,
+    event_batch,
+    path,
+    text,
+)
 
 INSTRUCTIONS = (
     "Engram is this agent's memory. Before a step, call build_context with the session, the step's "
@@ -64,92 +71,6 @@ def Arg(schema: dict[str, Any], description: str) -> Any:
     return Annotated[
         Any, WithJsonSchema({**schema, "description": description}), Field(json_schema_extra=_no_default)
     ]
-
-
-STR = {"type": "string"}
-
-
-def path(name: str) -> dict[str, Any]:
-    """The schema of the REST path parameter ``name`` (``api.parameters.PATH_PARAMETERS``: what the
-    API accepts in that URL segment)."""
-    return dict(PATH_PARAMETERS[name])
-
-
-def text(max_length: int | None = None, *, nullable: bool = False) -> dict[str, Any]:
-    """A non-empty string without NUL (``NO_NUL``, as every REST text input) of at most
-    ``max_length`` characters (any length when ``None``; ``null`` too when ``nullable``), as the
-    REST input serializers declare their ``CharField``s."""
-    schema: dict[str, Any] = {"type": ["string", "null"] if nullable else "string", "minLength": 1}
-    if max_length is not None:
-        schema["maxLength"] = max_length
-    return {**schema, "pattern": NO_NUL}
-
-
-def closed(properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
-    """An object of ``properties`` and no other member (a REST request component is closed:
-    ``additionalProperties: false``, its serializer refuses unknown keys)."""
-    return {"type": "object", "properties": properties, "additionalProperties": False, **schema}
-
-
-SESSION = text(200, nullable=True)
-"""A session id in a request body (``null``: none)."""
-UNIT = {"type": "number", "minimum": 0, "maximum": 1}
-ANY_JSON: dict[str, Any] = {}
-JSON_OBJECT = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
-"""A JSON object whose keys (as every string in it) hold no NUL (``api.fields.JSONValueField``)."""
-
-
-def _literal(kind: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return closed({kind: schema}, required=[kind])
-
-
-FACT_OBJECT = {
-    "oneOf": [
-        closed(
-            {
-                "entity": {"type": "string", "maxLength": 300},
-                "type": {"type": ["string", "null"], "maxLength": 64},
-                "id": {"type": ["integer", "null"], "description": "as an answer gives it: the entity's"},
-            },
-            required=["entity"],
-        ),
-        _literal("string", text(MAX_LITERAL_CHARS)),
-        _literal("number", {"type": "number"}),
-        _literal("date", {"type": "string", "format": "date"}),
-        _literal("boolean", {"type": "boolean"}),
-    ],
-    "description": 'exactly one of: {"entity": "Acme", "type": "company"?}, {"string": ...}, '
-    '{"number": ...}, {"date": "2026-01-31"}, {"boolean": ...}',
-}
-# the characters str.strip() removes, as a regex class (ECMA and Python alike)
-WHITESPACE = (
-    "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029"
-    "\\u202f\\u205f\\u3000"
-)
-MAX_EVENT_CONTENT_CHARS = 200_000
-EVENT = closed(
-    {
-        "session_id": text(200),
-        "execution_id": text(200, nullable=True),
-        "kind": {"type": "string", "enum": list(EventKind.values)},
-        "role": {"type": "string", "enum": list(EventRole.values)},
-        "content": {
-            "oneOf": [
-                {"type": "string", "pattern": NO_NUL, "maxLength": MAX_EVENT_CONTENT_CHARS},
-                {"type": "string", "maxLength": 0},
-            ]
-        },
-        "payload": JSON_OBJECT,
-        "occurred_at": {"type": "string", "format": "date-time", "description": "with a timezone"},
-        "data_subject": {**text(200), "description": "the person it is about (erasure and legal holds)"},
-    },
-    required=["session_id", "kind", "occurred_at"],
-    anyOf=[
-        {"required": ["content"], "properties": {"content": {"pattern": f"[^{WHITESPACE}]"}}},
-        {"required": ["payload"], "properties": {"payload": {"minProperties": 1}}},
-    ],
-    description="content (not only whitespace), a non-empty payload, or both",
-)
 
 
 class Refused(Exception):
@@ -331,14 +252,6 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
     return mcp
 
 
-VISIBLE_TO = closed(
-    {
-        "agents": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent names"},
-        "roles": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent roles"},
-    }
-)
-
-
 def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     """``store_memory``, ``recall`` (any one layer) and ``forget_memory``."""
 
@@ -446,7 +359,7 @@ def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     async def append_events(
         ctx: Context[Any, Any, Any],
         events: Arg(
-            {"type": "array", "items": EVENT, "minItems": 1, "maxItems": settings.ENGRAM["MAX_EVENT_BATCH"]},
+            event_batch(),
             "what happened, oldest first: messages, tool calls and results, decisions, observations",
         ),
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
@@ -598,13 +511,6 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         session = _segment(session_id, "session_id")
         step = "latest" if step_index is None else _segment(str(step_index), "step_index")
         return await call(ctx, "GET", f"sessions/{session}/checkpoints/{step}")
-
-
-WEIGHTS = closed(
-    {layer: UNIT for layer in LAYERS},
-    description="0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
-    "0.8, semantic 0.7, facts 0.6, procedures 0.5",
-)
 
 
 def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
