@@ -7,9 +7,9 @@ request without a valid one before the SDK sees it); over stdio (``./engram mcp 
 the process was started with.
 
 Tool input schemas are objects with ``type``, ``properties`` and ``required``: each tool's are its
-REST operation's inputs (``TOOL_OPERATIONS``, held equal to ``/api/v1/schema`` by a test). Arguments
-are checked by the REST operation, not by the SDK's pydantic text (pydantic accepts any value and
-passes it on); ``EngramMCP`` answers an unknown, missing or wrongly typed argument itself, with the
+REST operation's inputs (``TOOL_OPERATIONS``; the argument schemas are built in ``api.mcp.schemas``,
+held equal to ``/api/v1/schema`` by a test). Arguments are checked by the REST operation, not by the
+SDK's pydantic text (pydantic accepts any value and passes it on); ``EngramMCP`` answers an unknown, missing or wrongly typed argument itself, with the
 REST API's error body naming it. (No ``from __future__ import annotations`` here: the SDK reads the
 argument annotations at run time, and they are built by ``Arg`` where each tool is defined.)
 """
@@ -27,11 +27,22 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError, WithJsonSchema
 
 from api.exceptions import error_body
-from memory.context.services import LAYERS
-from memory.episodic.models import EventKind, EventRole
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope
 
 from .dispatch import RestResult, rest_call
+from .schemas import (
+    ANY_JSON,
+    FACT_OBJECT,
+    JSON_OBJECT,
+    SESSION,
+    STR,
+    UNIT,
+    VISIBLE_TO,
+    WEIGHTS,
+    event_batch,
+    path,
+    text,
+)
 
 INSTRUCTIONS = (
     "Engram is this agent's memory. Before a step, call build_context with the session, the step's "
@@ -60,51 +71,6 @@ def Arg(schema: dict[str, Any], description: str) -> Any:
     return Annotated[
         Any, WithJsonSchema({**schema, "description": description}), Field(json_schema_extra=_no_default)
     ]
-
-
-STR = {"type": "string"}
-ID = {"type": "string", "pattern": r"^[A-Za-z0-9._-]{1,200}$"}
-"""An id in a URL path (``api.rest`` path converters)."""
-
-
-def text(max_length: int, *, nullable: bool = False) -> dict[str, Any]:
-    """A non-empty string of at most ``max_length`` characters (``null`` too when ``nullable``), as
-    the REST input serializers declare their ``CharField``s."""
-    return {"type": ["string", "null"] if nullable else "string", "minLength": 1, "maxLength": max_length}
-
-
-SESSION = text(200, nullable=True)
-"""A session id in a request body (``null``: none)."""
-UNIT = {"type": "number", "minimum": 0, "maximum": 1}
-ANY_JSON: dict[str, Any] = {}
-FACT_OBJECT = {
-    "type": "object",
-    "description": 'exactly one of: {"entity": "Acme", "type": "company"?}, {"string": ...}, '
-    '{"number": ...}, {"date": "2026-01-31"}, {"boolean": ...}',
-    "properties": {
-        "entity": text(300),
-        "type": text(64, nullable=True),
-        "id": {"type": "integer", "description": "as an answer gives it: must be the named entity's"},
-        "string": {"type": "string", "minLength": 1},
-        "number": {"type": "number"},
-        "date": {"type": "string", "format": "date"},
-        "boolean": {"type": "boolean"},
-    },
-}
-EVENT = {
-    "type": "object",
-    "properties": {
-        "session_id": text(200),
-        "execution_id": text(200, nullable=True),
-        "kind": {"type": "string", "enum": list(EventKind.values)},
-        "role": {"type": "string", "enum": list(EventRole.values)},
-        "content": {"type": "string", "maxLength": 200000},
-        "payload": {"type": "object"},
-        "occurred_at": {"type": "string", "format": "date-time", "description": "with a timezone"},
-        "data_subject": {**text(200), "description": "the person it is about (erasure and legal holds)"},
-    },
-    "required": ["session_id", "kind", "occurred_at"],
-}
 
 
 class Refused(Exception):
@@ -286,15 +252,6 @@ def build_server(key_source: KeySource, *, streamable_http_path: str = "/mcp") -
     return mcp
 
 
-VISIBLE_TO = {
-    "type": "object",
-    "properties": {
-        "agents": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent names"},
-        "roles": {"type": "array", "items": text(100), "maxItems": 100, "description": "agent roles"},
-    },
-}
-
-
 def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     """``store_memory``, ``recall`` (any one layer) and ``forget_memory``."""
 
@@ -344,8 +301,8 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             "known about the entity named `query`",
         ),
         query: Arg(STR, "the question, the request or the entity's name (as the layer needs)") = None,
-        session_id: Arg(ID, "episodic and working (window): the session") = None,
-        execution_id: Arg(ID, "working: the execution") = None,
+        session_id: Arg(path("session_id"), "episodic and working (window): the session") = None,
+        execution_id: Arg(path("execution_id"), "working: the execution") = None,
         k: Arg({"type": "integer", "minimum": 1, "maximum": 100}, "semantic and procedural: how many") = None,
     ) -> CallToolResult:
         """Recall from one memory layer. For the step's whole context across layers within a token
@@ -368,7 +325,7 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def forget_memory(
         ctx: Context[Any, Any, Any],
-        memory_id: Arg({"type": "string", "format": "uuid"}, "the memory's id (from store_memory or recall)"),
+        memory_id: Arg(path("memory_id"), "the memory's id (from store_memory or recall)"),
     ) -> CallToolResult:
         """Forget a memory you wrote (or any, with a curate key): hidden from recall from now on, kept
         for the audit trail, and the forget is logged as a decision."""
@@ -402,7 +359,7 @@ def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     async def append_events(
         ctx: Context[Any, Any, Any],
         events: Arg(
-            {"type": "array", "items": EVENT},
+            event_batch(),
             "what happened, oldest first: messages, tool calls and results, decisions, observations",
         ),
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
@@ -451,7 +408,7 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def entity_facts(
         ctx: Context[Any, Any, Any],
-        name: Arg(text(300), "the entity's name (any case)"),
+        name: Arg(path("name"), "the entity's name (any case)"),
         depth: Arg(
             {"type": "integer", "minimum": 1, "maximum": 3}, "2 or 3 adds the graph neighbourhood"
         ) = None,
@@ -485,7 +442,7 @@ def _working_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def read_blackboard(
         ctx: Context[Any, Any, Any],
-        execution_id: Arg(ID, "the execution whose blackboard to read"),
+        execution_id: Arg(path("execution_id"), "the execution whose blackboard to read"),
         agent: Arg(text(100), "only this agent's fields") = None,
     ) -> CallToolResult:
         """Read the execution's shared blackboard: every field `<agent>:<field>` with its version."""
@@ -500,8 +457,8 @@ def _working_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def write_blackboard(
         ctx: Context[Any, Any, Any],
-        execution_id: Arg(ID, "the execution"),
-        field: Arg(ID, "your field's name (stored as <you>:<field>)"),
+        execution_id: Arg(path("execution_id"), "the execution"),
+        field: Arg(path("field"), "your field's name (stored as <you>:<field>)"),
         value: Arg(ANY_JSON, "any JSON value (at most the tenant's limit, 10 KiB by default)"),
         expected_version: Arg(
             {"type": "integer", "minimum": 0}, "compare-and-set: the version you read (0: must not exist)"
@@ -525,11 +482,11 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def save_checkpoint(
         ctx: Context[Any, Any, Any],
-        session_id: Arg(ID, "the session"),
+        session_id: Arg(path("session_id"), "the session"),
         idempotency_key: Arg(
             text(255), "unique per checkpoint: a retry with the same key and body is a replay"
         ),
-        state: Arg({"type": "object"}, "your working state (JSON object, at most 1 MiB)"),
+        state: Arg(JSON_OBJECT, "your working state (JSON object, at most 1 MiB)"),
         step_index: Arg(
             {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**53 - 1},
             "the step just finished, greater than your last (default: your latest + 1)",
@@ -547,21 +504,13 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def restore_checkpoint(
         ctx: Context[Any, Any, Any],
-        session_id: Arg(ID, "the session"),
-        step_index: Arg({"type": "integer", "minimum": 0}, "one step (default: your latest)") = None,
+        session_id: Arg(path("session_id"), "the session"),
+        step_index: Arg(path("step_index"), "one step (default: your latest)") = None,
     ) -> CallToolResult:
         """Restore your latest checkpoint in the session (or one step's): state, plan, step."""
         session = _segment(session_id, "session_id")
         step = "latest" if step_index is None else _segment(str(step_index), "step_index")
         return await call(ctx, "GET", f"sessions/{session}/checkpoints/{step}")
-
-
-WEIGHTS = {
-    "type": "object",
-    "properties": {layer: UNIT for layer in LAYERS},
-    "description": "0 to 1 per layer (0 leaves it out); defaults: working 1, window 0.9, episodes "
-    "0.8, semantic 0.7, facts 0.6, procedures 0.5",
-}
 
 
 def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
@@ -571,12 +520,10 @@ def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def build_context(
         ctx: Context[Any, Any, Any],
-        session_id: Arg({**ID, "minLength": 1}, "the session"),
+        session_id: Arg(text(), "the session"),
         query: Arg(text(4000), "what the current step needs, in words"),
         budget: Arg({"type": "integer", "minimum": 16, "maximum": 200000}, "tokens the context may use"),
-        execution_id: Arg(
-            {**ID, "type": ["string", "null"], "minLength": 1}, "the execution whose working memory counts"
-        ) = None,
+        execution_id: Arg(text(nullable=True), "the execution whose working memory counts") = None,
         weights: Arg(WEIGHTS, "layer weights") = None,
     ) -> CallToolResult:
         """Assemble the context of the current step within a token budget: working state, recent
