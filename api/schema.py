@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_serializer
@@ -27,11 +28,14 @@ from api.parameters import PATH_PARAMETERS
 NO_NUL = "^[^\\u0000]*$"
 
 
-def _is_free_text(schema: dict[str, Any]) -> bool:
-    """A string schema that nothing else constrains to a form (no pattern, enum or format)."""
+def _is_free_text(field: Any, schema: dict[str, Any]) -> bool:
+    """A string schema that nothing else constrains to a form: no pattern, enum or format, and no
+    ``RegexValidator`` on the field (drf-spectacular writes its pattern after the field's schema is
+    mapped, and a schema holds one ``pattern``: the field's own says what it takes)."""
     kind = schema.get("type")
     strings = kind == "string" or (isinstance(kind, list) and "string" in kind)
-    return strings and not {"pattern", "enum", "format", "const"} & set(schema)
+    regex = any(isinstance(v, RegexValidator) for v in getattr(field, "validators", ()))
+    return strings and not regex and not {"pattern", "enum", "format", "const"} & set(schema)
 
 
 # query parameters that hold a page's position: a value that names no page is a 404
@@ -103,7 +107,7 @@ class EngramAutoSchema(AutoSchema):
         (``""`` for a field that must not be blank, ``null`` for one that must not be null) is
         left out; the server still fills it in when the field is absent."""
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        if direction == "request" and isinstance(schema, dict) and _is_free_text(schema):
+        if direction == "request" and isinstance(schema, dict) and _is_free_text(field, schema):
             schema["pattern"] = NO_NUL  # every text input refuses NUL (PostgreSQL cannot hold it)
         if direction == "request" and isinstance(schema, dict) and "default" in schema:
             try:

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from django.core.validators import RegexValidator
 from django.test import Client
 from rest_framework import serializers
 
@@ -120,6 +121,30 @@ def test_body_fields_do_not_coerce_and_query_fields_parse_text() -> None:
                 if isinstance(field, loose):
                     bad.append(f"{where}: {type(field).__name__} coerces; use {strict.__name__}")
     assert not bad, bad
+
+
+def test_a_fields_own_pattern_is_the_one_the_document_states() -> None:
+    """A field with a ``RegexValidator`` (``predicate``: snake_case) shows that pattern: a schema
+    holds one ``pattern``, and one that says less (no NUL only) lets a client send what the server
+    refuses."""
+    components = request_components(document())
+    bad, seen = [], 0
+    for cls in strict_serializers():
+        component = components.get(cls.__name__.removesuffix("Serializer") + "Request")
+        if component is None:
+            continue
+        for name, field in cls().fields.items():
+            for validator in field.validators:
+                if isinstance(validator, RegexValidator) and name in component.get("properties", {}):
+                    seen += 1
+                    prop = component["properties"][name]
+                    # a field that may be blank is oneOf (its pattern, or the empty string)
+                    stated = prop.get("pattern") or next(
+                        (b["pattern"] for b in prop.get("oneOf", []) if "pattern" in b), None
+                    )
+                    if stated != validator.regex.pattern:
+                        bad.append(f"{cls.__name__}.{name}: {stated!r} != {validator.regex.pattern!r}")
+    assert seen and not bad, bad
 
 
 def sample(schema: dict[str, Any]) -> str | None:
