@@ -278,3 +278,19 @@ def test_the_server_refuses_what_the_schema_refuses(alice: Caller) -> None:
     assert validates(doc, component(doc, "FactInputRequest"), fact)
     response = alice.post("/api/v1/facts", fact)
     assert response.status_code == 201, response.json()
+
+
+def test_a_checkpoint_namespace_is_what_its_pattern_says(alice: Caller) -> None:
+    """``checkpoint_ns`` takes any text without control characters, as its pattern says: a
+    zero-width space is text (the schema allows it), an escape character is not."""
+    doc = document()
+    schema = component(doc, "CheckpointInputRequest")
+    base = {"step_index": 0, "idempotency_key": "k0", "state": {}}
+    zero_width = {**base, "checkpoint_ns": "a\u200bb"}
+    assert validates(doc, schema, zero_width)
+    response = alice.post("/api/v1/sessions/s-ns/checkpoints", zero_width)
+    assert response.status_code == 201, response.json()
+    escape = {**base, "idempotency_key": "k1", "checkpoint_ns": "a\x1bb"}
+    assert not validates(doc, schema, escape)
+    response = alice.post("/api/v1/sessions/s-ns/checkpoints", escape)
+    assert response.status_code == 400 and "checkpoint_ns" in response.json()["errors"], response.json()
