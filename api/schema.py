@@ -345,6 +345,15 @@ def any_value_includes_null(
     return result
 
 
+# what a hashed JSON value (``JSONValueField(numbers=True)``) may hold beyond JSON: a free-form value
+# has no property to bound, so the rule is said in words (and the fuzz run is told, schemathesis.toml)
+NUMBERS_RULE = (
+    "Any JSON; an integer must be one a double keeps exactly (every integer within ±9007199254740991, "
+    "or one whose digits are a double's, like 100000000000000000000): the value is hashed as RFC 8785 "
+    "JSON, whose numbers are doubles. Send other integers as strings; a value breaking this is a 400."
+)
+
+
 class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
     """``api.fields.JSONValueField`` in the document: its ``kind`` (object, array) or any JSON value."""
 
@@ -354,7 +363,11 @@ class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
         kind = getattr(self.target, "kind", None)
         if kind == "array":
-            return {"type": "array", "items": {}}  # of any JSON values
-        if kind == "object":  # its keys, as every string in it, hold no NUL (api.fields.JSONValueField)
-            return {"type": "object", "propertyNames": {"pattern": NO_NUL}}
-        return {"type": kind} if kind else {}
+            schema: dict[str, Any] = {"type": "array", "items": {}}  # of any JSON values
+        elif kind == "object":  # its keys, as every string in it, hold no NUL (api.fields.JSONValueField)
+            schema = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
+        else:
+            schema = {"type": kind} if kind else {}
+        if getattr(self.target, "numbers", False):
+            schema["description"] = NUMBERS_RULE
+        return schema

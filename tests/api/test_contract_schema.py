@@ -25,6 +25,7 @@ from api.fields import (
     StrictIntegerField,
     StrictSerializer,
 )
+from api.schema import NUMBERS_RULE
 from tests.factories import Caller
 
 pytestmark = pytest.mark.django_db
@@ -294,3 +295,15 @@ def test_a_checkpoint_namespace_is_what_its_pattern_says(alice: Caller) -> None:
     assert not validates(doc, schema, escape)
     response = alice.post("/api/v1/sessions/s-ns/checkpoints", escape)
     assert response.status_code == 400 and "checkpoint_ns" in response.json()["errors"], response.json()
+
+
+def test_a_hashed_payloads_number_rule_is_stated(alice: Caller) -> None:
+    """An event's payload is free-form, so its description says which integers it refuses."""
+    doc = document()
+    assert component(doc, "EventInputRequest")["properties"]["payload"]["description"] == NUMBERS_RULE
+    body = {"session_id": "s1", "kind": "observation", "content": "x", "occurred_at": "2026-01-01T00:00:00Z"}
+    body["payload"] = {"n": 2**64 + 1}
+    response = alice.post("/api/v1/events", body)
+    assert response.status_code == 400 and "payload" in response.json()["errors"], response.json()
+    response = alice.post("/api/v1/events", {**body, "payload": {"n": 10**20}})
+    assert response.status_code == 201, response.json()
