@@ -26,6 +26,10 @@ from api.parameters import PATH_PARAMETERS
 
 # a string without NUL characters (ECMA and Python regex alike)
 NO_NUL = "^[^\\u0000]*$"
+# the characters str.strip() removes, as a regex class (ECMA and Python alike)
+WHITESPACE = "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+# a string without NUL characters that str.strip() leaves non-empty (a trimmed field that may not be blank)
+NOT_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
 
 
 def _is_free_text(field: Any, schema: dict[str, Any]) -> bool:
@@ -108,7 +112,10 @@ class EngramAutoSchema(AutoSchema):
         left out; the server still fills it in when the field is absent."""
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
         if direction == "request" and isinstance(schema, dict) and _is_free_text(field, schema):
-            schema["pattern"] = NO_NUL  # every text input refuses NUL (PostgreSQL cannot hold it)
+            # every text input refuses NUL (PostgreSQL cannot hold it); a trimmed one that may not be
+            # blank also refuses only whitespace
+            trimmed = getattr(field, "trim_whitespace", False) and not getattr(field, "allow_blank", True)
+            schema["pattern"] = NOT_BLANK if trimmed else NO_NUL
         if direction == "request" and isinstance(schema, dict) and "default" in schema:
             try:
                 field.run_validation(schema["default"])

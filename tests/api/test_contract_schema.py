@@ -307,3 +307,12 @@ def test_a_hashed_payloads_number_rule_is_stated(alice: Caller) -> None:
     assert response.status_code == 400 and "payload" in response.json()["errors"], response.json()
     response = alice.post("/api/v1/events", {**body, "payload": {"n": 10**20}})
     assert response.status_code == 201, response.json()
+
+
+def test_a_trimmed_field_that_may_not_be_blank_refuses_only_whitespace(alice: Caller) -> None:
+    """DRF strips a field's whitespace before its blank check: ``cursor=%0C`` is blank, and the
+    document says so (``NOT_BLANK``) rather than letting a client send it."""
+    doc = document()
+    cursor = query_schema(doc, "/api/v1/contradictions", "get", "cursor")
+    assert not validates(doc, cursor, "\x0c") and validates(doc, cursor, " a ")
+    assert alice.get("/api/v1/contradictions?cursor=%0C").status_code == 400
