@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
+from django.core.validators import RegexValidator
 from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_serializer
@@ -25,13 +26,20 @@ from api.parameters import PATH_PARAMETERS
 
 # a string without NUL characters (ECMA and Python regex alike)
 NO_NUL = "^[^\\u0000]*$"
+# the characters str.strip() removes, as a regex class (ECMA and Python alike)
+WHITESPACE = "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+# a string without NUL characters that str.strip() leaves non-empty (a trimmed field that may not be blank)
+NOT_BLANK = f"^[^\\u0000]*[^\\u0000{WHITESPACE}][^\\u0000]*$"
 
 
-def _is_free_text(schema: dict[str, Any]) -> bool:
-    """A string schema that nothing else constrains to a form (no pattern, enum or format)."""
+def _is_free_text(field: Any, schema: dict[str, Any]) -> bool:
+    """A string schema that nothing else constrains to a form: no pattern, enum or format, and no
+    ``RegexValidator`` on the field (drf-spectacular writes its pattern after the field's schema is
+    mapped, and a schema holds one ``pattern``: the field's own says what it takes)."""
     kind = schema.get("type")
     strings = kind == "string" or (isinstance(kind, list) and "string" in kind)
-    return strings and not {"pattern", "enum", "format", "const"} & set(schema)
+    regex = any(isinstance(v, RegexValidator) for v in getattr(field, "validators", ()))
+    return strings and not regex and not {"pattern", "enum", "format", "const"} & set(schema)
 
 
 # query parameters that hold a page's position: a value that names no page is a 404
@@ -103,8 +111,11 @@ class EngramAutoSchema(AutoSchema):
         (``""`` for a field that must not be blank, ``null`` for one that must not be null) is
         left out; the server still fills it in when the field is absent."""
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
-        if direction == "request" and isinstance(schema, dict) and _is_free_text(schema):
-            schema["pattern"] = NO_NUL  # every text input refuses NUL (PostgreSQL cannot hold it)
+        if direction == "request" and isinstance(schema, dict) and _is_free_text(field, schema):
+            # every text input refuses NUL (PostgreSQL cannot hold it); a trimmed one that may not be
+            # blank also refuses only whitespace
+            trimmed = getattr(field, "trim_whitespace", False) and not getattr(field, "allow_blank", True)
+            schema["pattern"] = NOT_BLANK if trimmed else NO_NUL
         if direction == "request" and isinstance(schema, dict) and "default" in schema:
             try:
                 field.run_validation(schema["default"])
@@ -341,6 +352,15 @@ def any_value_includes_null(
     return result
 
 
+# what a hashed JSON value (``JSONValueField(numbers=True)``) may hold beyond JSON: a free-form value
+# has no property to bound, so the rule is said in words (and the fuzz run is told, schemathesis.toml)
+NUMBERS_RULE = (
+    "Any JSON; an integer must be one a double keeps exactly (every integer within ±9007199254740991, "
+    "or one whose digits are a double's, like 100000000000000000000): the value is hashed as RFC 8785 "
+    "JSON, whose numbers are doubles. Send other integers as strings; a value breaking this is a 400."
+)
+
+
 class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
     """``api.fields.JSONValueField`` in the document: its ``kind`` (object, array) or any JSON value."""
 
@@ -350,7 +370,11 @@ class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
     def map_serializer_field(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
         kind = getattr(self.target, "kind", None)
         if kind == "array":
-            return {"type": "array", "items": {}}  # of any JSON values
-        if kind == "object":  # its keys, as every string in it, hold no NUL (api.fields.JSONValueField)
-            return {"type": "object", "propertyNames": {"pattern": NO_NUL}}
-        return {"type": kind} if kind else {}
+            schema: dict[str, Any] = {"type": "array", "items": {}}  # of any JSON values
+        elif kind == "object":  # its keys, as every string in it, hold no NUL (api.fields.JSONValueField)
+            schema = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
+        else:
+            schema = {"type": kind} if kind else {}
+        if getattr(self.target, "numbers", False):
+            schema["description"] = NUMBERS_RULE
+        return schema

@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from api.exceptions import error_body
 from api.fields import (
     CleanCharField,
+    CleanRegexField,
     JSONValueField,
     StrictIntegerField,
     StrictSerializer,
@@ -47,6 +48,17 @@ from memory.checkpoints.models import (
 )
 
 R = TypeVar("R", bound=HttpResponse)
+
+
+class PrintableField(CleanRegexField):
+    """A ``CleanCharField`` the services' printable check accepts (``PRINTABLE_PATTERN``), which
+    the document states as its pattern."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            services.PRINTABLE_PATTERN, message="Must be printable: no control characters.", **kwargs
+        )
+
 
 SOURCE_HEADER = "Engram-Source"
 DEGRADED_HEADER = "Engram-Degraded"
@@ -95,7 +107,7 @@ class SerializedSerializer(StrictSerializer):
     """An opaque serialized value: a serializer's type tag and its bytes in base64 (LangGraph's
     ``serde.dumps_typed`` gives ``(type, bytes)``). Stored and returned as they are."""
 
-    type = CleanCharField(max_length=MAX_SERIALIZED_TYPE_LENGTH, help_text="the type tag, e.g. msgpack")
+    type = PrintableField(max_length=MAX_SERIALIZED_TYPE_LENGTH, help_text="the type tag, e.g. msgpack")
     # a field named like Serializer.data: the serializer metaclass moves declared fields off the class
     data = Base64Field(help_text="the bytes in standard base64")  # type: ignore[assignment]
 
@@ -108,7 +120,7 @@ class CheckpointInputSerializer(StrictSerializer):
         default=None,
         help_text="absent: the next step of your stream in the session (its latest + 1)",
     )
-    idempotency_key = CleanCharField(
+    idempotency_key = PrintableField(
         max_length=services.MAX_KEY_LENGTH,
         trim_whitespace=False,
         help_text="names the checkpoint in your stream (LangGraph's checkpoint_id); a repeat is a replay",
@@ -126,7 +138,7 @@ class CheckpointInputSerializer(StrictSerializer):
         default="",
         help_text="the person this is about (erasure and legal holds target it)",
     )
-    checkpoint_ns = CleanCharField(
+    checkpoint_ns = PrintableField(
         max_length=MAX_NAMESPACE_LENGTH,
         required=False,
         default="",
@@ -134,7 +146,7 @@ class CheckpointInputSerializer(StrictSerializer):
         trim_whitespace=False,
         help_text="LangGraph's checkpoint namespace; empty: the root",
     )
-    parent_key = CleanCharField(
+    parent_key = PrintableField(
         max_length=services.MAX_KEY_LENGTH,
         required=False,
         default="",
@@ -184,8 +196,8 @@ class CheckpointInputSerializer(StrictSerializer):
         return value
 
 
-def _namespace_param(help_text: str) -> CleanCharField:
-    return CleanCharField(
+def _namespace_param(help_text: str) -> PrintableField:
+    return PrintableField(
         required=False,
         max_length=MAX_NAMESPACE_LENGTH,
         allow_blank=True,
@@ -254,10 +266,10 @@ class MetadataQueryField(CleanCharField):
 class CheckpointTupleParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
     checkpoint_ns = _namespace_param("only this namespace (empty: the root); absent: every namespace")
-    key = CleanCharField(
+    key = PrintableField(
         required=False, max_length=services.MAX_KEY_LENGTH, trim_whitespace=False, help_text="one checkpoint"
     )
-    before = CleanCharField(
+    before = PrintableField(
         required=False,
         max_length=services.MAX_KEY_LENGTH,
         trim_whitespace=False,
@@ -333,21 +345,21 @@ class CheckpointTupleSerializer(CheckpointDocumentSerializer):
 
 
 class WriteInputSerializer(StrictSerializer):
-    channel = CleanCharField(max_length=services.MAX_CHANNEL_LENGTH)
+    channel = PrintableField(max_length=services.MAX_CHANNEL_LENGTH)
     value = SerializedSerializer()
 
 
 class WritesInputSerializer(StrictSerializer):
-    key = CleanCharField(
+    key = PrintableField(
         max_length=services.MAX_KEY_LENGTH,
         trim_whitespace=False,
         help_text="the checkpoint's idempotency key",
     )
-    checkpoint_ns = CleanCharField(
+    checkpoint_ns = PrintableField(
         max_length=MAX_NAMESPACE_LENGTH, required=False, default="", allow_blank=True, trim_whitespace=False
     )
-    task_id = CleanCharField(max_length=services.MAX_TASK_ID_LENGTH, trim_whitespace=False)
-    task_path = CleanCharField(
+    task_id = PrintableField(max_length=services.MAX_TASK_ID_LENGTH, trim_whitespace=False)
+    task_path = PrintableField(
         max_length=MAX_NAMESPACE_LENGTH, required=False, default="", allow_blank=True, trim_whitespace=False
     )
     writes = serializers.ListField(

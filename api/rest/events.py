@@ -23,7 +23,7 @@ from api.fields import (
 )
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
-from api.schema import one_or_many
+from api.schema import WHITESPACE, one_or_many
 from api.views import AgentRequest, ApiView
 from core.canonical_json import json_check
 from core.errors import InvalidInput
@@ -31,8 +31,6 @@ from memory.episodic import selectors, services
 from memory.episodic.models import Event, EventKind, EventRole
 
 MAX_EVENT_CONTENT_CHARS = 200_000
-# the characters str.strip() removes, as a regex class (ECMA and Python alike)
-WHITESPACE = "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 
 
 class EventInputSerializer(StrictSerializer):

@@ -21,6 +21,9 @@ PREDICATE_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 # are just not listed). Bounded: every assert with a new spelling rewrites the array
 # (docs/decisions/0016-knowledge-writes-in-bounded-statements.md).
 MAX_ALIASES = 16
+#: ``Fact.object_key``'s length: a unique index holds it, and a B-tree entry holds at most 2704
+#: bytes, so 600 characters of four UTF-8 bytes each (2400) still fit beside the other columns
+OBJECT_KEY_MAX_LENGTH = 600
 
 
 def entity_key(name: str) -> str:
@@ -109,7 +112,7 @@ class Fact(models.Model):
     )
     literal_type = models.CharField(max_length=8, choices=LiteralType.choices, blank=True)
     literal_value = models.JSONField(null=True, blank=True)
-    object_key = models.CharField(max_length=600, editable=False)
+    object_key = models.CharField(max_length=OBJECT_KEY_MAX_LENGTH, editable=False)
     confidence = models.FloatField(validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
     status = models.CharField(max_length=10, choices=FactStatus.choices, default=FactStatus.ACTIVE)
     valid_from = models.DateTimeField()

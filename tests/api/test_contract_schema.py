@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from django.core.validators import RegexValidator
 from django.test import Client
 from rest_framework import serializers
 
@@ -24,6 +25,7 @@ from api.fields import (
     StrictIntegerField,
     StrictSerializer,
 )
+from api.schema import NUMBERS_RULE
 from tests.factories import Caller
 
 pytestmark = pytest.mark.django_db
@@ -120,6 +122,30 @@ def test_body_fields_do_not_coerce_and_query_fields_parse_text() -> None:
                 if isinstance(field, loose):
                     bad.append(f"{where}: {type(field).__name__} coerces; use {strict.__name__}")
     assert not bad, bad
+
+
+def test_a_fields_own_pattern_is_the_one_the_document_states() -> None:
+    """A field with a ``RegexValidator`` (``predicate``: snake_case) shows that pattern: a schema
+    holds one ``pattern``, and one that says less (no NUL only) lets a client send what the server
+    refuses."""
+    components = request_components(document())
+    bad, seen = [], 0
+    for cls in strict_serializers():
+        component = components.get(cls.__name__.removesuffix("Serializer") + "Request")
+        if component is None:
+            continue
+        for name, field in cls().fields.items():
+            for validator in field.validators:
+                if isinstance(validator, RegexValidator) and name in component.get("properties", {}):
+                    seen += 1
+                    prop = component["properties"][name]
+                    # a field that may be blank is oneOf (its pattern, or the empty string)
+                    stated = prop.get("pattern") or next(
+                        (b["pattern"] for b in prop.get("oneOf", []) if "pattern" in b), None
+                    )
+                    if stated != validator.regex.pattern:
+                        bad.append(f"{cls.__name__}.{name}: {stated!r} != {validator.regex.pattern!r}")
+    assert seen and not bad, bad
 
 
 def sample(schema: dict[str, Any]) -> str | None:
@@ -253,3 +279,40 @@ def test_the_server_refuses_what_the_schema_refuses(alice: Caller) -> None:
     assert validates(doc, component(doc, "FactInputRequest"), fact)
     response = alice.post("/api/v1/facts", fact)
     assert response.status_code == 201, response.json()
+
+
+def test_a_checkpoint_namespace_is_what_its_pattern_says(alice: Caller) -> None:
+    """``checkpoint_ns`` takes any text without control characters, as its pattern says: a
+    zero-width space is text (the schema allows it), an escape character is not."""
+    doc = document()
+    schema = component(doc, "CheckpointInputRequest")
+    base = {"step_index": 0, "idempotency_key": "k0", "state": {}}
+    zero_width = {**base, "checkpoint_ns": "a\u200bb"}
+    assert validates(doc, schema, zero_width)
+    response = alice.post("/api/v1/sessions/s-ns/checkpoints", zero_width)
+    assert response.status_code == 201, response.json()
+    escape = {**base, "idempotency_key": "k1", "checkpoint_ns": "a\x1bb"}
+    assert not validates(doc, schema, escape)
+    response = alice.post("/api/v1/sessions/s-ns/checkpoints", escape)
+    assert response.status_code == 400 and "checkpoint_ns" in response.json()["errors"], response.json()
+
+
+def test_a_hashed_payloads_number_rule_is_stated(alice: Caller) -> None:
+    """An event's payload is free-form, so its description says which integers it refuses."""
+    doc = document()
+    assert component(doc, "EventInputRequest")["properties"]["payload"]["description"] == NUMBERS_RULE
+    body = {"session_id": "s1", "kind": "observation", "content": "x", "occurred_at": "2026-01-01T00:00:00Z"}
+    body["payload"] = {"n": 2**64 + 1}
+    response = alice.post("/api/v1/events", body)
+    assert response.status_code == 400 and "payload" in response.json()["errors"], response.json()
+    response = alice.post("/api/v1/events", {**body, "payload": {"n": 10**20}})
+    assert response.status_code == 201, response.json()
+
+
+def test_a_trimmed_field_that_may_not_be_blank_refuses_only_whitespace(alice: Caller) -> None:
+    """DRF strips a field's whitespace before its blank check: ``cursor=%0C`` is blank, and the
+    document says so (``NOT_BLANK``) rather than letting a client send it."""
+    doc = document()
+    cursor = query_schema(doc, "/api/v1/contradictions", "get", "cursor")
+    assert not validates(doc, cursor, "\x0c") and validates(doc, cursor, " a ")
+    assert alice.get("/api/v1/contradictions?cursor=%0C").status_code == 400

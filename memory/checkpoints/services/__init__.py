@@ -36,6 +36,7 @@ from .checks import (
     MAX_SUBJECT_LENGTH,
     MAX_TASK_ID_LENGTH,
     MAX_WRITES,
+    PRINTABLE_PATTERN,
     check_namespace,
 )
 from .delete import ThreadDeleted, checkpoints_delete, checkpoints_erase
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_SUBJECT_LENGTH",
     "MAX_TASK_ID_LENGTH",
     "MAX_WRITES",
+    "PRINTABLE_PATTERN",
     "PendingWrite",
     "Restored",
     "SaveResult",

@@ -28,6 +28,17 @@ MAX_TASK_ID_LENGTH = 200
 MAX_CHANNEL_LENGTH = 200
 MAX_SUBJECT_LENGTH = 200  # Checkpoint.data_subject
 
+#: what a key, a namespace, a task, a channel or a type tag may hold: no control character (C0,
+#: DEL, C1) and no line or paragraph separator; Python and ECMA (the OpenAPI document) read it alike
+PRINTABLE_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u2028\u2029]*$"
+_PRINTABLE = re.compile(PRINTABLE_PATTERN)
+
+
+def is_printable(value: str) -> bool:
+    """Whether ``value`` matches ``PRINTABLE_PATTERN`` (the whole string)."""
+    return _PRINTABLE.fullmatch(value) is not None
+
+
 # a NUL character in a JSON string: canonical JSON writes it as the escape \u0000, and a backslash
 # of the text itself as \\, so the escape is one preceded by an even number of backslashes
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -54,14 +65,14 @@ def _json_text(value: Any, *, field: str, limit: int) -> str:
 
 
 def _check_key(value: Any, *, field: str) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH or not value.isprintable():
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH or not is_printable(value):
         raise InvalidInput(f"{field} must be 1 to {MAX_KEY_LENGTH} printable characters.", field=field)
 
 
 def check_namespace(value: Any, *, field: str = "checkpoint_ns") -> str:
     """Validate a checkpoint namespace: at most ``MAX_NAMESPACE_LENGTH`` printable characters ("" is
     the root). Raises ``InvalidInput`` naming ``field``."""
-    if not isinstance(value, str) or len(value) > MAX_NAMESPACE_LENGTH or not value.isprintable():
+    if not isinstance(value, str) or len(value) > MAX_NAMESPACE_LENGTH or not is_printable(value):
         raise InvalidInput(
             f"{field} must be at most {MAX_NAMESPACE_LENGTH} printable characters.", field=field
         )
@@ -74,7 +85,7 @@ def check_serialized_type(value: Any, *, field: str) -> None:
     if (
         not isinstance(value, str)
         or not 1 <= len(value) <= MAX_SERIALIZED_TYPE_LENGTH
-        or not value.isprintable()
+        or not is_printable(value)
     ):
         raise InvalidInput(
             f"{field} must be 1 to {MAX_SERIALIZED_TYPE_LENGTH} printable characters.", field=field

@@ -20,6 +20,7 @@ from .checks import (
     MAX_WRITES,
     check_namespace,
     check_serialized_type,
+    is_printable,
 )
 
 
@@ -58,12 +59,12 @@ def _check_writes(*, task_id: str, task_path: str, writes: list[PendingWrite]) -
     if (
         not isinstance(task_id, str)
         or not 1 <= len(task_id) <= MAX_TASK_ID_LENGTH
-        or not task_id.isprintable()
+        or not is_printable(task_id)
     ):
         raise InvalidInput(
             f"task_id must be 1 to {MAX_TASK_ID_LENGTH} printable characters.", field="task_id"
         )
-    if not isinstance(task_path, str) or len(task_path) > MAX_NAMESPACE_LENGTH or not task_path.isprintable():
+    if not isinstance(task_path, str) or len(task_path) > MAX_NAMESPACE_LENGTH or not is_printable(task_path):
         raise InvalidInput(
             f"task_path must be at most {MAX_NAMESPACE_LENGTH} printable characters.", field="task_path"
         )
@@ -73,7 +74,7 @@ def _check_writes(*, task_id: str, task_path: str, writes: list[PendingWrite]) -
         if (
             not isinstance(write.channel, str)
             or not 1 <= len(write.channel) <= MAX_CHANNEL_LENGTH
-            or not write.channel.isprintable()
+            or not is_printable(write.channel)
         ):
             raise InvalidInput(
                 f"channel must be 1 to {MAX_CHANNEL_LENGTH} printable characters.",

@@ -10,9 +10,11 @@ from typing import Any, Literal
 
 from core.errors import Conflict, InvalidInput
 
-from ..models import Contradiction, Fact, LiteralType
+from ..models import OBJECT_KEY_MAX_LENGTH, Contradiction, Fact, LiteralType
 
-MAX_LITERAL_CHARS = 2000
+_STRING_KEY_PREFIX = "string:"
+#: the longest string literal: its key (``string:<text>``) must fit ``Fact.object_key``
+MAX_LITERAL_CHARS = OBJECT_KEY_MAX_LENGTH - len(_STRING_KEY_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def literal_canonical(literal_type: str, value: Any) -> tuple[Any, str]:
             raise bad(
                 f"A string literal is a non-empty JSON string of at most {MAX_LITERAL_CHARS} characters."
             )
-        return value, f"string:{value}"
+        return value, f"{_STRING_KEY_PREFIX}{value}"
     if literal_type == LiteralType.NUMBER:
         try:
             as_float = (

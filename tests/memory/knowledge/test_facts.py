@@ -388,3 +388,16 @@ def test_fact_names_and_literals_at_the_limits(alice: Caller) -> None:
     response = raw_post(alice, "/api/v1/facts", huge)
     assert response.status_code == 400 and "object" in response.json()["errors"]
     assert alice.get("/api/v1/entities/a%00b/facts").status_code == 400
+
+
+def test_a_string_literal_of_the_documented_length_is_stored(alice: Caller) -> None:
+    # four-byte characters: the key's unique index must hold the longest literal in any script
+    longest = "\U0001f600" * services.MAX_LITERAL_CHARS
+    response = alice.post("/api/v1/facts", {"subject": "A", "predicate": "p", "object": {"string": longest}})
+    assert response.status_code == 201, response.content
+    with tenant_context(alice.tenant):
+        assert Fact.objects.get(pk=response.json()["fact"]["id"]).literal_value == longest
+    response = alice.post(
+        "/api/v1/facts", {"subject": "A", "predicate": "p", "object": {"string": longest + "x"}}
+    )
+    assert response.status_code == 400 and "object" in response.json()["errors"], response.content
