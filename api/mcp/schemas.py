@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from api.parameters import PATH_PARAMETERS
-from api.schema import NO_NUL
+from api.schema import NO_NUL, NOT_BLANK
 from memory.context.services import LAYERS
 from memory.episodic.models import EventKind, EventRole
 from memory.knowledge.services.data import MAX_LITERAL_CHARS
@@ -22,14 +22,15 @@ def path(name: str) -> dict[str, Any]:
     return dict(PATH_PARAMETERS[name])
 
 
-def text(max_length: int | None = None, *, nullable: bool = False) -> dict[str, Any]:
-    """A non-empty string without NUL (``NO_NUL``, as every REST text input) of at most
-    ``max_length`` characters (any length when ``None``; ``null`` too when ``nullable``), as the
-    REST input serializers declare their ``CharField``s."""
+def text(max_length: int | None = None, *, nullable: bool = False, trimmed: bool = True) -> dict[str, Any]:
+    """A string without NUL that is not blank once trimmed (``NOT_BLANK``, as every trimmed REST
+    text input) of at most ``max_length`` characters (any length when ``None``; ``null`` too when
+    ``nullable``), as the REST input serializers declare their ``CharField``s; ``trimmed=False``
+    for a field kept as written (no NUL, ``NO_NUL``: memory content, string literals)."""
     schema: dict[str, Any] = {"type": ["string", "null"] if nullable else "string", "minLength": 1}
     if max_length is not None:
         schema["maxLength"] = max_length
-    return {**schema, "pattern": NO_NUL}
+    return {**schema, "pattern": NOT_BLANK if trimmed else NO_NUL}
 
 
 def closed(properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
@@ -54,13 +55,13 @@ FACT_OBJECT = {
     "oneOf": [
         closed(
             {
-                "entity": {"type": "string", "maxLength": 300},
+                "entity": {"type": "string", "maxLength": 300, "pattern": NOT_BLANK},
                 "type": {"type": ["string", "null"], "maxLength": 64},
                 "id": {"type": ["integer", "null"], "description": "as an answer gives it: the entity's"},
             },
             required=["entity"],
         ),
-        _literal("string", text(MAX_LITERAL_CHARS)),
+        _literal("string", text(MAX_LITERAL_CHARS, trimmed=False)),
         _literal("number", {"type": "number"}),
         _literal("date", {"type": "string", "format": "date"}),
         _literal("boolean", {"type": "boolean"}),

@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError, WithJsonSchema
 
 from api.exceptions import error_body
+from memory.checkpoints import services as checkpoint_services
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope
 
 from .dispatch import RestResult, rest_call
@@ -259,7 +260,7 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def store_memory(
         ctx: Context[Any, Any, Any],
-        content: Arg(text(32000), "the memory, as a self-contained sentence"),
+        content: Arg(text(32000, trimmed=False), "the memory, as a self-contained sentence"),
         scope: Arg(
             {"type": "string", "enum": list(MemoryScope.values)},
             "private (default: you only), shared (every agent of the tenant) or hierarchical",
@@ -484,7 +485,8 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         ctx: Context[Any, Any, Any],
         session_id: Arg(path("session_id"), "the session"),
         idempotency_key: Arg(
-            text(255), "unique per checkpoint: a retry with the same key and body is a replay"
+            {**text(255), "pattern": checkpoint_services.PRINTABLE_PATTERN},
+            "unique per checkpoint: a retry with the same key and body is a replay",
         ),
         state: Arg(JSON_OBJECT, "your working state (JSON object, at most 1 MiB)"),
         step_index: Arg(
@@ -520,10 +522,13 @@ def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     @refusals
     async def build_context(
         ctx: Context[Any, Any, Any],
-        session_id: Arg(text(), "the session"),
+        session_id: Arg({**path("session_id"), "minLength": 1}, "the session"),
         query: Arg(text(4000), "what the current step needs, in words"),
         budget: Arg({"type": "integer", "minimum": 16, "maximum": 200000}, "tokens the context may use"),
-        execution_id: Arg(text(nullable=True), "the execution whose working memory counts") = None,
+        execution_id: Arg(
+            {**path("execution_id"), "type": ["string", "null"], "minLength": 1},
+            "the execution whose working memory counts",
+        ) = None,
         weights: Arg(WEIGHTS, "layer weights") = None,
     ) -> CallToolResult:
         """Assemble the context of the current step within a token budget: working state, recent

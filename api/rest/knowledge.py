@@ -40,7 +40,7 @@ from api.fields import (
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, cursor_not_found, page_of
 from api.rest.checkpoints import DEGRADED_HEADER
-from api.schema import one_or_many
+from api.schema import NOT_BLANK, one_or_many
 from api.views import AgentRequest, ApiView
 from core.errors import InvalidInput
 from memory.knowledge import graph, selectors, services
@@ -65,7 +65,7 @@ class FactObjectDocSerializer(serializers.Serializer):
     entity = serializers.CharField(required=False, max_length=300)
     type = serializers.CharField(required=False, allow_null=True, max_length=64)
     id = serializers.IntegerField(
-        required=False, allow_null=True, help_text="as a response gives it: must be the named entity's"
+        required=False, help_text="the stored entity's (an entity object of a response)"
     )
     string = serializers.CharField(required=False)
     number = serializers.FloatField(required=False)
@@ -85,7 +85,7 @@ FACT_OBJECT_SCHEMA: dict[str, Any] = {
             "required": ["entity"],
             "additionalProperties": False,
             "properties": {
-                "entity": {"type": "string", "maxLength": 300},
+                "entity": {"type": "string", "maxLength": 300, "pattern": NOT_BLANK},
                 "type": {"type": ["string", "null"], "maxLength": 64},
                 "id": {"type": ["integer", "null"], "description": "as a response gives it: the entity's"},
             },
@@ -310,7 +310,7 @@ class FactsView(ApiView):
     for a batch) says whether the Neo4j projection of the change is ``pending`` or ``none``. 201 when
     a fact was created (a new or a disputed one), 200 when every fact was already known (reinforced)."""
 
-    error_statuses = (409, 413)
+    error_statuses = (404, 409, 413)
 
     @extend_schema(
         operation_id="facts_assert",

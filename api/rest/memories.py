@@ -96,6 +96,40 @@ class FactHintOutputSerializer(serializers.Serializer):
 
 
 class MemoryInputSerializer(StrictSerializer):
+    # a hierarchical memory names at least one agent or role; any other scope names none
+    schema_rules = {
+        "allOf": [
+            {
+                "anyOf": [
+                    {
+                        "required": ["scope", "visible_to"],
+                        "properties": {
+                            "scope": {"const": MemoryScope.HIERARCHICAL.value},
+                            "visible_to": {
+                                "anyOf": [
+                                    {"required": ["agents"], "properties": {"agents": {"minItems": 1}}},
+                                    {"required": ["roles"], "properties": {"roles": {"minItems": 1}}},
+                                ]
+                            },
+                        },
+                    },
+                    {
+                        "properties": {
+                            "scope": {
+                                "type": "string",
+                                "enum": [MemoryScope.PRIVATE.value, MemoryScope.SHARED.value],
+                            },
+                            "visible_to": {
+                                "properties": {"agents": {"maxItems": 0}, "roles": {"maxItems": 0}}
+                            },
+                        }
+                    },
+                ]
+            }
+        ],
+        "description": "A hierarchical memory names at least one agent or role in visible_to; "
+        "a private or shared one names none.",
+    }
     content = CleanCharField(max_length=MAX_CONTENT_CHARS, trim_whitespace=False)
     memory_type = serializers.ChoiceField(choices=AGENT_MEMORY_TYPES, default=MemoryType.FACT)
     scope = serializers.ChoiceField(choices=MemoryScope.choices, default=MemoryScope.PRIVATE)
@@ -420,7 +454,7 @@ class MemoriesView(ApiView):
 
     get_query_params = frozenset(MemoryListParams().fields)
     repeatable_query_params = frozenset({"tag"})
-    error_statuses = {"post": (409, 413, 503)}
+    error_statuses = {"post": (404, 409, 413, 503)}
 
     @extend_schema(
         operation_id="memories_create",

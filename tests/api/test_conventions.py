@@ -113,7 +113,8 @@ def test_a_value_comes_back_in_the_form_it_was_sent_and_can_be_sent_again(alice:
     wrong = alice.post(
         "/api/v1/facts", fact("Box", "made_by", {**entity["object"], "id": entity["object"]["id"] + 999})
     )
-    assert wrong.status_code == 400 and "object.id" in wrong.json()["errors"]
+    # well-formed, but not the stored entity's id: a conflict with the stored state (409)
+    assert wrong.status_code == 409 and "object.id" in wrong.json()["errors"]
 
 
 def test_a_list_is_never_null(alice: Caller) -> None:

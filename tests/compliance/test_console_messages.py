@@ -6,7 +6,7 @@ from __future__ import annotations
 from django_tenants.utils import tenant_context
 
 from compliance.models import RetentionRule
-from memory.procedural import services as procedural
+from memory.procedural.services import versions as procedural
 from tests.factories import Caller, admin_client, requires_model, skill_seed
 
 ADD = "/admin/compliance/retentionrule/add/"

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from core.bulk import rows_insert
-from core.errors import DomainError, InvalidInput
+from core.errors import Conflict, DomainError, InvalidInput, NotFound
 from core.locks import advisory_xact_lock, advisory_xact_locks
 from memory.episodic.models import EventKind, EventRole
 from memory.episodic.services import EventData, agent_session, events_append
@@ -66,19 +66,18 @@ def _prepare(data: FactData) -> _Prepared:
 
 
 def _object_key_checked(obj: FactObject, entity: Entity) -> str:
-    """The object key of an entity object; raises ``InvalidInput`` (field ``object.id``) when the
-    object gave an id that is not the entity's."""
+    """The object key of an entity object; raises ``Conflict`` (409, field ``object.id``) when the
+    object gave an id that is not the stored entity's (a well-formed request that disagrees with the
+    stored state)."""
     if obj.entity_id is not None and obj.entity_id != entity.pk:
-        raise InvalidInput(
-            f"Entity {obj.entity!r} has id {entity.pk}, not {obj.entity_id}.", field="object.id"
-        )
+        raise Conflict(f"Entity {obj.entity!r} has id {entity.pk}, not {obj.entity_id}.", field="object.id")
     return f"e:{entity.pk}"
 
 
 def _source_event_checked(data: FactData, known_events: set[int]) -> None:
-    """Raises ``InvalidInput`` (field ``source_event_id``) for a source event not in ``known_events``."""
+    """Raises ``NotFound`` (404, field ``source_event_id``) for a source event not in ``known_events``."""
     if data.source_event_id is not None and data.source_event_id not in known_events:
-        raise InvalidInput(f"No event {data.source_event_id} in this tenant.", field="source_event_id")
+        raise NotFound(f"No event {data.source_event_id} in this tenant.", field="source_event_id")
 
 
 @dataclass(frozen=True)

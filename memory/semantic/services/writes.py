@@ -43,7 +43,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from core.errors import DomainError, InvalidInput
+from core.errors import DomainError, InvalidInput, NotFound
 from core.redis import get_redis, tenant_key
 from core.tasks import queue_later
 from core.tenancy import current_schema
@@ -124,7 +124,7 @@ def _audiences(items: Sequence[MemoryData], prefixes: Sequence[str]) -> list[tup
         names = list(dict.fromkeys(data.visible_to_agents))
         unknown = [n for n in names if n not in found]
         if unknown:
-            raise InvalidInput(
+            raise NotFound(
                 f"No agent named {', '.join(map(repr, unknown))}.", field=f"{prefix}visible_to.agents"
             )
         out.append(([found[n] for n in names], list(dict.fromkeys(r for r in data.visible_to_roles if r))))
@@ -162,7 +162,7 @@ def _validate_all(items: Sequence[MemoryData], prefixes: Sequence[str]) -> None:
     known = set(Event.objects.filter(pk__in=wanted).values_list("pk", flat=True)) if wanted else set()
     for data, prefix in zip(items, prefixes, strict=True):
         if data.source_event_id is not None and data.source_event_id not in known:
-            raise InvalidInput(
+            raise NotFound(
                 f"No event {data.source_event_id} in this tenant.", field=f"{prefix}source_event_id"
             )
 

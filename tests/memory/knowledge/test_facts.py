@@ -250,7 +250,6 @@ def test_names_normalise_and_round_trip(alice: Caller) -> None:
         (fact("Alice", "x", {"entity": "Acme"}, valid_from="2026-01-01T00:00:00"), "valid_from"),
         (fact("Alice", "x", {"entity": "Acme"}, confidence=1.5), "confidence"),
         (fact("", "x", {"entity": "Acme"}), "subject"),
-        (fact("Alice", "x", {"entity": "Acme"}, source_event_id=999999), "source_event_id"),
         (fact("Alice", "x", {"entity": "Acme"}, colour="blue"), "colour"),
     ],
 )
@@ -258,6 +257,14 @@ def test_bad_facts_are_400_naming_the_field(alice: Caller, body: object, field: 
     response = alice.post("/api/v1/facts", body)
     assert response.status_code == 400, response.content
     assert field in response.json()["errors"]
+    with tenant_context(alice.tenant):
+        assert Fact.objects.count() == 0
+
+
+def test_a_source_event_that_does_not_exist_is_404_naming_the_field(alice: Caller) -> None:
+    response = alice.post("/api/v1/facts", fact("Alice", "x", {"entity": "Acme"}, source_event_id=999999))
+    assert response.status_code == 404, response.content
+    assert "source_event_id" in response.json()["errors"]
     with tenant_context(alice.tenant):
         assert Fact.objects.count() == 0
 

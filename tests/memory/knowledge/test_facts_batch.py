@@ -11,7 +11,7 @@ import pytest
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
-from core.errors import InvalidInput
+from core.errors import Conflict, InvalidInput, NotFound
 from memory.episodic.models import Event, EventKind
 from memory.knowledge import services
 from memory.knowledge.models import Contradiction, Entity, Fact, FactProvenance, FactStatus, GraphOutbox
@@ -129,7 +129,7 @@ def test_a_batch_is_all_or_nothing(alice: Caller) -> None:
                 facts=[F("Cid", "knows", ent("Dee")), F("Cid", "Knows Well", ent("Eve"))],
             )
         assert bad_predicate.value.field == "facts[1].predicate"
-        with pytest.raises(InvalidInput) as unknown_event:
+        with pytest.raises(NotFound) as unknown_event:
             services.facts_assert_batch(
                 agent=alice.agent,
                 facts=[
@@ -139,7 +139,7 @@ def test_a_batch_is_all_or_nothing(alice: Caller) -> None:
                 ],
             )
         assert unknown_event.value.field == "facts[2].source_event_id"
-        with pytest.raises(InvalidInput) as wrong_id:
+        with pytest.raises(Conflict) as wrong_id:
             services.facts_assert_batch(
                 agent=alice.agent, facts=[F("Cid", "knows", E(entity="Dee", entity_id=-5))]
             )
@@ -196,7 +196,7 @@ def test_rest_batches_answer_count_and_results_and_replay(alice: Caller) -> None
         "/api/v1/facts",
         [*body, {"subject": "Ivy", "predicate": "x", "object": {"entity": "Z"}, "source_event_id": 99999999}],
     )
-    assert bad.status_code == 400 and list(bad.json()["errors"]) == ["facts[3].source_event_id"], bad.content
+    assert bad.status_code == 404 and list(bad.json()["errors"]) == ["facts[3].source_event_id"], bad.content
     again = alice.post("/api/v1/facts", body)
     assert again.status_code == 200 and {r["outcome"] for r in again.json()["results"]} == {"reinforced"}
 

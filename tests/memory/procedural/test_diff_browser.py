@@ -17,8 +17,8 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django_tenants.utils import tenant_context
 
-from memory.procedural import services
 from memory.procedural.models import Skill
+from memory.procedural.services import proposals as services
 from tenants.models import Tenant
 from tests.compliance.browser import chromium, login, shot, site_host
 from tests.factories import (

@@ -56,7 +56,7 @@ def test_one_bad_item_stores_nothing_and_names_its_path(alice: Caller) -> None:
     assert list(response.json()["errors"]) == ["memories[2].content"]
     # a domain error found by the service (no such event) names its item too
     response = batch(alice, [good, {"content": "From an event.", "source_event_id": 999999}])
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert list(response.json()["errors"]) == ["memories[1].source_event_id"]
     response = batch(alice, [good, {"content": "Wrong model.", "embedding_model": "other-model"}])
     assert response.status_code == 409 and list(response.json()["errors"]) == ["memories[1].embedding_model"]

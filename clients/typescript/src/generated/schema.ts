@@ -575,8 +575,7 @@ export interface paths {
         put?: never;
         /**
          * Propose a skill (a draft)
-         * @description ``GET skills?intent=…&k=5``: the best matching published skills, with score, version and
-         *     steps. ``POST skills``: propose a new skill (its v1 lands as a draft).
+         * @description The steps are compiled against this tenant's tools: each `tool` must exist, step ids be unique, references and `when` expressions resolve to earlier steps or the input, and `params` match the tool's input schema; the input schema is compiled as a tool's. Else a 400 whose `problems` name each path.
          */
         post: operations["skills_propose"];
         delete?: never;
@@ -636,7 +635,7 @@ export interface paths {
         put?: never;
         /**
          * Propose a version (a draft)
-         * @description ``POST skills/{name}/versions``: propose a new version (a draft only an operator publishes).
+         * @description The steps are compiled against this tenant's tools: each `tool` must exist, step ids be unique, references and `when` expressions resolve to earlier steps or the input, and `params` match the tool's input schema; the input schema is compiled as a tool's. Else a 400 whose `problems` name each path.
          */
         post: operations["skill_versions_propose"];
         delete?: never;
@@ -724,7 +723,7 @@ export interface paths {
         put?: never;
         /**
          * Search store items
-         * @description Items under `namespace_prefix` matching `filter`, `offset` then `limit` of them: ranked by semantic memory's hybrid recall with a `query` (then `offset + limit` at most 1000), else newest change first.
+         * @description Items under `namespace_prefix` matching `filter`, `offset` then `limit` of them: ranked by semantic memory's hybrid recall with a `query`, else newest change first. With a `query` only the first 1000 ranked items are reachable: a page reaching past them is cut there, and one starting past them is empty.
          */
         post: operations["store_search"];
         delete?: never;
@@ -749,8 +748,7 @@ export interface paths {
         put?: never;
         /**
          * Create a tool or version it
-         * @description ``GET tools``: the newest version of every tool; ``POST tools``: create a tool or give it a
-         *     new version (201; 200 with ``created: false`` when nothing changed).
+         * @description Both schemas are compiled: each must be valid against the JSON Schema 2020-12 meta-schema and name in `required` only its own properties; else a 400 whose `problems` name each path. A contract equal to the current version's is no new version (200).
          */
         post: operations["tools_save"];
         delete?: never;
@@ -849,24 +847,15 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         CheckpointInputRequest: {
-            /**
-             * @description LangGraph's checkpoint namespace; empty: the root
-             * @default
-             */
+            /** @description LangGraph's checkpoint namespace; empty: the root */
             checkpoint_ns?: string;
-            /**
-             * @description the person this is about (erasure and legal holds target it)
-             * @default
-             */
+            /** @description the person this is about (erasure and legal holds target it) */
             data_subject?: string;
             /** @description names the checkpoint in your stream (LangGraph's checkpoint_id); a repeat is a replay */
             idempotency_key: string;
             /** @description a JSON object (at most 64 KiB), filterable */
             metadata?: Record<string, unknown>;
-            /**
-             * @description the idempotency key of the checkpoint this one follows (LangGraph's parent)
-             * @default
-             */
+            /** @description the idempotency key of the checkpoint this one follows (LangGraph's parent) */
             parent_key?: string;
             /** @description a JSON list of steps */
             plan?: unknown[];
@@ -881,7 +870,9 @@ export interface components {
              * @description absent: the next step of your stream in the session (its latest + 1)
              */
             step_index?: number;
-        };
+        } & (unknown | {
+            serialized: unknown;
+        });
         CheckpointSaved: {
             agent: string;
             /** @description the namespace; empty: the root */
@@ -1217,24 +1208,25 @@ export interface components {
         };
         EventCreatedOneOrBatch: components["schemas"]["EventOutput"] | components["schemas"]["EventBatch"];
         EventInputOneOrBatchRequest: components["schemas"]["EventInputRequest"] | components["schemas"]["EventInputRequest"][];
-        /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
+        /** @description Give content (not only whitespace), a non-empty payload, or both. */
         EventInputRequest: {
-            /** @default  */
             content?: string;
-            /**
-             * @description the person this is about (erasure and legal holds target it)
-             * @default
-             */
+            /** @description the person this is about (erasure and legal holds target it) */
             data_subject?: string;
             execution_id?: string | null;
             kind: components["schemas"]["EventKindEnum"];
             /** Format: date-time */
             occurred_at: string;
+            /** @description Any JSON; an integer must be one a double keeps exactly (every integer within ±9007199254740991, or one whose digits are a double's, like 100000000000000000000): the value is hashed as RFC 8785 JSON, whose numbers are doubles. Send other integers as strings; a value breaking this is a 400. */
             payload?: Record<string, unknown>;
             /** @default assistant */
             role?: components["schemas"]["EventRoleEnum"];
             session_id: string;
-        };
+        } & ({
+            content: unknown;
+        } | {
+            payload: unknown;
+        });
         /**
          * @description * `message` - Message
          *     * `tool_call` - Tool Call
@@ -1313,7 +1305,26 @@ export interface components {
          *     facts`` (``subject``, ``subject_type``?, ``predicate``, ``object``).
          */
         FactHintRequest: {
-            object: components["schemas"]["FactObjectRequest"];
+            /**
+             * @description A fact's object: an entity ``{"entity": "Acme", "type"?: "company"}`` (a response adds the
+             *         entity's ``id``, which may be sent back) or exactly one literal: ``{"string": "..."}``,
+             *         ``{"number": 41}``, ``{"date": "2026-01-31"}``, ``{"boolean": true}``.
+             */
+            object: {
+                entity: string;
+                /** @description as a response gives it: the entity's */
+                id?: number | null;
+                type?: string | null;
+            } | {
+                string: string;
+            } | {
+                number: number;
+            } | {
+                /** Format: date */
+                date: string;
+            } | {
+                boolean: boolean;
+            };
             predicate: string;
             subject: string;
             subject_type?: string | null;
@@ -1326,18 +1337,32 @@ export interface components {
              * @default 1
              */
             confidence?: number;
-            /**
-             * @description the person this is about (erasure and legal holds target it)
-             * @default
-             */
+            /** @description the person this is about (erasure and legal holds target it) */
             data_subject?: string | null;
-            object: components["schemas"]["FactObjectRequest"];
+            /**
+             * @description A fact's object: an entity ``{"entity": "Acme", "type"?: "company"}`` (a response adds the
+             *         entity's ``id``, which may be sent back) or exactly one literal: ``{"string": "..."}``,
+             *         ``{"number": 41}``, ``{"date": "2026-01-31"}``, ``{"boolean": true}``.
+             */
+            object: {
+                entity: string;
+                /** @description as a response gives it: the entity's */
+                id?: number | null;
+                type?: string | null;
+            } | {
+                string: string;
+            } | {
+                number: number;
+            } | {
+                /** Format: date */
+                date: string;
+            } | {
+                boolean: boolean;
+            };
             predicate: string;
-            /** @default  */
             session_id?: string | null;
             source_event_id?: number | null;
             subject: string;
-            /** @default  */
             subject_type?: string | null;
             /** Format: date-time */
             valid_from?: string;
@@ -1352,7 +1377,7 @@ export interface components {
             /** Format: date */
             date?: string;
             entity?: string;
-            /** @description as a response gives it: must be the named entity's */
+            /** @description the stored entity's (an entity object of a response) */
             id?: number;
             /** Format: double */
             number?: number;
@@ -1369,23 +1394,6 @@ export interface components {
             /** Format: date */
             date?: string;
             entity?: string;
-            id?: number;
-            /** Format: double */
-            number?: number;
-            string?: string;
-            type?: string | null;
-        };
-        /**
-         * @description A fact's object: an entity ``{"entity": "Acme", "type"?: "company"}`` (a response adds the
-         *     entity's ``id``, which may be sent back) or exactly one literal: ``{"string": "..."}``,
-         *     ``{"number": 41}``, ``{"date": "2026-01-31"}``, ``{"boolean": true}``.
-         */
-        FactObjectRequest: {
-            boolean?: boolean;
-            /** Format: date */
-            date?: string;
-            entity?: string;
-            /** @description as a response gives it: must be the named entity's */
             id?: number;
             /** Format: double */
             number?: number;
@@ -1520,7 +1528,7 @@ export interface components {
             results: components["schemas"]["MemoryWritten"][];
         };
         MemoryInputOneOrBatchRequest: components["schemas"]["MemoryInputRequest"] | components["schemas"]["MemoryInputRequest"][];
-        /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
+        /** @description A hierarchical memory names at least one agent or role in visible_to; a private or shared one names none. */
         MemoryInputRequest: {
             /**
              * Format: double
@@ -1528,10 +1536,7 @@ export interface components {
              */
             confidence?: number;
             content: string;
-            /**
-             * @description the person this is about (erasure and legal holds target it)
-             * @default
-             */
+            /** @description the person this is about (erasure and legal holds target it) */
             data_subject?: string;
             /** @description optional precomputed vector from the configured model */
             embedding?: number[];
@@ -1562,7 +1567,23 @@ export interface components {
              * @default sync
              */
             write?: components["schemas"]["WriteEnum"];
-        };
+        } & ({
+            /** @constant */
+            scope: "hierarchical";
+            visible_to: {
+                agents: unknown;
+            } | {
+                roles: unknown;
+            };
+        } | {
+            scope?: components["schemas"]["MemoryInputScopeEnum"];
+            visible_to?: {
+                agents?: unknown;
+                roles?: unknown;
+            };
+        });
+        /** @enum {string} */
+        MemoryInputScopeEnum: "private" | "shared";
         /**
          * @description A memory; ``visible_to`` lists the agents (by name) and roles a hierarchical memory names
          *     (empty lists otherwise). Pass ``context={"agent_names": {id: name}}`` for lists of memories.
@@ -1730,18 +1751,14 @@ export interface components {
         ProjectionEnum: "pending" | "none";
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         RetractInputRequest: {
-            /** @default  */
             reason?: string;
             session_id?: string;
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         RunInputRequest: {
             duration_ms?: number;
-            /** @default  */
             error?: string;
-            /** @default  */
             failed_step?: string;
-            /** @default  */
             session_id?: string;
             success: boolean;
             version: number;
@@ -1873,16 +1890,20 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         SkillProposalRequest: {
-            /** @default  */
             change_note?: string;
-            /** @default  */
             description?: string;
-            input_schema: Record<string, unknown>;
+            /** @description a JSON Schema 2020-12 object schema: valid against the meta-schema, with `"type": "object"`, `properties` and `required` (names among the properties; [] for none) */
+            input_schema: {
+                properties: {
+                    [key: string]: Record<string, unknown> | boolean;
+                };
+                required: string[];
+                /** @constant */
+                type: "object";
+            };
             intents?: string[];
             name: string;
-            /** @default  */
             owner?: string;
-            /** @default  */
             session_id?: string;
             /** @description a list of steps (see the README's skill format) */
             steps: {
@@ -2030,21 +2051,15 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         StorePutInputRequest: {
-            /**
-             * @description the person the item is about (erasure and legal holds target it)
-             * @default
-             */
+            /** @description the person the item is about (erasure and legal holds target it) */
             data_subject?: string;
             /** @description false: not indexed; a list: the JSON paths of the value whose text is indexed (`a.b`, `a[0]`, `a[*].b`); null or absent: the whole value (`"$"`) */
-            index?: boolean | string[] | null;
+            index?: false | string[] | null;
             /** @description the item's key in it */
             key: string;
             /** @description the item's namespace, e.g. ["memories", "user-42"] */
             namespace: string[];
-            /**
-             * Format: double
-             * @description minutes until the item expires, restarted by each put and refreshing read; null: never
-             */
+            /** @description minutes until the item expires, restarted by each put and refreshing read; null: never */
             ttl?: number | null;
             /** @description the item: a JSON object (filterable by its fields) */
             value: Record<string, unknown>;
@@ -2169,13 +2184,26 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         ToolInputRequest: {
-            /** @default  */
             description?: string;
-            /** @description a JSON Schema 2020-12 object schema */
-            input_schema: Record<string, unknown>;
+            /** @description a JSON Schema 2020-12 object schema: valid against the meta-schema, with `"type": "object"`, `properties` and `required` (names among the properties; [] for none) */
+            input_schema: {
+                properties: {
+                    [key: string]: Record<string, unknown> | boolean;
+                };
+                required: string[];
+                /** @constant */
+                type: "object";
+            };
             name: string;
-            /** @description a JSON Schema 2020-12 object schema */
-            output_schema: Record<string, unknown>;
+            /** @description a JSON Schema 2020-12 object schema: valid against the meta-schema, with `"type": "object"`, `properties` and `required` (names among the properties; [] for none) */
+            output_schema: {
+                properties: {
+                    [key: string]: Record<string, unknown> | boolean;
+                };
+                required: string[];
+                /** @constant */
+                type: "object";
+            };
         };
         ToolList: {
             /**
@@ -2227,10 +2255,16 @@ export interface components {
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         VersionProposalRequest: {
             based_on?: number;
-            /** @default  */
             change_note?: string;
-            input_schema?: Record<string, unknown>;
-            /** @default  */
+            /** @description a JSON Schema 2020-12 object schema: valid against the meta-schema, with `"type": "object"`, `properties` and `required` (names among the properties; [] for none) */
+            input_schema?: {
+                properties: {
+                    [key: string]: Record<string, unknown> | boolean;
+                };
+                required: string[];
+                /** @constant */
+                type: "object";
+            };
             session_id?: string;
             /** @description a list of steps */
             steps: {
@@ -2255,7 +2289,7 @@ export interface components {
             agents?: string[];
             roles?: string[];
         };
-        /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
+        /** @description At least one weight, as given or the tenant's default, must be above 0. */
         WeightsRequest: {
             /** Format: double */
             importance?: number;
@@ -2303,12 +2337,10 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         WritesInputRequest: {
-            /** @default  */
             checkpoint_ns?: string;
             /** @description the checkpoint's idempotency key */
             key: string;
             task_id: string;
-            /** @default  */
             task_path?: string;
             /** @description in task order */
             writes: components["schemas"]["WriteInputRequest"][];
@@ -2445,6 +2477,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     entity_facts: {
@@ -2516,7 +2557,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     /** @description graph-projection-stale or neo4j-unavailable when PostgreSQL answered for a configured Neo4j */
@@ -2590,6 +2631,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     events_append: {
@@ -2599,7 +2649,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 "application/json": components["schemas"]["EventInputOneOrBatchRequest"];
             };
@@ -2709,7 +2759,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2777,7 +2827,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2856,7 +2906,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2944,7 +2994,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3019,7 +3069,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3085,7 +3135,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3152,7 +3202,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3231,7 +3281,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3315,7 +3365,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3382,7 +3432,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3409,7 +3459,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 "application/json": components["schemas"]["FactInputOneOrBatchRequest"];
             };
@@ -3451,6 +3501,15 @@ export interface operations {
             };
             /** @description The key lacks the scope this operation needs, or the caller may not act on this object. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3528,7 +3587,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3606,7 +3665,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     /** @description graph-projection-stale or neo4j-unavailable when PostgreSQL answered for a configured Neo4j */
@@ -3746,6 +3805,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     memories_create: {
@@ -3755,7 +3823,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: {
+        requestBody: {
             content: {
                 "application/json": components["schemas"]["MemoryInputOneOrBatchRequest"];
             };
@@ -3805,6 +3873,15 @@ export interface operations {
             };
             /** @description The key lacks the scope this operation needs, or the caller may not act on this object. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3887,7 +3964,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3946,7 +4023,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4078,7 +4155,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4157,7 +4234,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     /** @description Redis could not be reached: PostgreSQL alone answered or stored */
@@ -4241,7 +4318,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4299,7 +4376,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4375,7 +4452,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     /** @description Redis could not be reached: PostgreSQL alone answered or stored */
@@ -4449,7 +4526,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4518,7 +4595,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4587,7 +4664,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4647,7 +4724,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4717,7 +4794,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4930,7 +5007,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4991,7 +5068,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5061,7 +5138,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5137,7 +5214,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5203,7 +5280,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5624,7 +5701,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such resource (or one the caller may not see). */
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
             404: {
                 headers: {
                     [name: string]: unknown;
