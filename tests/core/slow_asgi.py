@@ -4,8 +4,10 @@ graceful shutdown test (tests/core/test_operations.py)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -17,6 +19,8 @@ from config.asgi import django_wsgi
 
 def _slow(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     seconds = float(parse_qs(environ.get("QUERY_STRING", "")).get("seconds", ["2"])[0])
+    if mark := os.environ.get("ENGRAM_SLOW_MARK"):
+        Path(mark).touch()  # the request is in flight: the test may now stop the server
     time.sleep(seconds)
     start_response("200 OK", [("Content-Type", "text/plain")])
     return [f"slept {seconds}\n".encode()]

@@ -164,6 +164,8 @@ def test_sigterm_lets_the_web_server_finish_in_flight_requests(django_db_setup) 
     command = procfile()["web"].replace("config.asgi:application", "tests.core.slow_asgi:application")
     env = database_env(PORT=str(port), WEB_CONCURRENCY="2", GRACEFUL_TIMEOUT="30")
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    mark = Path(tempfile.mkdtemp()) / "in-flight"
+    env["ENGRAM_SLOW_MARK"] = str(mark)
     server = subprocess.Popen(["sh", "-c", command], cwd=BASE_DIR, env=env, start_new_session=True)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz", server, timeout=90)
@@ -177,7 +179,10 @@ def test_sigterm_lets_the_web_server_finish_in_flight_requests(django_db_setup) 
 
         client = threading.Thread(target=slow)
         client.start()
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:  # a worker is serving it
+            time.sleep(0.05)
+        assert mark.exists(), result
         server.send_signal(signal.SIGTERM)
         client.join(30)
         assert "error" not in result, result

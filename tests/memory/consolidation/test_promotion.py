@@ -137,8 +137,8 @@ def test_a_malformed_hint_is_a_400_naming_the_field(alice: Caller) -> None:
         fact={"subject": "Alice", "predicate": "lives_in", "object": {"city": "Lisbon"}},
     )
     assert response.status_code == 400 and "fact.object" in response.json()["errors"]
-    response = remember(alice, "Alice lives in Lisbon.", source_event_id=999999)
-    assert response.status_code == 400 and "source_event_id" in response.json()["errors"]
+    response = remember(alice, "Alice lives in Lisbon.", source_event_id=999999)  # no such event
+    assert response.status_code == 404 and "source_event_id" in response.json()["errors"]
 
 
 def test_a_batch_of_promotions_records_one_decision_per_session_naming_each_memory(
