@@ -201,9 +201,9 @@ def test_a_stored_proposal_with_a_costly_condition_does_not_hold_up_the_queue(
     steps[4]["when"] = nested_all(5)
     with tenant_context(alice.tenant):
         SkillVersion.objects.filter(skill_id=draft.skill_id, number=number).update(steps=steps)
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread, whatever else runs on the machine
     queue = operator.get("/admin/memory/skill/proposals/").content.decode()
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
     assert f"reset-password v{number}" in queue and "Evaluating this expression takes more than" in queue
 
 

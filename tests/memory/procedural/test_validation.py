@@ -354,9 +354,9 @@ def test_a_constant_condition_too_costly_to_evaluate_is_refused_at_once() -> Non
     times = []
     for _ in range(3):  # the best of three: the machine may be busy with something else
         parsing._parse.cache_clear()
-        started = time.perf_counter()
+        started = time.thread_time()
         errors = problems(steps_with(4, when=condition))
-        times.append(time.perf_counter() - started)
+        times.append(time.thread_time() - started)
     assert list(errors) == ["steps[4].when"], errors
     assert errors["steps[4].when"][0].startswith(
         "Step 'follow_up' (#5): when: Evaluating this expression takes"
@@ -388,13 +388,14 @@ def test_a_constant_condition_with_a_small_macro_is_still_evaluated() -> None:
 )
 def test_every_way_to_make_evaluation_costly_is_bounded(condition: str, refused: bool) -> None:
     cel.check("true", {})
-    started = time.perf_counter()
+    # CPU time of this thread: what the cost budget bounds, whatever else runs on the machine
+    started = time.thread_time()
     try:
         cel.check(condition, {})
         outcome = False
     except cel.CelCostError:
         outcome = True
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert outcome is refused
 
 
@@ -417,9 +418,9 @@ def test_the_constant_conditions_of_a_skill_share_one_budget() -> None:
     # each within its own budget, together far over what a skill may take: the later ones are refused
     condition = "[" + ",".join(str(i) for i in range(1, 41)) + "].all(x, x > 0)"
     cel.check("true", {})
-    started = time.perf_counter()
+    started = time.thread_time()
     errors = problems(many_steps([condition] * 100))
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
     assert cel.check(condition, {}).constant is True
     refused = [path for path in errors if path.endswith(".when")]
     assert refused and "steps[1].when" not in refused and "steps[100].when" in refused, errors
