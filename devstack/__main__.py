@@ -57,13 +57,18 @@ def _phase(phase: str, text: str, started: float | None = None) -> float:
 def celery_command() -> list[str]:
     """The command line of ``./engram up``'s Celery worker with beat (2 processes). As root (a
     container, a root shell) Celery warns that workers should not run as root, which a developer
-    cannot act on here: that one warning is turned off through Python's documented ``-W`` option."""
-    quiet_root = ["-W", "ignore::celery.exceptions.SecurityWarning"] if os.geteuid() == 0 else []
+    cannot act on here: that one warning is turned off by its message through Python's documented
+    ``-W`` option (a category filter cannot name Celery's class before Celery is imported). The
+    banner and task list are left out (``--quiet``): the ready message says what runs."""
+    quiet_root = (
+        ["-W", "ignore:You're running the worker with superuser privileges"] if os.geteuid() == 0 else []
+    )
     return [
         sys.executable,
         *quiet_root,
         "-m",
         "celery",
+        "--quiet",
         "-A",
         "config",
         "worker",
@@ -176,9 +181,10 @@ def cmd_docs(port: int) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="engram")
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    """The command line of ``./engram`` (its subcommands and their help: the docs' command reference)."""
+    root = argparse.ArgumentParser(prog="engram")
+    sub = root.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start everything and serve until Ctrl-C")
     up.add_argument("--port", type=int, default=8000)
     sub.add_parser("test", help="run the test suite (extra arguments go to pytest)")
@@ -188,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     svc.add_argument("--profile", default="bench")
     docs = sub.add_parser("docs", help="serve the documentation site on http://127.0.0.1:8001")
     docs.add_argument("--port", type=int, default=8001)
-    args, rest = parser.parse_known_args(argv)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, rest = parser().parse_known_args(argv)
     # SIGTERM unwinds like Ctrl-C, so every service started here is stopped on the way out
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda signum, frame: sys.exit(128 + signum))
