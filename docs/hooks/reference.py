@@ -140,7 +140,10 @@ def _help_of(path: Path) -> str:
 def commands() -> list[Command]:
     """Every ``./engram`` subcommand, then every management command of the project's apps."""
     import argparse
+    import sys
 
+    if str(BASE_DIR) not in sys.path:  # this checkout's devstack, whichever is installed
+        sys.path.insert(0, str(BASE_DIR))
     from devstack.__main__ import parser
 
     found: list[Command] = []
@@ -189,3 +192,16 @@ def on_page_markdown(markdown: str, **kwargs: object) -> str:
         if marker in markdown:
             markdown = markdown.replace(marker, render())
     return markdown
+
+
+def decisions_list() -> str:
+    """Every decision record (``docs/decisions/NNNN-*.md``) as a list of links with its title."""
+    items = []
+    for path in sorted((BASE_DIR / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md")):
+        first = path.read_text().splitlines()[0] if path.read_text() else path.stem
+        title = first.lstrip("#").strip() or path.stem
+        items.append(f"- [{title}]({path.name})")
+    return "\n".join(items) + "\n"
+
+
+MARKERS["<!-- generated: decisions -->"] = decisions_list
