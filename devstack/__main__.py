@@ -93,7 +93,7 @@ def ready_message(port: int, credentials: Path) -> str:
         f"  platform admin:        http://localhost:{port}/admin/   (user admin)\n"
         f"  credentials (API key, admin passwords): {credentials}   (mode 0600, never printed)\n"
         f"Next:\n"
-        f"  1. store and recall a memory:  KEY=$(grep -o 'egm\\.demo\\.[^ ]*' {credentials} | tail -1)\n"
+        f"  1. store and recall a memory:  KEY=$(grep -o 'egm\\.[^ ]*' {credentials} | tail -1)\n"
         f'     curl -s {base}/api/v1/memories/search -H "Authorization: Bearer $KEY" '
         f"-H 'Content-Type: application/json' -d '{{\"query\": \"hello\"}}'\n"
         f"  2. open the demo tenant's admin and follow the trail of what the agent did\n"
@@ -176,8 +176,10 @@ def cmd_services(profile: str) -> int:
 def cmd_docs(port: int) -> int:
     """Serve the documentation site (``mkdocs serve``) on 127.0.0.1:``port`` until Ctrl-C."""
     command = [sys.executable, "-m", "mkdocs", "serve", "--dev-addr", f"127.0.0.1:{port}"]
+    # MkDocs' banner about its next major version is for the site's maintainers, not its readers
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     with contextlib.suppress(KeyboardInterrupt):
-        return subprocess.run(command, cwd=BASE_DIR).returncode
+        return subprocess.run(command, cwd=BASE_DIR, env=env).returncode
     return 0
 
 

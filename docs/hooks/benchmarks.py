@@ -77,7 +77,8 @@ def _search_latency(figures: dict[str, Any]) -> tuple[str, bytes | None]:
     ax.set_xlabel("memories in the tenant (log scale)")
     ax.set_ylabel("ms per search (k=10)")
     ax.set_title("Hybrid search latency against corpus size")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.set_size_inches(10, 3.8)
     return "\n".join(table) + "\n", _png(fig)
 
 
