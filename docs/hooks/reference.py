@@ -20,7 +20,21 @@ from typing import Any
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SETTINGS_DIR = BASE_DIR / "config" / "settings"
 DESCRIPTIONS = BASE_DIR / "docs" / "reference" / "settings.toml"
-CASTS = {"bool", "int", "float", "list", "str", "url", "path", "json", "dict", "db_url", "cache_url"}
+CASTS = {
+    "bool",
+    "int",
+    "float",
+    "list",
+    "str",
+    "url",
+    "path",
+    "json",
+    "dict",
+    "db",
+    "db_url",
+    "cache",
+    "cache_url",
+}
 COMMAND_APPS = ("agents", "tenants", "memory", "compliance", "api", "benchmarks", "core")
 
 

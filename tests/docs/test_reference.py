@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from types import ModuleType
 
 from tests.factories import BASE_DIR
 
 
 def reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "docs_reference", BASE_DIR / "docs" / "hooks" / "reference.py"
-    )
+    """The hook module, loaded from its file (docs/hooks is no package)."""
+    if "docs_reference" in sys.modules:
+        return sys.modules["docs_reference"]
+    path = BASE_DIR / "docs" / "hooks" / "reference.py"
+    spec = importlib.util.spec_from_file_location("docs_reference", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules["docs_reference"] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
