@@ -134,7 +134,8 @@ def cmd_up(port: int) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, _on_signal)
         try:
-            wait_for_http(f"http://127.0.0.1:{port}/api/v1/schema", children[0], timeout=120)
+            # readiness: PostgreSQL and Redis answer (api.ops); cheap, unlike the schema
+            wait_for_http(f"http://127.0.0.1:{port}/readyz", children[0], timeout=120)
             print(ready_message(port, credentials), flush=True)
             while not stop["now"] and all(p.poll() is None for p in children):
                 time.sleep(0.3)

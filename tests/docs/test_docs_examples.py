@@ -89,6 +89,8 @@ def test_the_guides_that_promise_runnable_blocks_have_them() -> None:
         "docs/guides/agents/mcp.md",
         "docs/guides/agents/context.md",
         "docs/guides/agents/skills.md",
+        "docs/guides/agents/langgraph.md",
+        "docs/guides/agents/consolidation.md",
     }
     assert expected <= runnable, expected - runnable
 
