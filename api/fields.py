@@ -192,7 +192,7 @@ class JSONObjectField(JSONValueField):
 
 def null_if_blank(value: str | None) -> str | None:
     """``None`` for a missing or empty string: absent optional values are ``null`` in every
-    response, never ``""`` (README, Conventions)."""
+    response, never ``""`` (docs/guides/agents/rest.md, Conventions)."""
     return value or None
 
 

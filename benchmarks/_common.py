@@ -287,6 +287,11 @@ def commit(root: str | Path = ROOT) -> dict[str, Any]:
 _FIGURES: dict[str, Any] = {}
 
 
+def recorded() -> bool:
+    """Whether this run has recorded any figure yet."""
+    return bool(_FIGURES)
+
+
 def record(**figures: Any) -> None:
     """Add ``figures`` (JSON-able: numbers, strings, lists, dicts) to this run's record, under their
     names; a later value of a name replaces the earlier one. Written by ``Run.write``."""
@@ -303,11 +308,14 @@ class Run:
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     load_before: list[float] = field(default_factory=lambda: list(os.getloadavg()))
 
-    def write(self, path: str | Path | None = None, *, output: Sequence[str] = ()) -> Path:
+    def write(
+        self, path: str | Path | None = None, *, output: Sequence[str] = (), exit_status: int = 0
+    ) -> Path:
         """Write the record to ``path`` (default ``benchmarks/results/<benchmark>.json``) and return
         the path: ``{benchmark, command, commit, machine, load_before, load_after (1, 5, 15 min),
-        started_at, finished_at, figures, output}``, ``figures`` what ``record`` gathered and
-        ``output`` the lines the run printed."""
+        started_at, finished_at, exit_status, figures, output}``, ``figures`` what ``record``
+        gathered, ``exit_status`` the benchmark's (1: it missed a target it checks) and ``output``
+        the lines the run printed."""
         target = Path(path) if path else RESULTS / f"{self.benchmark}.json"
         document = {
             "benchmark": self.benchmark,
@@ -318,6 +326,7 @@ class Run:
             "load_after": list(os.getloadavg()),
             "started_at": self.started_at,
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "exit_status": exit_status,
             "figures": dict(_FIGURES),
             "output": list(output),
         }

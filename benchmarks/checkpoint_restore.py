@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from _common import percentiles
+from _common import percentiles, record
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANT = "bench_ckpt"
@@ -287,6 +287,8 @@ def main() -> int:
             time_calls(lambda n: get(n, "postgres"), lambda n: redis.delete(keys[n]), sample(args.requests)),
         )
 
+    # the figures of --json (the docs' benchmarks page plots the distributions)
+    record(sessions=args.sessions, requests=args.requests, latency_ms=results)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average (1, 5, 15 min) at the end: {load} on {os.cpu_count()} CPUs")
     worst = max(results["http warm (redis)"]["p99"], results["http cold (postgres)"]["p99"])

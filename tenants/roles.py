@@ -97,7 +97,7 @@ def database_prepare() -> list[str]:
     and tenant schemas that the login may transfer (a database migrated before issue 12).
 
     Returns what was done or left to do, one line each. Raises ``ImproperlyConfigured`` naming the
-    statement a superuser must run when the login cannot do it itself (README, Operations).
+    statement a superuser must run when the login cannot do it itself (docs/guides/operators/postgresql.md).
     """
     maint = maintenance_role()
     notes: list[str] = []

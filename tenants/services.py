@@ -24,7 +24,9 @@ def tenant_create(*, slug: str, name: str | None = None, domain: str | None = No
     if tenant is None:
         tenant = Tenant(schema_name=slug, name=name or slug)
         tenant.full_clean()
-        tenant.save()  # creates the schema and runs the tenant migrations in it
+        # creates the schema and runs the tenant migrations in it, without listing each migration
+        # (a service reports through its return value; migrate_schemas is where they are listed)
+        tenant.save(verbosity=0)
     if domain:
         with transaction.atomic():
             Domain.objects.get_or_create(

@@ -1,5 +1,6 @@
-"""The README's "Try it" examples work as written: each curl call is replayed against the API with a
-real key (the request path and body exactly as the README has them)."""
+"""The README's "Try it" examples work as written: each call is replayed against the API with a
+real key (the request path and body exactly as the README has them). tests/docs runs the same block
+with bash and curl against a live server."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import re
 
 from tests.factories import BASE_DIR, Caller, requires_model
 
-CURL = re.compile(r"curl -s localhost:8000(?P<path>/api/v1/\S+)[^\n]*\\\n\s+-d '(?P<body>[^']*)'", re.S)
+CALL = re.compile(r"^api (?P<path>\S+) -d '(?P<body>[^']*)'", re.S | re.M)
 
 
 @requires_model
 def test_the_try_it_examples_work(alice: Caller) -> None:
     readme = (BASE_DIR / "README.md").read_text()
-    block = readme[readme.index("## Try it") : readme.index("## API")]
-    calls = [(m["path"], json.loads(m["body"])) for m in CURL.finditer(block)]
+    block = readme[readme.index("## Try it") : readme.index("## What makes it different")]
+    assert 'curl -s --fail-with-body "http://127.0.0.1:8000/api/v1/$1"' in block
+    calls = [(f"/api/v1/{m['path']}", json.loads(m["body"])) for m in CALL.finditer(block)]
     assert [path for path, _ in calls] == ["/api/v1/events", "/api/v1/memories", "/api/v1/memories/search"]
     for path, body in calls:
         response = alice.post(path, body)

@@ -150,7 +150,7 @@ class FactInputSerializer(StrictSerializer):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        # null and absent are the same for optional values (README, Conventions)
+        # null and absent are the same for optional values (docs/guides/agents/rest.md, Conventions)
         for name in ("subject_type", "session_id", "data_subject"):
             attrs[name] = attrs.get(name) or ""
         return attrs

@@ -258,7 +258,7 @@ class ToolDetailView(ApiView):
     }
 )
 class StepsField(serializers.JSONField):
-    """A skill's steps (README, "Skills")."""
+    """A skill's steps (docs/guides/agents/skills.md)."""
 
 
 @extend_schema_serializer(component_name="SkillVersion")
@@ -376,7 +376,7 @@ class SkillProposalSerializer(StrictSerializer):
     tags = serializers.ListField(child=CleanCharField(max_length=64), max_length=MAX_TAGS, default=list)
     owner = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
     input_schema = ObjectSchemaField()
-    steps = StepsInputField(help_text="a list of steps (see the README's skill format)")
+    steps = StepsInputField(help_text="a list of steps (see the skills guide: docs/guides/agents/skills.md)")
     change_note = CleanCharField(max_length=MAX_TEXT_CHARS, required=False, default="", allow_blank=True)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_blank=True)
 

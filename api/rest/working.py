@@ -1,7 +1,7 @@
 """Working memory over HTTP: ``/api/v1/executions/{id}/blackboard|scratchpad|close`` and
 ``/api/v1/sessions/{id}/window``. Redis down → 503; values over the tenant's limit → 413.
 
-A PUT that creates a field or key answers 201, one that replaces it 200 (README, Conventions).
+A PUT that creates a field or key answers 201, one that replaces it 200 (docs/guides/agents/rest.md, Conventions).
 """
 
 from __future__ import annotations

@@ -318,7 +318,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Memory for multi-agent AI systems: the episodic log, semantic memory, knowledge, "
     "working memory and checkpoints. Every request carries a per-agent API key "
     "(`Authorization: Bearer egm.<tenant>.<key id>.<secret>`); conventions (envelopes, status codes, "
-    "errors) are in the README.",
+    "errors) are in the REST guide of the documentation (docs/guides/agents/rest.md).",
     "VERSION": "1.0.0",
     "OAS_VERSION": "3.1.0",
     "SCHEMA_PATH_PREFIX": "/api/v1",

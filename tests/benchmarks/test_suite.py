@@ -78,10 +78,12 @@ def test_a_quick_run_writes_its_figures_as_json(tmp_path: Path) -> None:
         "load_after",
         "started_at",
         "finished_at",
+        "exit_status",
         "figures",
         "output",
     }
     assert record["benchmark"] == "cel_cost"
+    assert record["exit_status"] == 0
     assert record["command"] == ["python", "-m", "benchmarks", "cel_cost", *_dispatcher().QUICK["cel_cost"]]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     if head.returncode == 0:

@@ -41,10 +41,12 @@ def blocks(markdown: Path, language: str) -> list[str]:
 
 
 def main_readme_example() -> str:
-    """The LangGraph example of the main README (``tests/clients/test_langgraph_saver.py`` runs it
+    """The LangGraph guide's example (``tests/clients/test_langgraph_saver.py`` runs it
     twice in the shared environment)."""
     (example,) = re.findall(
-        r"<!-- langgraph-example -->\s*```python\n(.*?)```", (BASE_DIR / "README.md").read_text(), re.S
+        r"<!-- langgraph-example -->\s*```py\n(.*?)```",
+        (BASE_DIR / "docs" / "guides" / "agents" / "langgraph.md").read_text(),
+        re.S,
     )
     return example
 

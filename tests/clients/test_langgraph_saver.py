@@ -97,9 +97,9 @@ def test_a_thread_id_that_is_no_session_id_is_a_clear_error(scratch_tenant: Tena
 
 
 def _readme_example() -> str:
-    text = (Path(BASE_DIR) / "README.md").read_text()
-    match = re.search(r"<!-- langgraph-example -->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its LangGraph example"
+    text = (Path(BASE_DIR) / "docs" / "guides" / "agents" / "langgraph.md").read_text()
+    match = re.search(r"<!-- langgraph-example -->\s*```py\n(.*?)```", text, re.S)
+    assert match, "the LangGraph guide lost its example"
     return match.group(1)
 
 

@@ -477,16 +477,17 @@ def test_a_50_step_skill_compiles() -> None:
 
 
 def test_the_readme_example_is_the_password_reset_skill_and_compiles() -> None:
-    """The README's complete example (its tools and its skill) is valid, and the same as the tests'."""
+    """The skills guide's complete example (its tools and its skill) is valid, and the same as the
+    tests'. tests/docs runs its blocks against a live server."""
     import json
     import re
 
     from tests.factories import BASE_DIR, PASSWORD_RESET
 
-    readme = (BASE_DIR / "README.md").read_text()
+    readme = (BASE_DIR / "docs" / "guides" / "agents" / "skills.md").read_text()
     tools = [json.loads(body) for body in re.findall(r"^tool '(\{.*?\})'$", readme, re.S | re.M)]
     skill = json.loads(
-        readme.split("and the skill, as an agent proposes it")[1].split("```json")[1].split("```")[0]
+        readme.split("and the skill, as an agent proposes it")[1].split("<<'JSON'\n")[1].split("\nJSON\n")[0]
     )
     contracts = {t["name"]: ToolContract(t["name"], 1, t["input_schema"], t["output_schema"]) for t in tools}
     assert {t["name"]: (t["description"], t["input_schema"], t["output_schema"]) for t in tools} == {

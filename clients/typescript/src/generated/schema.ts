@@ -1905,7 +1905,7 @@ export interface components {
             name: string;
             owner?: string;
             session_id?: string;
-            /** @description a list of steps (see the README's skill format) */
+            /** @description a list of steps (see the skills guide: docs/guides/agents/skills.md) */
             steps: {
                 id: string;
                 /** @description stop, retry, skip, or a later step's id */
