@@ -10,7 +10,7 @@ arguments the dispatcher takes:
   load before and after, the figures the benchmark recorded and the lines it printed) to ``PATH``,
   by default ``benchmarks/results/NAME.json``.
 
-``locomo_ingest`` and ``locomo_eval`` are management commands of the ``benchmarks`` app, run
+``locomo_ingest``, ``locomo_eval``, ``madial_eval`` and ``recall_eval`` are management commands of the ``benchmarks`` app, run
 through Django's command line.
 """
 
@@ -60,9 +60,11 @@ QUICK: dict[str, list[str]] = {
 COMMANDS = {
     "locomo_ingest": "Ingest a LoCoMo file into a tenant (one memory per turn).",
     "locomo_eval": "Recall quality on a LoCoMo file: hit@k of the evidence turns per category.",
+    "madial_eval": "Recall quality on MADial-Bench: the right past memory for a whole dialogue.",
+    "recall_eval": "Recall quality on LoCoMo and MADial together, written as one JSON document.",
 }
-# modules of this folder that are not benchmarks: the harness, the corpus, the app, LoCoMo's parsing
-SUPPORT = ("__init__", "__main__", "_ab", "_common", "apps", "corpus", "locomo")
+# modules of this folder that are not benchmarks: the harness, the corpus, the app, the data sets' parsing
+SUPPORT = ("__init__", "__main__", "_ab", "_common", "apps", "corpus", "locomo", "madial")
 
 
 def summary(name: str) -> str:

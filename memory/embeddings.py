@@ -191,6 +191,22 @@ def embed_query(text: str) -> tuple[float, ...]:
     return tuple(float(x) for x in get_embedder().embed([text])[0])
 
 
+def recall_vector(text: str) -> tuple[float, ...]:
+    """The unit vector semantic recall searches with for ``text``: ``embed_query(text)``, except for
+    a text of several non-blank lines (a conversation, one turn a line), where it is the normalised
+    sum of that and the last line's embedding. The whole dialogue says what it is about; its latest
+    turn, the one recall must answer, is one voice among many in it (and the first to fall out of
+    the model's window when the dialogue is long), so it gets an equal say. Each embedding goes
+    through ``embed_query``'s cache; a one-line query costs no second embedding."""
+    whole = embed_query(text)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return whole
+    summed = np.asarray(whole, dtype=np.float64) + np.asarray(embed_query(lines[-1]), dtype=np.float64)
+    norm = float(np.linalg.norm(summed))
+    return whole if norm == 0.0 else tuple(float(x) for x in summed / norm)
+
+
 def check_vector(
     vector: Sequence[float], *, model: str | None, embedder: Embedder, field: str = "embedding"
 ) -> np.ndarray:

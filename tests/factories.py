@@ -44,6 +44,8 @@ SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
 
 LOCOMO_PATH = SHARED_DIR / "data" / "locomo" / "locomo-dev5.json"
 
+MADIAL_DIR = SHARED_DIR / "data" / "madial"
+
 
 MODEL_DIR = SHARED_DIR / "models" / "all-MiniLM-L6-v2-onnx"
 

@@ -52,7 +52,7 @@ from typing import Any, Literal
 from agents.models import Agent
 from core.errors import InvalidInput
 from core.metrics import record_context
-from memory.embeddings import embed_query
+from memory.embeddings import embed_query, recall_vector
 from memory.episodic.models import Event
 from memory.episodic.selectors import SessionTail, session_tail
 from memory.knowledge import selectors as knowledge
@@ -417,7 +417,8 @@ def _gather(
     # The query's one embedding (semantic recall and skill matching share it through embed_query's
     # cache) is computed on another core while the other layers are read: the ONNX runtime releases
     # the GIL, and the embedding is the largest single cost of an assembly after the recall itself.
-    embedding = _EMBEDDING.submit(embed_query, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
+    embed = recall_vector if w["semantic"] > 0 else embed_query  # recall_vector fills embed_query's cache
+    embedding = _EMBEDDING.submit(embed, query) if w["semantic"] > 0 or w["procedures"] > 0 else None
     state = working.working_state_read(
         agent=agent,
         execution_id=execution_id if w["working"] > 0 else None,

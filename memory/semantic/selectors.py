@@ -467,11 +467,12 @@ def hybrid_candidates(
 
 # --- the one-statement search: candidates, scores and the rows of the best ------------------------------
 
-# Share of the lexical side in the fused relevance. Tuned on the LoCoMo dev file only (locomo_eval):
-# dense similarity carries paraphrase, the lexical side names, dates and rare words.
+# Share of the lexical side in the fused relevance: an equal share of the two arms. How much the
+# lexical side may say for one query is its own ``text_relevance`` (scaled by the query's IDF mass,
+# see ``hybrid_search``), not this constant; docs/explanation/retrieval.md lists each constant.
 TEXT_WEIGHT = 0.5
 # Weight of a memory's context (its neighbours' words, ``MemoryContext``) against its own words in
-# the lexical side, ``text_rank + CONTEXT_WEIGHT * context_rank``. Tuned on the LoCoMo dev file only.
+# the lexical side, ``text_rank + CONTEXT_WEIGHT * context_rank``: a neighbour's word counts half.
 CONTEXT_WEIGHT = 0.5
 
 
@@ -585,8 +586,11 @@ def hybrid_search(
 
     Per candidate, all terms in [0, 1]: ``similarity = clamp(cos)``, ``text_relevance`` = its
     lexical score ``BM25(own words) + CONTEXT_WEIGHT * BM25(its context)`` (the context: the words of
-    its session neighbours, ``MemoryContext``; 0 without one) divided by the best among the
-    candidates (1 when none has one),
+    its session neighbours, ``MemoryContext``; 0 without one) divided by the
+    larger of the best among the candidates and the query's IDF mass (the sum of ``idf``, what a
+    memory holding every query lexeme once would score; 1 when both are 0): a short question whose
+    rare words a memory holds keeps the whole lexical share, a long dialogue whose words the best
+    memory meets only in part gives it that part, so the dense side decides,
     ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity``,
     ``recency = exp(-decay * hours since last access)`` (``now`` minus the access clock, else the
     creation time; never negative) and
@@ -603,6 +607,7 @@ def hybrid_search(
         now,
         CONTEXT_WEIGHT,
         CONTEXT_WEIGHT,
+        float(sum(idf.values())),
         TEXT_WEIGHT,
         TEXT_WEIGHT,
         weights.similarity,
@@ -627,7 +632,7 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
     the fused relevance and score, and the rows of the best (memory, agent, access clock: the
     select lists of ``_loaders``, in that order, after the six score columns). Parameters, in
     order: the candidates', the query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
-    ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
+    the query's IDF mass, ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
     (mem_select, _, _), (agent_select, _, _), (access_select, _, _) = _loaders()
     return (
         _candidates_sql(where, d, pool)
@@ -644,7 +649,8 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
             FROM cand c
         ), fused AS (
             SELECT p.*, (p.text_rank + %s * p.context_rank)
-                   / coalesce(nullif(max(p.text_rank + %s * p.context_rank) OVER (), 0), 1) AS text_relevance
+                   / coalesce(nullif(greatest(max(p.text_rank + %s * p.context_rank) OVER (), %s), 0), 1)
+                   AS text_relevance
             FROM parts p
         ), scored AS (
             SELECT f.*, %s * f.text_relevance + (1 - %s) * f.similarity AS relevance FROM fused f

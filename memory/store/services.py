@@ -27,7 +27,7 @@ from agents.services import system_agent_get
 from core.errors import InvalidInput
 from core.holds import holds_check
 from core.locks import advisory_xact_lock
-from memory.embeddings import Embedder, embed_query, get_embedder
+from memory.embeddings import Embedder, get_embedder, recall_vector
 from memory.episodic.models import Event
 from memory.episodic.services import agent_session, decision_record
 from memory.semantic import selectors as semantic
@@ -362,8 +362,8 @@ def items_search(
 
     Without a ``query``: newest change first, ``score`` None. With one: ranked by semantic
     memory's hybrid recall over the items' linked rows (``memory.semantic.selectors.hybrid_search``:
-    the HNSW and lexical candidates of the query, ``relevance = TEXT_WEIGHT * bm25 / max bm25 +
-    (1 - TEXT_WEIGHT) * cosine``), best first, ``score`` that relevance in [0, 1]; recency and
+    the HNSW and lexical candidates of the query, ``relevance = TEXT_WEIGHT * bm25 / max(best bm25,
+    the query's IDF mass) + (1 - TEXT_WEIGHT) * cosine``), best first, ``score`` that relevance in [0, 1]; recency and
     importance weigh 0 (an item is no memory that fades). Items matching but not indexed follow
     the ranked ones with ``score`` None, as LangGraph's stores fill a page. With ``refresh_ttl``
     the returned items' TTLs restart. Raises ``InvalidInput`` for a bad prefix, filter, or a ranked
@@ -403,7 +403,7 @@ def _ranked(
     ranked = semantic.hybrid_search(
         where=where,
         params=params,
-        vector=list(embed_query(query)),
+        vector=list(recall_vector(query)),
         dimensions=dims,
         idf=semantic.lexeme_idf(semantic.query_lexemes(query)),
         pool=max(wanted, 40),

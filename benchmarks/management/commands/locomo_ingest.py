@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
+from django.db import connection, transaction
 from django_tenants.utils import tenant_context
 
 from agents.models import Agent
 from agents.services import agent_create
 from benchmarks import locomo
+from core.tenancy import current_schema, maintenance
 from memory.embeddings import get_embedder
 from memory.episodic.models import Event, EventKind, EventRole
 from memory.episodic.services import EventData, events_append
+from memory.semantic import selectors
 from memory.semantic.models import MemoryScope, MemoryType
 from memory.semantic.services.writes import MemoryData, memory_create
 from tenants.selectors import tenant_get
@@ -61,6 +63,16 @@ def embed_by_length(embedder: Any, texts: list[str]) -> list[Any]:
         for i, vector in zip(chunk, embedder.embed([texts[i] for i in chunk]), strict=True):
             vectors[i] = vector
     return vectors
+
+
+def statistics_refresh() -> None:
+    """ANALYZE the current tenant's memory and lexical tables (as their owner) and drop the cached
+    IDFs: search weighs words by these statistics (``lexeme_idf``), which autovacuum would make only
+    later, so figures measured right after an ingest are those of a settled tenant."""
+    with maintenance(), connection.cursor() as cursor:
+        cursor.execute("ANALYZE memory_semanticmemory")
+        cursor.execute("ANALYZE memory_lexicalposting")
+    selectors._lexicon.pop(current_schema(), None)
 
 
 class Command(BaseCommand):
@@ -102,6 +114,8 @@ class Command(BaseCommand):
                     f"({counts['exact']} exact, {counts['near']} near duplicates merged), "
                     f"{counts['events']} events, {time.perf_counter() - t0:.1f}s"
                 )
+            if totals["turns"]:
+                statistics_refresh()
         self.stdout.write(
             self.style.SUCCESS(
                 f"done in {time.perf_counter() - started:.1f}s: {totals['turns']} turns, "

@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents.models import Agent
 from core.errors import InvalidInput
 from core.tasks import queue_later
-from memory.embeddings import embed_query, get_embedder
+from memory.embeddings import get_embedder, recall_vector
 from tenants.models import RetrievalPolicy
 
 from .. import selectors, touches
@@ -98,7 +98,8 @@ def memory_search(
 ) -> list[SearchHit]:
     """Hybrid recall of the ``k`` best memories ``agent`` may see for ``query``.
 
-    Candidates: the nearest ``max(4k, 40)`` by vector (HNSW, cosine) and, per rare query word, as
+    Candidates: the nearest ``max(4k, 40)`` by vector (HNSW, cosine; the query's vector is
+    ``recall_vector``: a dialogue's last turn weighs as much as the whole) and, per rare query word, as
     many by BM25 weight; each scored by ``selectors.hybrid_search`` (similarity and BM25 relevance
     fused, then ``score = (w_sim * relevance + w_rec * exp(-ln2 * hours / half_life) + w_imp *
     importance) / sum(w)`` with the hours since last access, Park et al. 2023), in one database
@@ -121,7 +122,7 @@ def memory_search(
         raise InvalidInput("At least one weight must be above 0, or every score is 0.", field="weights")
     now = now or timezone.now()
 
-    qvec = list(embed_query(query))
+    qvec = list(recall_vector(query))
     filters = filters or MemoryFilters()
     where, params = selectors.visible_filter_sql(agent, filters, model=embedder.name, dimensions=dims)
     pool_size = max(4 * k, 40)

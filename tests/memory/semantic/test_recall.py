@@ -15,7 +15,7 @@ from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from core.tenancy import maintenance
-from memory.embeddings import get_embedder
+from memory.embeddings import embed_query, get_embedder, recall_vector
 from memory.semantic import selectors
 from memory.semantic.models import LexicalPosting, MemoryAccess, MemoryScope, SemanticMemory
 from memory.semantic.selectors import MemoryFilters
@@ -237,3 +237,29 @@ def test_one_round_trip_search_sets_its_hnsw_options_for_itself_alone(scratch_te
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('hnsw.iterative_scan', true)")
             assert cursor.fetchone()[0] in (None, "", "off")
+
+
+def test_a_query_the_best_memory_covers_in_part_gives_the_lexical_side_that_part(alice: Caller) -> None:
+    # a short question whose words a memory holds keeps the whole lexical share; a long query whose
+    # words the best memory meets only in part (one of six here) gives it about that part, so the
+    # dense side decides (docs/explanation/retrieval.md, step 4)
+    remember(alice, "The Oslo meeting got cancelled.", scope="shared")
+    remember(alice, "Weekly roadmap review with the whole team.", scope="shared")
+    covered = search(alice, "Oslo meeting", k=1)[0]
+    assert covered["components"]["text_relevance"] == 1.0
+    long = search(alice, "Oslo weather, train tickets, a museum visit and fjord cruises", k=1)[0]
+    assert long["memory"]["content"] == "The Oslo meeting got cancelled."
+    assert 0.05 < long["components"]["text_relevance"] < 0.5, long["components"]
+
+
+def test_a_dialogue_is_searched_with_its_last_turn_weighing_as_much_as_the_whole() -> None:
+    one_line = "What did Caroline research?"
+    assert recall_vector(one_line) == embed_query(one_line)  # a one-line query: embedded once, as is
+    dialogue = '<BOD>\n<Bart>: "I watched a video about the universe."\n<Assistant>: "Which part?"\n'
+    dialogue += '<Bart>: "Black holes, I did not understand them."\n'
+    whole = np.asarray(embed_query(dialogue))
+    last = np.asarray(embed_query('<Bart>: "Black holes, I did not understand them."'))
+    expected = (whole + last) / np.linalg.norm(whole + last)
+    got = np.asarray(recall_vector(dialogue))
+    assert np.allclose(got, expected, atol=1e-6)
+    assert abs(float(np.linalg.norm(got)) - 1.0) < 1e-6
