@@ -136,7 +136,20 @@ def _generic(figures: dict[str, Any]) -> tuple[str, bytes | None]:
     return "\n".join(table) + "\n", None
 
 
+def _recall_eval(figures: dict[str, Any]) -> tuple[str, bytes | None]:
+    """``recall_eval``'s figures: one row per LoCoMo category (and all of 1-4), one for MADial (its mrr is MRR@20)."""
+    metrics = ["hit@1", "hit@5", "hit@10", "mrr", "recall@5", "recall@10"]
+    table = ["| set | questions | " + " | ".join(metrics) + " |", "|---|---" + "|---" * len(metrics) + "|"]
+    rows = [(f"LoCoMo {group}", values) for group, values in (figures.get("locomo") or {}).items()]
+    rows.append(("MADial", figures.get("madial") or {}))
+    for label, values in rows:
+        cells = [f"{values[m]:.3f}" if isinstance(values.get(m), int | float) else "" for m in metrics]
+        table.append(f"| {label} | {values.get('n', '')} | " + " | ".join(cells) + " |")
+    return "\n".join(table) + "\n", None
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], tuple[str, bytes | None]]] = {
+    "recall_eval": _recall_eval,
     "search_latency": _search_latency,
     "checkpoint_restore": _checkpoint_restore,
     "cel_cost": _cel_cost,

@@ -5,7 +5,7 @@ that must recall the right past memory) together (docs/explanation/retrieval.md)
 ingests what is missing (``locomo_ingest``, idempotent; ``madial_eval``'s archive), runs
 ``locomo_eval`` (k = 1, 5, 10) and ``madial_eval`` in their own tenants, prints both reports and
 writes their figures as one JSON document (``{"locomo": {group: {metric: mean, "n"}}, "madial":
-{metric: mean, "n"}}``) to ``--output``. Through ``python -m benchmarks recall_eval --json`` the run's
+{metric: mean, "n"}}``) to ``--output`` when given. Through ``python -m benchmarks recall_eval --json`` the run's
 record (commit, machine, load) is written besides.
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from benchmarks._common import record
 from benchmarks.management.commands.locomo_eval import locomo_evaluate
 from benchmarks.management.commands.locomo_eval import report as locomo_report
 from benchmarks.management.commands.madial_eval import madial_evaluate
@@ -55,7 +56,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--madial-tenant", default="madial_dev", help="tenant for MADial (created if missing)"
         )
-        parser.add_argument("--output", default="benchmarks/results/recall.json", help="where the figures go")
+        parser.add_argument(
+            "--output",
+            default=None,
+            help="where the figures go as JSON (benchmarks/results holds run records only)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         figures, text = recall_figures(
@@ -64,7 +69,10 @@ class Command(BaseCommand):
             locomo_tenant=options["locomo_tenant"],
             madial_tenant=options["madial_tenant"],
         )
-        output = Path(options["output"])
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        self.stdout.write(f"{text}\n\nfigures written to {output}")
+        record(**figures)
+        self.stdout.write(text)
+        if options["output"]:
+            output = Path(options["output"])
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            self.stdout.write(f"\nfigures written to {output}")
