@@ -62,6 +62,7 @@ from tenants.models import Domain, Tenant
 from tenants.roles import tenant_role_drop, tenant_role_ensure
 from tenants.selectors import tenant_get
 
+from .reapply import Reapplied, erasures_reapply
 from .records import job_record
 
 FORMAT = "engram-tenant-backup/1"
@@ -86,7 +87,7 @@ class BackupResult:
 class RestoreResult:
     """What ``tenant_restore`` did: the tenant restored, the Redis keys put back, the facts
     projected into Neo4j (``None``: no Neo4j configured), whether the trail verified (and its
-    events checked) and the seconds it took."""
+    events checked), the seconds it took and the erasures of the ledger it executed again."""
 
     tenant: Tenant
     redis_keys: int
@@ -94,6 +95,7 @@ class RestoreResult:
     trail_ok: bool
     events_checked: int
     seconds: float
+    erasures_reapplied: list[Reapplied]
 
 
 def pg_tool(name: str) -> str:
@@ -326,7 +328,9 @@ def tenant_restore(*, path: Path) -> RestoreResult:
     """Restore the backup at ``path`` (``tenant_backup``) into this server under the tenant's
     name: the schema (``pg_restore`` as the maintenance role, in one transaction), then in one
     transaction the tenant's row, domains and role (``tenant_role_ensure``: a login with the
-    password this application derives), then its Redis keys, its Neo4j projection rebuilt (when ``NEO4J_URI`` is set) and its trail
+    password this application derives), then its Redis keys, every erasure of the public
+    schema's ledger the backup does not hold as done executed again (``erasures_reapply``:
+    decision 0091), its Neo4j projection rebuilt (when ``NEO4J_URI`` is set) and its trail
     verified; the restore is recorded in the trail (session
     ``operations``, actor ``job:tenant_restore``). Returns a ``RestoreResult``.
 
@@ -350,22 +354,25 @@ def tenant_restore(*, path: Path) -> RestoreResult:
             raise
     with tenant_context(tenant):
         keys = _redis_restore(redis_lines)
+        reapplied = erasures_reapply(schema_name=schema)
         facts = _graph_rebuild()
         report = trail_verify()
         job_record(
             job="tenant_restore",
             action="tenant.restored",
-            content=f"tenant restored from a backup made at {manifest['made_at']}",
+            content=f"tenant restored from a backup made at {manifest['made_at']}; "
+            f"{len(reapplied)} later erasures re-applied",
             payload={
                 "made_at": manifest["made_at"],
                 "source_database": manifest["source_database"],
                 "redis_keys": keys,
                 "trail_ok": report.ok,
+                "erasures_reapplied": [vars(item) for item in reapplied],
             },
             session_id=OPERATIONS_SESSION,
         )
     seconds = time.perf_counter() - started
-    return RestoreResult(tenant, keys, facts, report.ok, report.chain.checked, seconds)
+    return RestoreResult(tenant, keys, facts, report.ok, report.chain.checked, seconds, reapplied)
 
 
 def schema_drop(schema: str, *, role: bool = True) -> None:
