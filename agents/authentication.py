@@ -14,7 +14,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.request import Request
 
 from core.db.base import fetch_prepared
-from core.errors import ServiceUnavailable
+from core.errors import TENANT_CACHE_SECONDS, TenantMoving
 from core.tenancy import activate_tenant, quote_ident
 from tenants.models import Tenant
 from tenants.selectors import tenant_get
@@ -23,8 +23,6 @@ from .models import Agent, ApiKey
 
 KEY_PREFIX = "egm"
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-#: seconds a process keeps a tenant's row (a change to it, a move's pause, reaches every process within)
-TENANT_CACHE_SECONDS = 10.0
 _tenant_cache: dict[str, tuple[float, Tenant | None]] = {}
 
 
@@ -34,26 +32,22 @@ def _tenant_for_schema(schema_name: str) -> Tenant | None:
     saved per call)."""
     now = time.monotonic()
     hit = _tenant_cache.get(schema_name)
-    if hit and now - hit[0] < TENANT_CACHE_SECONDS:
+    # a moving tenant's row is read again on each request: its agents see the switch at once
+    if hit and now - hit[0] < TENANT_CACHE_SECONDS and not (hit[1] is not None and hit[1].moving):
         return hit[1]
     tenant = tenant_get(schema_name=schema_name, active_only=True)
     _tenant_cache[schema_name] = (now, tenant)
     return tenant
 
 
-class TenantMoving(ServiceUnavailable):
-    """The key's tenant is being moved to another PostgreSQL server (``compliance.services.move``):
-    503 with ``Retry-After`` until the switch (decision 0071)."""
-
-    retry_after = int(TENANT_CACHE_SECONDS)
-
-    def __init__(self) -> None:
-        super().__init__("This tenant is being moved to another database server; retry shortly.")
-
-
-def clear_tenant_cache() -> None:
-    """Forget cached tenants (tests; after deactivating a tenant)."""
-    _tenant_cache.clear()
+def clear_tenant_cache(schema_name: str | None = None) -> None:
+    """Forget the cached row of ``schema_name`` (every cached row without it): tests, after
+    deactivating a tenant, and when the database refused a unit of a tenant whose row this process
+    read before a move (``core.errors.TenantMoving``)."""
+    if schema_name is None:
+        _tenant_cache.clear()
+    else:
+        _tenant_cache.pop(schema_name, None)
 
 
 @functools.cache

@@ -17,8 +17,9 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agents.authentication import clear_tenant_cache
 from core.db.availability import unavailable
-from core.errors import DomainError, ServiceUnavailable
+from core.errors import DomainError, ServiceUnavailable, TenantMoving
 
 
 def error_body(
@@ -144,6 +145,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     ``DatabaseUnavailable``'s 503.
     """
     exc = unavailable(exc) or exc
+    if isinstance(exc, TenantMoving) and exc.schema:
+        clear_tenant_cache(exc.schema)  # the next request reads the row: moving, or moved
     if isinstance(exc, DomainError):
         return Response(domain_error_body(exc), status=exc.status, headers=domain_error_headers(exc))
     if isinstance(exc, RequestDataTooBig):

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django_tenants.middleware.main import TenantMainMiddleware
 
-from agents.authentication import TenantMoving
 from api.exceptions import UNAVAILABLE_PAGE, domain_error_headers, error_response, unavailable_response
+from core.errors import TenantMoving
 from core.tenancy import activate_public, current_tenant
 
 API_PREFIX = "/api/"

@@ -2,10 +2,10 @@
 at several sizes, with the context functions of migration 0020 and of 0022, in one run.
 
 Not a test: it prints figures. For each ``--sizes`` N and each function (the order alternates per
-round), in one transaction that is rolled back: 2N memories of one session (one agent, scope and
-audience; no vectors) are inserted by one statement (its trigger builds 2N contexts), then every
-other one, N memories, is erased by ``memories_erase`` (one statement; its trigger rebuilds the N
-survivors' contexts). The times of both statements are printed with the load average: a function
+round), in one transaction that is rolled back, as the tables' owner (``maintenance()``): 2N
+memories of one session (one agent, scope and audience; no vectors) are inserted by one statement
+(its trigger builds 2N contexts), then every other one, N memories, is erased by
+``memories_erase`` (one statement; its trigger rebuilds the N survivors' contexts). The times of both statements are printed with the load average: a function
 whose cost grows with N^2 shows it as a ratio far above the sizes' ratio, whatever the load.
 
 Needs ``DATABASE_URL`` and ``REDIS_URL`` as the other benchmarks::
@@ -50,7 +50,9 @@ def _fill(n: int) -> None:
         if cursor.fetchone()[0] >= n:
             return
     agent = Agent.objects.get(name="ctx-bench")
-    with transaction.atomic(), maintenance(), connection.cursor() as cursor:
+    # maintenance() before the transaction: with tenant logins the owner's work is a connection of
+    # its own, and a transaction cannot span two
+    with maintenance(), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("ALTER TABLE memory_semanticmemory DISABLE TRIGGER semantic_context_inserted")
         cursor.execute(INSERT.format(session="'filler-' || (i %% 200)"), [agent.pk, n, n])
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending checks at the ALTER
@@ -89,8 +91,11 @@ def main() -> None:
         for r in range(args.rounds):
             for n in sizes:
                 for name in list(variants) if r % 2 == 0 else list(variants)[::-1]:
-                    with transaction.atomic():
-                        with maintenance(), connection.cursor() as cursor:  # the function's owner
+                    # one transaction, rolled back: the variant (the function's owner's to
+                    # replace) and the statements timed with it, all as the owner (with tenant
+                    # logins a transaction cannot switch back to the tenant's login)
+                    with maintenance(), transaction.atomic():
+                        with connection.cursor() as cursor:
                             cursor.execute(variants[name])
                         with connection.cursor() as cursor:
                             t0 = time.perf_counter()

@@ -74,6 +74,25 @@ class ServiceUnavailable(DomainError):
     retry_after: int | None = None
 
 
+#: seconds a process keeps a tenant's row (``agents.authentication``): a change to it, a move's
+#: pause, reaches every process within; the ``Retry-After`` of a moving tenant's 503
+TENANT_CACHE_SECONDS = 10
+
+
+class TenantMoving(ServiceUnavailable):
+    """The tenant is being moved to another PostgreSQL server (``compliance.services.move``): its
+    row says so, or its unit lock is held by the move (``core.locks.unit_lock_sql``). 503 with
+    ``Retry-After`` until the switch (decisions 0071, 0090)."""
+
+    retry_after = TENANT_CACHE_SECONDS
+
+    def __init__(self, schema: str | None = None) -> None:
+        super().__init__("This tenant is being moved to another database server; retry shortly.")
+        #: the tenant's schema when the backend refused its unit (the process's view of its row is
+        #: stale: ``api.exceptions`` has it read again)
+        self.schema = schema
+
+
 class DatabaseUnavailable(ServiceUnavailable):
     """PostgreSQL cannot be reached or cannot take the request now (``core.db.availability``)."""
 

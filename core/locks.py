@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from django.db import connection
 
-from core.tenancy import current_schema
+from core.tenancy import current_schema, quote_ident
 
 
 def lock_name(kind: str, *parts: object) -> str:
@@ -75,3 +75,39 @@ def advisory_lock(kind: str, *parts: object, wait: bool = True) -> Iterator[bool
         if held:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [name])
+
+
+#: the lock every unit of work of a tenant holds shared on the tenant's server, and a move
+#: exclusively while it copies the tenant's schema (decision 0090)
+UNIT_LOCK = "tenant-unit"
+
+
+def _unit_lock_key(schema: str) -> str:
+    """``hashtextextended('tenant-unit:<schema>', 0)`` as SQL (a literal: the statement is sent
+    beside ``SET`` commands, where parameters cannot go)."""
+    name = f"{UNIT_LOCK}:{schema}".replace("'", "''")
+    return f"hashtextextended('{name}', 0)"
+
+
+def unit_lock_sql(schema: str) -> str:
+    """One ``SELECT`` of one value that tries to take the unit lock of ``schema`` shared, without
+    waiting: ``true`` (held now, until released or the session ends), ``false`` (a move holds or
+    waits for it exclusively: refuse the unit), ``NULL`` (the schema is not on this server any
+    more, moved away: not held)."""
+    quoted = quote_ident(schema).replace("'", "''")
+    return (
+        f"SELECT CASE WHEN to_regnamespace('{quoted}') IS NULL THEN NULL "
+        f"ELSE pg_try_advisory_lock_shared({_unit_lock_key(schema)}) END"
+    )
+
+
+def unit_lock_release_sql(schema: str) -> str:
+    """The statement that releases the unit lock of ``schema`` held shared by the session."""
+    return f"SELECT pg_advisory_unlock_shared({_unit_lock_key(schema)})"
+
+
+def unit_lock_exclusive_sql(schema: str) -> str:
+    """The statement that waits for (within the session's ``lock_timeout``) and takes the unit
+    lock of ``schema`` exclusively: every unit holding it shared has ended, and none starts until
+    it is released (``pg_advisory_unlock_all`` or the session's end)."""
+    return f"SELECT pg_advisory_lock({_unit_lock_key(schema)})"

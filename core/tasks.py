@@ -19,8 +19,9 @@ that:
 - ``requires_tenant``: such a task refuses to run outside the tenant it was queued for (no schema
   in the headers, or a tenant that no longer exists), instead of running in ``public``.
 - A task of a tenant being moved to another PostgreSQL server (``Tenant.moving``, read fresh by the
-  worker for each task) is retried every ``MOVING_RETRY_SECONDS`` until the move ends (for at most
-  an hour), then runs on the tenant's new server.
+  worker for each task, or the tenant's unit lock refused by the backend: ``core.errors.TenantMoving``)
+  is retried every ``MOVING_RETRY_SECONDS`` until the move ends (for at most an hour), then runs on
+  the tenant's new server. A task already running holds the unit lock: the move waits for it.
 
 Periodic per-tenant work is queued by one fan-out, ``each_tenant`` (a beat entry names the task),
 or ``for_each_tenant`` where a condition picks the tenants: tasks never look tenants up themselves.
@@ -41,6 +42,7 @@ from prometheus_client import Counter
 from tenant_schemas_celery.app import get_schema_name_from_task
 from tenant_schemas_celery.task import TenantTask as SchemaTask
 
+from core.errors import TenantMoving
 from core.tenancy import current_schema, current_tenant
 
 logger = logging.getLogger(__name__)
@@ -109,7 +111,12 @@ class TenantTask(SchemaTask):
             # the tenant's schema is being copied to another server (decision 0071): a write now
             # would land in the copy's source and be lost; the worker read the row for this task
             raise self.retry(countdown=MOVING_RETRY_SECONDS, max_retries=MOVING_RETRIES)
-        return super().__call__(*args, **kwargs)
+        try:
+            return super().__call__(*args, **kwargs)
+        except TenantMoving:
+            # the move took the tenant's unit lock before this task's first statement (the row
+            # read for it was older): nothing was written on this connection; try again later
+            raise self.retry(countdown=MOVING_RETRY_SECONDS, max_retries=MOVING_RETRIES) from None
 
     def queue_on_commit(self, *args: Any, once_per_transaction: bool = False, **kwargs: Any) -> None:
         """Publish ``self(*args, **kwargs)`` in the current schema when the transaction commits

@@ -280,3 +280,26 @@ class Domain(DomainMixin):
 
     def __str__(self) -> str:
         return self.domain
+
+
+class ErasureLedgerEntry(models.Model):
+    """An erasure a tenant completed, kept in the public schema (outside the tenant's schema and
+    its backups): ``tenant_restore`` re-applies every entry of the tenant that the restored data
+    does not hold as done, so a backup made before an erasure never brings its target back
+    (decision 0091). Names the target by its keyed digest only (``compliance.lifecycle.value_digest``),
+    like the request once done; keyed by the schema name, not the tenant's row, so it outlives a
+    tenant dropped to be restored."""
+
+    schema_name = models.CharField(max_length=63, db_index=True)
+    erasure_id = models.UUIDField(unique=True)
+    kind = models.CharField(max_length=8)
+    value_digest = models.CharField(max_length=64)
+    finished_at = models.DateTimeField()
+    receipt_sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["finished_at"]
+        verbose_name_plural = "erasure ledger entries"
+
+    def __str__(self) -> str:
+        return f"erasure {str(self.erasure_id)[:8]} of {self.schema_name}"

@@ -32,6 +32,7 @@ from .erasure import (
     erase_working_memory,
     erase_working_memory_records,
     keyed_digest,
+    target_value_find,
     value_digest,
 )
 from .holds import active_holds, held_q, holds_meeting, tenant_holds, unheld
@@ -90,6 +91,7 @@ __all__ = [
     "statistics_naming",
     "stored_layers",
     "target_q",
+    "target_value_find",
     "tenant_holds",
     "touched_tables",
     "unheld",

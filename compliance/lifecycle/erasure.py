@@ -109,3 +109,44 @@ def erase_working_memory_records(sessions: Sequence[str]) -> Removed | None:
         .values("pk", "session_id")
     )
     return events_remove(rows) if rows else None
+
+
+#: per target kind, the field whose distinct values name a target of that kind in the layers
+#: (``layers.LAYERS``' ``targets``), read from every model of the tenant that has it
+TARGET_FIELDS = {"subject": "data_subject", "session": "session_id"}
+
+
+def target_values(kind: str) -> set[str]:
+    """Every value of ``kind`` that names something in the current tenant: the distinct
+    ``data_subject`` / ``session_id`` of every tenant model with that field, the agents' names,
+    the memories' tags, the entities' names. Used to find an erased target again by its digest
+    (``target_value_find``)."""
+    from django.apps import apps
+
+    from agents.models import Agent
+    from memory.semantic.models import SemanticMemory
+
+    if kind == "agent":
+        return set(Agent.objects.values_list("name", flat=True))
+    if kind == "tag":
+        return {tag for tags in SemanticMemory.objects.values_list("tags", flat=True) for tag in tags or ()}
+    if kind == "entity":
+        return set(Entity.objects.values_list("name", flat=True))
+    name = TARGET_FIELDS.get(kind)
+    values: set[str] = set()
+    for app in ("agents", "memory", "compliance"):
+        for model in apps.get_app_config(app).get_models():
+            if name and any(f.name == name for f in model._meta.concrete_fields):
+                values |= set(
+                    model._default_manager.exclude(**{name: ""}).values_list(name, flat=True).distinct()
+                )
+    return values
+
+
+def target_value_find(kind: str, digest: str) -> str | None:
+    """The value of ``kind`` in the current tenant whose ``value_digest`` is ``digest`` (an erased
+    target named by its digest only); ``None`` when nothing of the tenant is named so."""
+    for value in target_values(kind):
+        if value and hmac.compare_digest(value_digest(kind, value), digest):
+            return value
+    return None

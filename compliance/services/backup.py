@@ -54,17 +54,15 @@ from core.redis import get_redis, redis_errors
 from core.tenancy import (
     maintenance,
     maintenance_role,
-    on_server,
     quote_ident,
     server_settings,
-    tenant_server_note,
 )
 from memory.working.services import tenant_keys
 from tenants.models import Domain, Tenant
 from tenants.roles import tenant_role_drop, tenant_role_ensure
 from tenants.selectors import tenant_get
-from tenants.services import tenant_move_mark
 
+from .reapply import Reapplied, erasures_reapply
 from .records import job_record
 
 FORMAT = "engram-tenant-backup/1"
@@ -89,7 +87,7 @@ class BackupResult:
 class RestoreResult:
     """What ``tenant_restore`` did: the tenant restored, the Redis keys put back, the facts
     projected into Neo4j (``None``: no Neo4j configured), whether the trail verified (and its
-    events checked) and the seconds it took."""
+    events checked), the seconds it took and the erasures of the ledger it executed again."""
 
     tenant: Tenant
     redis_keys: int
@@ -97,6 +95,7 @@ class RestoreResult:
     trail_ok: bool
     events_checked: int
     seconds: float
+    erasures_reapplied: list[Reapplied]
 
 
 def pg_tool(name: str) -> str:
@@ -112,17 +111,24 @@ def pg_tool(name: str) -> str:
     return found
 
 
-def _libpq_args(server: str = "default") -> tuple[list[str], dict[str, str]]:
-    """``--dbname`` for the shared login of ``server`` (``DATABASE_URL``'s for ``"default"``,
-    whatever login the connection holds now; else ``ENGRAM["DB_SERVERS"]``'s) with the role the
-    tools switch to (the maintenance role, which owns every tenant's tables), and the environment
-    with its password."""
+def shared_login(server: str = "default") -> tuple[str, str | None]:
+    """The conninfo (without password) of the shared login of ``server`` (``DATABASE_URL``'s for
+    ``"default"``, whatever login the connection holds now; else ``ENGRAM["DB_SERVERS"]``'s), and
+    its password (``None``: none)."""
     db = connection.settings_dict if server == "default" else server_settings(server)
     params = {"dbname": db["NAME"], "user": db["USER"], "host": db["HOST"], "port": db["PORT"]}
     conninfo = psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items() if v})
+    return conninfo, (str(db["PASSWORD"]) if db.get("PASSWORD") else None)
+
+
+def _libpq_args(server: str = "default") -> tuple[list[str], dict[str, str]]:
+    """``--dbname`` for the shared login of ``server`` (``shared_login``) with the role the tools
+    switch to (the maintenance role, which owns every tenant's tables), and the environment with
+    its password."""
+    conninfo, password = shared_login(server)
     env = {**os.environ}
-    if db.get("PASSWORD"):
-        env["PGPASSWORD"] = str(db["PASSWORD"])
+    if password:
+        env["PGPASSWORD"] = password
     return [f"--dbname={conninfo}", f"--role={maintenance_role()}"], env
 
 
@@ -134,7 +140,7 @@ def _run(command: list[str], env: dict[str, str]) -> None:
         )
 
 
-def _schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
+def schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
     """``pg_dump`` of ``schema`` on ``server`` into ``path`` (custom format, no owners or
     privileges: they name the source's roles). Raises ``RuntimeError`` with its message."""
     dbname, env = _libpq_args(server)
@@ -152,8 +158,8 @@ def _schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
     )
 
 
-def _schema_load(path: Path, *, server: str = "default") -> None:
-    """``pg_restore`` of ``path`` (``_schema_dump``) into ``server`` as the maintenance role, in one
+def schema_load(path: Path, *, server: str = "default") -> None:
+    """``pg_restore`` of ``path`` (``schema_dump``) into ``server`` as the maintenance role, in one
     transaction (all of it or nothing). Raises ``RuntimeError`` with its message."""
     dbname, env = _libpq_args(server)
     _run(
@@ -212,7 +218,7 @@ def tenant_backup(*, tenant: Tenant, out: Path) -> BackupResult:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".backup-") as work:
         dump = Path(work) / SCHEMA_DUMP
-        _schema_dump(schema, dump)
+        schema_dump(schema, dump)
         redis_lines, redis_count = _redis_dump(schema)
         with schema_context("public"):
             row = json.loads(serializers.serialize("json", [tenant]))[0]["fields"]
@@ -322,8 +328,10 @@ def tenant_restore(*, path: Path) -> RestoreResult:
     """Restore the backup at ``path`` (``tenant_backup``) into this server under the tenant's
     name: the schema (``pg_restore`` as the maintenance role, in one transaction), then in one
     transaction the tenant's row, domains and role (``tenant_role_ensure``: a login with the
-    password this application derives), then its Redis keys, its Neo4j projection rebuilt (when
-    ``NEO4J_URI`` is set) and its trail verified; the restore is recorded in the trail (session
+    password this application derives), then its Redis keys, every erasure of the public
+    schema's ledger the backup does not hold as done executed again (``erasures_reapply``:
+    decision 0091), its Neo4j projection rebuilt (when ``NEO4J_URI`` is set) and its trail
+    verified; the restore is recorded in the trail (session
     ``operations``, actor ``job:tenant_restore``). Returns a ``RestoreResult``.
 
     Raises ``InvalidInput`` for a file that is not an intact backup, ``Conflict`` when the
@@ -336,121 +344,40 @@ def tenant_restore(*, path: Path) -> RestoreResult:
         schema = manifest["schema_name"]
         if tenant_get(schema_name=schema) is not None or schema_exists(schema):
             raise Conflict(f"tenant {schema!r} exists on this server already")
-        _schema_load(dump)
+        schema_load(dump)
         try:
             with transaction.atomic(), schema_context("public"):
                 tenant = _tenant_row_restore(manifest)
                 tenant_role_ensure(schema)
         except BaseException:
-            _schema_drop(schema, role=False)
+            schema_drop(schema, role=False)
             raise
     with tenant_context(tenant):
         keys = _redis_restore(redis_lines)
+        reapplied = erasures_reapply(schema_name=schema)
         facts = _graph_rebuild()
         report = trail_verify()
         job_record(
             job="tenant_restore",
             action="tenant.restored",
-            content=f"tenant restored from a backup made at {manifest['made_at']}",
+            content=f"tenant restored from a backup made at {manifest['made_at']}; "
+            f"{len(reapplied)} later erasures re-applied",
             payload={
                 "made_at": manifest["made_at"],
                 "source_database": manifest["source_database"],
                 "redis_keys": keys,
                 "trail_ok": report.ok,
+                "erasures_reapplied": [vars(item) for item in reapplied],
             },
             session_id=OPERATIONS_SESSION,
         )
-    return RestoreResult(tenant, keys, facts, report.ok, report.chain.checked, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return RestoreResult(tenant, keys, facts, report.ok, report.chain.checked, seconds, reapplied)
 
 
-@dataclass(frozen=True)
-class MoveResult:
-    """What ``tenant_move`` did: the servers (aliases), the seconds the tenant was paused (its
-    requests answered 503) and of which the copy took, the events verified on the target."""
-
-    source: str
-    target: str
-    pause_seconds: float
-    copy_seconds: float
-    events_checked: int
-
-
-def _cluster(server: str) -> tuple[object, object]:
-    """(host, port) of ``server``: roles belong to a cluster, shared by its databases."""
-    db = connection.settings_dict if server == "default" else server_settings(server)
-    return db["HOST"], db["PORT"]
-
-
-def _schema_drop(schema: str, *, role: bool = True) -> None:
+def schema_drop(schema: str, *, role: bool = True) -> None:
     """Drop ``schema`` and (with ``role``) the tenant's role on the connection's current server."""
     if role:
         tenant_role_drop(schema)
     with maintenance(), connection.cursor() as cursor:
         cursor.execute(f"DROP SCHEMA IF EXISTS {quote_ident(schema)} CASCADE")
-
-
-def tenant_move(*, tenant: Tenant, to: str, settle_seconds: float | None = None) -> MoveResult:
-    """Move ``tenant``'s schema to the server ``to`` (an alias of ``ENGRAM["DB_SERVERS"]``, or
-    ``"default"``) and switch its row there (decision 0071). Run with tenant logins on.
-
-    1. Pause: ``Tenant.moving`` makes the tenant's API requests answer 503 with ``Retry-After``
-       (``agents.authentication.TenantMoving``); waits ``settle_seconds`` (default: the processes'
-       tenant cache, plus one) so that every process sees it and units already running end.
-    2. Copy the schema (``pg_dump`` from the current server, ``pg_restore`` into ``to`` in one
-       transaction) and make the tenant's role there (``tenant_role_ensure``).
-    3. Verify the copy's trail on ``to``; on failure the copy is dropped, the tenant unpaused where
-       it was and ``Conflict`` raised.
-    4. Switch: ``database`` = ``to``, ``moving`` off; drop the schema and role on the old server;
-       record the move in the trail.
-
-    Other tenants are not touched. Redis and Neo4j are shared by the servers (keys and nodes name
-    the tenant): nothing to copy. Raises ``InvalidInput`` for the tenant's own server or an
-    unknown alias, ``Conflict`` when the schema exists on ``to`` already."""
-    from agents.authentication import TENANT_CACHE_SECONDS
-
-    source, schema = tenant.database, tenant.schema_name
-    if to == source:
-        raise InvalidInput(f"tenant {schema!r} is on {to!r} already", field="to")
-    if to != "default" and to not in settings.ENGRAM.get("DB_SERVERS", {}):
-        raise InvalidInput(f"no PostgreSQL server {to!r} in ENGRAM_DB_SERVERS", field="to")
-    with on_server(to):
-        if schema_exists(schema):
-            raise Conflict(f"schema {schema!r} exists on {to!r} already")
-    tenant_move_mark(tenant=tenant, moving=True)
-    paused = time.perf_counter()
-    try:
-        time.sleep(TENANT_CACHE_SECONDS + 1.0 if settle_seconds is None else settle_seconds)
-        copied = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="engram-move-") as work:
-            dump = Path(work) / SCHEMA_DUMP
-            _schema_dump(schema, dump, server=source)
-            _schema_load(dump, server=to)
-        with on_server(to):
-            tenant_role_ensure(schema)
-        copy_seconds = time.perf_counter() - copied
-        tenant.database = to  # this process's units of the tenant now reach the copy
-        with tenant_context(tenant):
-            report = trail_verify()
-        if not report.ok:
-            with on_server(to):
-                _schema_drop(schema)
-            raise Conflict(
-                f"the copy of {schema!r} on {to!r} does not verify; the tenant stays on {source!r}"
-            )
-        tenant_move_mark(tenant=tenant, moving=False, database=to)
-    except BaseException:
-        tenant_move_mark(tenant=tenant, moving=False, database=source)
-        tenant_server_note(schema, source)
-        raise
-    pause = time.perf_counter() - paused
-    with on_server(source):
-        _schema_drop(schema, role=_cluster(source) != _cluster(to))
-    with tenant_context(tenant):
-        job_record(
-            job="tenant_move",
-            action="tenant.moved",
-            content=f"tenant moved from the database server {source!r} to {to!r}",
-            payload={"from": source, "to": to, "pause_seconds": round(pause, 3)},
-            session_id=OPERATIONS_SESSION,
-        )
-    return MoveResult(source, to, pause, copy_seconds, report.chain.checked)

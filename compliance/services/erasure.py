@@ -21,6 +21,7 @@ from core.tasks import queue_on_commit
 from core.tenancy import current_schema
 from memory.consolidation.services.lifecycle import summaries_paused
 from memory.episodic.models import Event
+from tenants.services import erasure_ledger_note
 
 from .. import copies, lifecycle, redaction, signing
 from ..models import ErasureRequest, ErasureStatus, LegalHold, TargetKind
@@ -127,7 +128,9 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
     beyond the layers' rows (``_erase_copies``: Redis, archives, replayed answers, task results,
     holds, vacuum and index rebuilds, Redis's files); then the verification pass over every store
     of ``lifecycle.STORES``, and the signed receipt, which also says what no erasure removes at
-    once (``copies.lingering``). Recorded in the trail as ``job:erasure``. A legal hold placed
+    once (``copies.lingering``); once done, the erasure is kept in the public schema's ledger
+    (``tenants.services.erasure_ledger_note``) for restores of older backups. Recorded in the
+    trail as ``job:erasure``. A legal hold placed
     since the approval stops it (``failed``, naming the hold). Requests not approved or running
     are returned as they are, and so is one another worker is running (tasks may repeat: a run
     holds the request's lock; one that died frees it, and the next resumes)."""
@@ -137,7 +140,18 @@ def erasure_run(*, request_id: Any, batch: int | None = None) -> ErasureRequest:
             if request is None:
                 raise NotFound("No such erasure request.", field="id")
             return request
-        return _erasure_execute(request_id=request_id, batch=batch)
+        request = _erasure_execute(request_id=request_id, batch=batch)
+    if request.status == ErasureStatus.DONE and request.finished_at is not None:
+        # kept outside the tenant's schema: a restore of an older backup re-applies it (0091)
+        erasure_ledger_note(
+            schema_name=current_schema(),
+            erasure_id=request.pk,
+            kind=request.kind,
+            value_digest=request.value_digest,
+            finished_at=request.finished_at,
+            receipt_sha256=hashlib.sha256(request.receipt.encode()).hexdigest(),
+        )
+    return request
 
 
 class _StepClock:

@@ -42,7 +42,7 @@ from django.db import Error as DjangoDatabaseError
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from core.errors import DatabaseUnavailable
+from core.errors import DatabaseUnavailable, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +124,12 @@ def is_unavailable_error(exc: BaseException) -> bool:
     return state is None or state.startswith("08") or state in UNAVAILABLE_STATES
 
 
-def unavailable(exc: BaseException) -> DatabaseUnavailable | None:
-    """The 503 to answer for ``exc`` (``core.errors.DatabaseUnavailable``), or ``None`` when it is
-    not one (see ``is_unavailable_error``)."""
+def unavailable(exc: BaseException) -> ServiceUnavailable | None:
+    """The 503 to answer for ``exc`` (``core.errors.DatabaseUnavailable``; ``exc`` itself when it
+    is a ``ServiceUnavailable`` already, e.g. a moving tenant's unit refused by the backend), or
+    ``None`` when it is not one (see ``is_unavailable_error``)."""
+    if isinstance(exc, ServiceUnavailable):
+        return exc
     if not is_unavailable_error(exc):
         return None
     return DatabaseUnavailable(retry_after=retry_after())

@@ -36,6 +36,17 @@ to another server is given back like one of another login, and the pools are per
 The public schema's work stays on ``"default"``. Without tenant logins a tenant on another server
 is refused (``ImproperlyConfigured``): the shared connection cannot follow it.
 
+A tenant's unit holds its tenant's unit lock (``core.locks.unit_lock_sql``, a PostgreSQL advisory
+lock on the tenant's server) shared from the first statement of a connection of the tenant's login
+to the connection's return (to its pool, whose reset releases every advisory lock) or close, and,
+for a connection kept open between units without the pool, to the end of the unit
+(``close_if_unusable_or_obsolete``, run when each request and task ends). A move to another server
+takes it exclusively before it copies the schema (``compliance.services.move``, decision 0090): it
+waits for the units in flight, and while it waits or copies a unit's first statement is refused
+with ``core.errors.TenantMoving`` (503, ``Retry-After``) instead of writing to the copy's source;
+so is a unit whose process still routes the tenant to the server it left. The lock is taken in
+the same round trip as the connection's first ``SET``.
+
 New connections fail fast while PostgreSQL cannot be reached, with the pool or without
 (``core.db.availability``).
 
@@ -61,6 +72,8 @@ from django_tenants.utils import get_limit_set_calls, get_public_schema_name, qu
 
 from core.db import availability
 from core.db.prepared import execute_prepared
+from core.errors import TenantMoving
+from core.locks import unit_lock_release_sql, unit_lock_sql
 from core.tenancy import (
     RoleOverride,
     logins_enabled,
@@ -74,7 +87,7 @@ from core.tenancy import (
     tenant_server_note,
 )
 
-RESET_SQL = "RESET ROLE; RESET search_path"
+RESET_SQL = "RESET ROLE; RESET search_path; SELECT pg_advisory_unlock_all()"
 
 
 def reset_pooled_connection(conn: psycopg.Connection[Any]) -> None:
@@ -102,6 +115,8 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         #: ENGRAM["DB_SERVERS"]; and the one ``core.tenancy.on_server()`` asked for
         self.server = "default"
         self.server_override: str | None = None
+        #: the schema whose unit lock this connection holds shared (None: none)
+        self.unit_lock: str | None = None
         super().__init__(*args, **kwargs)
         self.tenant_roles = roles_enabled() and self.alias != NO_DB_ALIAS
         self.tenant_logins = self.tenant_roles and logins_enabled()
@@ -201,12 +216,28 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
     def close_if_unusable_or_obsolete(self) -> None:
         """Django's (run at the start and end of each request and task), but a connection of another
         login than the unit's is given back without a round trip: Django's check of its autocommit
-        would otherwise connect as the unit's login first, only to close that."""
+        would otherwise connect as the unit's login first, only to close that. A connection kept
+        open gives its unit lock back (the next unit takes it again)."""
         if self.tenant_logins and self.connection is not None and not self.in_atomic_block:
             if self.unit_login() != self.login or self.unit_server() != self.server:
                 self.close()
                 return
         super().close_if_unusable_or_obsolete()
+        if self.unit_lock is not None and self.connection is not None and not self.in_atomic_block:
+            held, self.unit_lock = self.unit_lock, None
+            try:
+                with self.connection.cursor() as cursor:
+                    cursor.execute(unit_lock_release_sql(held))
+            except psycopg.Error:
+                self.close()  # the session ends: PostgreSQL releases the lock
+
+    def close(self) -> None:
+        """Django's; the connection's unit lock goes with it (the pool's reset or the session's end
+        releases it)."""
+        try:
+            super().close()
+        finally:
+            self.unit_lock = None
 
     def get_connection_params(self) -> dict[str, Any]:
         """Django's, as the tenant's login (user and derived password) when the unit needs one."""
@@ -279,7 +310,10 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
         role = self.unit_role()
         search_paths = self._get_cursor_search_paths()
         wanted = (role, tuple(search_paths))
-        if get_limit_set_calls() and self.search_path_set_schemas == wanted:
+        # a connection of a tenant's login holds the tenant's unit lock before its first statement
+        lock = self.schema_name if self.login is not None and self.unit_lock != self.schema_name else None
+        set_due = not (get_limit_set_calls() and self.search_path_set_schemas == wanted)
+        if not set_due and lock is None:
             return
         if self.connection.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
             # the next statement is a rollback (or fails); the SET follows it on the next cursor
@@ -287,17 +321,27 @@ class DatabaseWrapper(TenantsDatabaseWrapper):
             return
         set_role = f"SET ROLE {quote_ident(role)}" if role else "RESET ROLE"
         paths = ",".join(quote_schema_name(s) for s in search_paths)
+        statements = [unit_lock_sql(lock)] if lock is not None else []
+        if set_due:
+            statements.append(f"{set_role}; SET search_path = {paths}")
         self._setting_search_path = True
         target = self.connection.cursor() if cursor is None else cursor
-        self.search_path_set_schemas = None
+        if set_due:
+            self.search_path_set_schemas = None
         try:
             with self.wrap_database_errors:
-                target.execute(f"{set_role}; SET search_path = {paths}")
-            self.search_path_set_schemas = wanted
+                target.execute("; ".join(statements))  # the lock's SELECT is the first result
+                held = target.fetchone()[0] if lock is not None else None
+            if set_due:
+                self.search_path_set_schemas = wanted
         finally:
             self._setting_search_path = False
             if cursor is None:
                 target.close()
+        if lock is not None:
+            if held is not True:
+                raise TenantMoving(lock)  # moving (False) or moved away (None): no statement runs here
+            self.unit_lock = lock
 
 
 def fetch_prepared(

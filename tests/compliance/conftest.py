@@ -96,3 +96,6 @@ def finished(request: ErasureRequest, timeout: float = 120.0) -> ErasureRequest:
         time.sleep(0.25)
         request.refresh_from_db()
     return request
+
+
+from tests.compliance.servers import second_server  # noqa: E402, F401 (a fixture of the backup and move tests)

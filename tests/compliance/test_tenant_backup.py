@@ -4,10 +4,7 @@ server (issue 36, item 4): its rows, its login, its Redis keys, its trail, and i
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -21,57 +18,13 @@ from compliance.services.backup import tenant_backup, tenant_restore
 from core.errors import Conflict, InvalidInput
 from core.redis import get_redis
 from core.tenancy import activate_public, maintenance_role, tenant_password, tenant_role
-from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import Event
-from memory.knowledge.models import Fact
 from memory.semantic.models import SemanticMemory
 from memory.working.services import tenant_keys
 from tenants.models import Tenant
-from tests.factories import BASE_DIR, fact, make_caller
+from tests.compliance.servers import TABLES, manage
+from tests.factories import fact, make_caller
 from tests.factories import test_database_env as child_env
-
-TABLES = {model.__name__: model._meta.db_table for model in (SemanticMemory, Event, Fact, Checkpoint)}
-
-
-def manage(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py ARGS`` in a child process on the database at ``url`` (the suite's Redis)."""
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=BASE_DIR,
-        env=child_env(DATABASE_URL=url, **env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-@pytest.fixture(scope="module")
-def second_server(django_db_setup) -> Iterator[tuple[str, psycopg.Connection]]:  # type: ignore[type-arg]
-    """A second embedded PostgreSQL server (its own data folder and socket) with a database of
-    Engram's public schema; yields its URL and a superuser connection to that database."""
-    from devstack import VAR_DIR
-    from devstack.postgres import EmbeddedPostgres
-
-    database = f"engram_b_{uuid.uuid4().hex[:8]}"
-    suite_database = connection.settings_dict["NAME"]
-    server = EmbeddedPostgres(VAR_DIR / "test" / "pg16-second", database=database)
-    url = server.start(app_user=os.environ.get("ENGRAM_PG_APP_USER") or None)
-    try:
-        done = manage(url, "migrate_schemas", "--shared", "-v", "0")
-        assert done.returncode == 0, done.stderr
-        socket_dir = server._server.get_postmaster_info().socket_dir
-        with psycopg.connect(host=str(socket_dir), dbname=database, user="postgres", autocommit=True) as su:
-            yield url, su
-    finally:
-        server._server.psql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE);')
-        # the tenants' roles made here: named after this database, or the suite's (a moved tenant)
-        for prefix in (f"{database}_t_", tenant_role("", database=suite_database)):
-            server._server.psql(
-                "DO $$ DECLARE r text; BEGIN FOR r IN SELECT rolname FROM pg_roles "
-                f"WHERE starts_with(rolname, '{prefix}') LOOP EXECUTE format('DROP ROLE %I', r); "
-                "END LOOP; END $$;"
-            )
-        server.stop()
 
 
 def _counts(cursor: psycopg.Cursor, schema: str) -> dict[str, int]:  # type: ignore[type-arg]
@@ -260,3 +213,60 @@ def test_a_tenant_moves_between_servers_while_another_keeps_working(  # type: ig
     assert row == (mover_codes.count(201) + 1,)  # and the move's own record
     verified = manage(child_env()["DATABASE_URL"], "verify_chain", "--tenant", schema, **servers)
     assert verified.returncode == 0 and "chain intact" in verified.stdout, verified.stdout + verified.stderr
+
+
+def test_a_restore_reapplies_the_erasures_made_after_its_backup(  # type: ignore[no-untyped-def]
+    django_db_setup, django_db_blocker, tmp_path: Path
+) -> None:
+    """Decision 0091: a backup made before an erasure holds its target; restoring it executes the
+    erasure again (from the public schema's ledger), so the subject never comes back, and the
+    trail says so. Another subject's data is kept."""
+    from compliance import services
+    from compliance.models import ErasureRequest, ErasureStatus
+    from compliance.services.reapply import REAPPLIER
+    from tenants.services import tenant_create
+
+    subject, secret = "zoltan@example.com", "Zoltan's passport number is X1234567."
+    with django_db_blocker.unblock():
+        tenant, _ = tenant_create(slug=f"restore_{uuid.uuid4().hex[:8]}")
+        schema = tenant.schema_name
+        try:
+            alice = make_caller(tenant, "alice")
+            for text, who in ((secret, subject), ("Maria likes green tea.", "maria@example.com")):
+                answer = alice.post("/api/v1/memories", {"content": text, "data_subject": who})
+                assert answer.status_code == 201, answer.content
+                event = {"session_id": f"s-{who}", "kind": "message", "content": text, "data_subject": who}
+                answer = alice.post("/api/v1/events", {**event, "occurred_at": "2026-12-01T09:00:00Z"})
+                assert answer.status_code == 201, answer.content
+            activate_public()
+            out = tmp_path / "before-erasure.tar"
+            tenant_backup(tenant=tenant, out=out)
+            with tenant_context(tenant):
+                request = services.erasure_request(
+                    kind="subject", value=subject, legal_basis="GDPR Art. 17", note="", username="olga"
+                )
+                services.erasure_approve(request_id=request.pk, username="pavel")
+                assert services.erasure_run(request_id=request.pk).status == ErasureStatus.DONE
+            activate_public()
+            tenant.auto_drop_schema = True
+            tenant.delete(force_drop=True)  # the tenant is lost; its backup predates the erasure
+
+            restored = tenant_restore(path=out)
+            assert restored.trail_ok
+            with tenant_context(restored.tenant):
+                assert not SemanticMemory.objects.filter(content__contains="passport").exists()
+                assert not Event.objects.filter(content__contains="passport").exists()
+                assert SemanticMemory.objects.filter(data_subject="maria@example.com").count() == 1
+            assert [(r.erasure_id, r.status) for r in restored.erasures_reapplied] == [
+                (str(request.pk), ErasureStatus.DONE)
+            ]
+            with tenant_context(restored.tenant):
+                again = ErasureRequest.objects.get(pk=restored.erasures_reapplied[0].request_id)
+                assert again.requested_by == REAPPLIER and again.receipt and not again.value
+                record = Event.objects.filter(actor="job:tenant_restore").get()
+                assert record.payload["erasures_reapplied"][0]["erasure_id"] == str(request.pk)
+        finally:
+            activate_public()
+            for row in Tenant.objects.filter(schema_name=schema):
+                row.auto_drop_schema = True
+                row.delete(force_drop=True)

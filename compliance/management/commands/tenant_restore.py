@@ -26,6 +26,7 @@ class Command(BaseCommand):
         graph = "no Neo4j" if result.facts_projected is None else f"{result.facts_projected} facts projected"
         self.stdout.write(
             f"restored {result.tenant.schema_name}: {result.redis_keys} Redis keys, {graph}, "
+            f"{len(result.erasures_reapplied)} erasures re-applied, "
             f"{result.seconds:.1f} s"
         )
         if not result.trail_ok:
