@@ -73,6 +73,7 @@ class JSONQueryField(CleanCharField):
 
     schema: dict[str, Any]
     message: str
+    _validator: Draft202012Validator
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

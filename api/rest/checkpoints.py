@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import binascii
 from base64 import b64decode
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db.models import QuerySet
@@ -431,62 +432,68 @@ class CheckpointsView(ApiView):
         )
 
 
-class CheckpointTuplesView(ApiView):
+def _tuples_schema(operation_id: str, summary: str, params: type[StrictSerializer]) -> Any:
+    """The document's entry of a tuple listing: its query ``params``, a page of ``CheckpointTuple``."""
+    return extend_schema(
+        operation_id=operation_id,
+        summary=summary,
+        parameters=[params],
+        responses={200: page_of(CheckpointTupleSerializer, "CheckpointTuple")},
+        tags=TAGS,
+    )
+
+
+class _TuplesView(ApiView):
+    """A listing of the caller's checkpoints in full: the query's filters (``params``) passed to a
+    selector, a page of ``page``, each checkpoint with its pending writes."""
+
+    params: type[StrictSerializer]
+    page: type[CursorPage]
+
+    def tuples_page(
+        self, request: AgentRequest, select: Callable[..., QuerySet[Checkpoint]], **scope: str
+    ) -> Response:
+        filters = self.query(self.params)
+        filters.pop("cursor", None)
+        filters.pop("limit", None)
+        paginator = self.page()
+        rows = select(agent=request.user, **scope, **filters)
+        page = list(paginator.paginate_queryset(rows, request, view=self) or [])
+        writes = selectors.pending_writes_by_checkpoint(page)
+        return paginator.get_paginated_response(
+            [{**row.document(), "pending_writes": [w.document() for w in writes[row.pk]]} for row in page]
+        )
+
+
+class CheckpointTuplesView(_TuplesView):
     """GET the caller's checkpoints in full with their pending writes, newest first (LangGraph's
     ``list``; ``get_tuple`` is this with ``key``, or ``limit=1`` for the latest of a namespace)."""
 
+    params, page = CheckpointTupleParams, CheckpointTuplesPage
     get_query_params = frozenset(CheckpointTupleParams().fields)
 
-    @extend_schema(
-        operation_id="checkpoints_tuples",
-        summary="Your checkpoints in full with their pending writes, newest first",
-        parameters=[CheckpointTupleParams],
-        responses={200: page_of(CheckpointTupleSerializer, "CheckpointTuple")},
-        tags=TAGS,
+    @_tuples_schema(
+        "checkpoints_tuples", "Your checkpoints in full with their pending writes, newest first", params
     )
     def get(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
-        params = self.query(CheckpointTupleParams)
-        params.pop("cursor", None)
-        params.pop("limit", None)
-        rows = selectors.checkpoint_tuples(agent=request.user, session_id=session_id, **params)
-        return _tuples_page(self, request, CheckpointTuplesPage(), rows)
+        return self.tuples_page(request, selectors.checkpoint_tuples, session_id=session_id)
 
 
-def _tuples_page(
-    view: ApiView, request: AgentRequest, paginator: CursorPage, rows: QuerySet[Checkpoint]
-) -> Response:
-    """The page of ``rows`` the request asks for, each checkpoint in full with its pending writes."""
-    page = list(paginator.paginate_queryset(rows, request, view=view) or [])
-    writes = selectors.pending_writes_by_checkpoint(page)
-    return paginator.get_paginated_response(
-        [{**row.document(), "pending_writes": [w.document() for w in writes[row.pk]]} for row in page]
-    )
-
-
-class CheckpointTuplesAllView(ApiView):
+class CheckpointTuplesAllView(_TuplesView):
     """GET the caller's checkpoints in every session, in full with their pending writes, newest
     first (LangGraph's ``list`` without a thread); only the caller's own streams, as in a session."""
 
+    params, page = CheckpointTuplesAllParams, CheckpointTuplesAllPage
     get_query_params = frozenset(CheckpointTuplesAllParams().fields)
 
-    @extend_schema(
-        operation_id="checkpoints_tuples_all",
-        summary="Your checkpoints in every session in full with their pending writes, newest first",
-        parameters=[CheckpointTuplesAllParams],
-        responses={200: page_of(CheckpointTupleSerializer, "CheckpointTuple")},
-        tags=TAGS,
+    @_tuples_schema(
+        "checkpoints_tuples_all",
+        "Your checkpoints in every session in full with their pending writes, newest first",
+        params,
     )
     def get(self, request: AgentRequest) -> Response:
-        params = self.query(CheckpointTuplesAllParams)
-        params.pop("cursor", None)
-        params.pop("limit", None)
-        return _tuples_page(
-            self,
-            request,
-            CheckpointTuplesAllPage(),
-            selectors.checkpoint_tuples_all(agent=request.user, **params),
-        )
+        return self.tuples_page(request, selectors.checkpoint_tuples_all)
 
 
 class CheckpointWritesView(ApiView):

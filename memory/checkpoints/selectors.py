@@ -115,13 +115,7 @@ def checkpoint_tuples(
     if key is not None:
         rows = rows.filter(idempotency_key=key)
     if before is not None:
-        rows = rows.filter(
-            step_index__lt=Subquery(
-                Checkpoint.objects.filter(session_id=session_id, agent=agent, idempotency_key=before).values(
-                    "step_index"
-                )[:1]
-            )
-        )
+        rows = _saved_before(rows, agent=agent, session_id=session_id, key=before, order="step_index")
     return rows
 
 
@@ -147,14 +141,17 @@ def checkpoint_tuples_all(
     )
     if before is not None:
         session_id, key = before
-        rows = rows.filter(
-            pk__lt=Subquery(
-                Checkpoint.objects.filter(session_id=session_id, agent=agent, idempotency_key=key).values(
-                    "pk"
-                )[:1]
-            )
-        )
+        rows = _saved_before(rows, agent=agent, session_id=session_id, key=key, order="pk")
     return rows
+
+
+def _saved_before(
+    rows: QuerySet[Checkpoint], *, agent: Agent, session_id: str, key: str, order: str
+) -> QuerySet[Checkpoint]:
+    """``rows`` below ``agent``'s checkpoint ``key`` in the session in ``order`` (a column: the
+    step, or the id); none when there is no such checkpoint (``< NULL`` holds for no row)."""
+    named = Checkpoint.objects.filter(session_id=session_id, agent=agent, idempotency_key=key)
+    return rows.filter(**{f"{order}__lt": Subquery(named.values(order)[:1])})
 
 
 def _filtered(
