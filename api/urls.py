@@ -8,6 +8,7 @@ from api.rest.checkpoints import (
     CheckpointDetailView,
     CheckpointLatestView,
     CheckpointsView,
+    CheckpointTuplesAllView,
     CheckpointTuplesView,
     CheckpointWritesView,
 )
@@ -95,6 +96,7 @@ urlpatterns = [
     path("executions/<str:execution_id>/close", ExecutionCloseView.as_view(), name="execution-close"),
     path("executions/<str:execution_id>/stream", execution_stream, name="execution-stream"),
     path("sessions/<str:session_id>/window", WindowView.as_view(), name="window"),
+    path("checkpoints", CheckpointTuplesAllView.as_view(), name="checkpoint-tuples-all"),
     path("sessions/<str:session_id>/checkpoints", CheckpointsView.as_view(), name="checkpoints"),
     path(
         "sessions/<str:session_id>/checkpoints/latest",

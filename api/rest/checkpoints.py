@@ -10,10 +10,11 @@ or was saved to, PostgreSQL alone.
 from __future__ import annotations
 
 import binascii
-import json
 from base64 import b64decode
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.utils import (
     OpenApiExample,
@@ -22,20 +23,26 @@ from drf_spectacular.utils import (
     extend_schema_field,
     extend_schema_serializer,
 )
-from jsonschema import Draft202012Validator
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from api.exceptions import error_body
 from api.fields import (
     CleanCharField,
-    CleanRegexField,
     JSONValueField,
     StrictIntegerField,
     StrictSerializer,
 )
 from api.idempotency import idempotent
-from api.pagination import CursorPage, PageParams, page_of
+from api.pagination import CursorPage, page_of
+from api.rest.checkpoint_params import (
+    CheckpointDeleteParams,
+    CheckpointLatestParams,
+    CheckpointListParams,
+    CheckpointTupleParams,
+    CheckpointTuplesAllParams,
+    PrintableField,
+)
 from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from core.redis import check_id
@@ -45,19 +52,10 @@ from memory.checkpoints.models import (
     MAX_SCHEMA_VERSION,
     MAX_SERIALIZED_TYPE_LENGTH,
     MAX_STEP_INDEX,
+    Checkpoint,
 )
 
 R = TypeVar("R", bound=HttpResponse)
-
-
-class PrintableField(CleanRegexField):
-    """A ``CleanCharField`` the services' printable check accepts (``PRINTABLE_PATTERN``), which
-    the document states as its pattern."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(
-            services.PRINTABLE_PATTERN, message="Must be printable: no control characters.", **kwargs
-        )
 
 
 SOURCE_HEADER = "Engram-Source"
@@ -196,101 +194,6 @@ class CheckpointInputSerializer(StrictSerializer):
         return value
 
 
-def _namespace_param(help_text: str) -> PrintableField:
-    return PrintableField(
-        required=False,
-        max_length=MAX_NAMESPACE_LENGTH,
-        allow_blank=True,
-        trim_whitespace=False,
-        help_text=help_text,
-    )
-
-
-class CheckpointListParams(StrictSerializer, PageParams):
-    unknown_key_message = "Unknown query parameter."
-    checkpoint_ns = _namespace_param("only this namespace (empty: the root); absent: every namespace")
-
-
-class CheckpointLatestParams(StrictSerializer):
-    unknown_key_message = "Unknown query parameter."
-    checkpoint_ns = _namespace_param("the namespace (default: the root, empty)")
-
-
-# A metadata filter: a few keys with scalar values. Its size is bounded by its shape, which the
-# document states, so the whole request line stays within the servers' limit (16 KiB in uvicorn's
-# h11; percent-encoding multiplies a character up to 12 bytes): at most 8 * (32 + 64) characters.
-METADATA_FILTER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "maxProperties": 8,
-    "propertyNames": {"maxLength": 32, "pattern": "^[^\\u0000]*$"},
-    "additionalProperties": {
-        "anyOf": [
-            {"type": "string", "maxLength": 64, "pattern": "^[^\\u0000]*$"},
-            {"type": ["number", "boolean", "null"]},
-        ]
-    },
-}
-# its JSON text: 8 keys and values of at most 32 and 64 characters, each escaped to 6
-MAX_METADATA_FILTER_LENGTH = 8 * (6 * (32 + 64) + 6) + 2
-_METADATA_FILTER = Draft202012Validator(METADATA_FILTER_SCHEMA)
-
-
-@extend_schema_field({**METADATA_FILTER_SCHEMA, "x-json-query": True})
-class MetadataQueryField(CleanCharField):
-    """A JSON object in a query parameter (``{"source": "loop"}`` URL-encoded) of the shape
-    ``METADATA_FILTER_SCHEMA`` states (the OpenAPI document declares the parameter as JSON content
-    of that schema), without lone surrogates."""
-
-    def to_internal_value(self, data: Any) -> dict[str, Any]:  # type: ignore[override]  # parsed JSON
-        text = super().to_internal_value(data)
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            raise serializers.ValidationError("Expected a JSON object.") from None
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("Expected a JSON object.")
-        if not _METADATA_FILTER.is_valid(value):
-            raise serializers.ValidationError(
-                "Expected at most 8 keys (each at most 32 characters, no NUL) with strings of at most "
-                "64 characters, numbers, booleans or null."
-            )
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise serializers.ValidationError(
-                "Lone surrogate characters (e.g. \\ud800) are not text."
-            ) from None
-        return value
-
-
-class CheckpointTupleParams(StrictSerializer, PageParams):
-    unknown_key_message = "Unknown query parameter."
-    checkpoint_ns = _namespace_param("only this namespace (empty: the root); absent: every namespace")
-    key = PrintableField(
-        required=False, max_length=services.MAX_KEY_LENGTH, trim_whitespace=False, help_text="one checkpoint"
-    )
-    before = PrintableField(
-        required=False,
-        max_length=services.MAX_KEY_LENGTH,
-        trim_whitespace=False,
-        help_text="only checkpoints saved before the one with this key (an unknown key matches none)",
-    )
-    metadata = MetadataQueryField(
-        required=False,
-        max_length=MAX_METADATA_FILTER_LENGTH,
-        help_text="a JSON object: only checkpoints whose metadata holds each of its keys with that value",
-    )
-
-
-class CheckpointDeleteParams(StrictSerializer):
-    unknown_key_message = "Unknown query parameter."
-    agent = CleanCharField(
-        required=False,
-        max_length=100,
-        help_text="another agent's checkpoints (needs the curate scope); default: your own",
-    )
-
-
 class CheckpointsPage(CursorPage):
     """In step order."""
 
@@ -301,6 +204,12 @@ class CheckpointTuplesPage(CursorPage):
     """Newest first (the stream's step order, reversed)."""
 
     ordering = ("-step_index",)
+
+
+class CheckpointTuplesAllPage(CursorPage):
+    """Newest first (the agent's save order, reversed; within a stream its step order)."""
+
+    ordering = ("-id",)
 
 
 @extend_schema_serializer(component_name="CheckpointSummary")
@@ -523,35 +432,68 @@ class CheckpointsView(ApiView):
         )
 
 
-class CheckpointTuplesView(ApiView):
-    """GET the caller's checkpoints in full with their pending writes, newest first (LangGraph's
-    ``list``; ``get_tuple`` is this with ``key``, or ``limit=1`` for the latest of a namespace)."""
-
-    get_query_params = frozenset(CheckpointTupleParams().fields)
-
-    @extend_schema(
-        operation_id="checkpoints_tuples",
-        summary="Your checkpoints in full with their pending writes, newest first",
-        parameters=[CheckpointTupleParams],
+def _tuples_schema(operation_id: str, summary: str, params: type[StrictSerializer]) -> Any:
+    """The document's entry of a tuple listing: its query ``params``, a page of ``CheckpointTuple``."""
+    return extend_schema(
+        operation_id=operation_id,
+        summary=summary,
+        parameters=[params],
         responses={200: page_of(CheckpointTupleSerializer, "CheckpointTuple")},
         tags=TAGS,
     )
+
+
+class _TuplesView(ApiView):
+    """A listing of the caller's checkpoints in full: the query's filters (``params``) passed to a
+    selector, a page of ``page``, each checkpoint with its pending writes."""
+
+    params: type[StrictSerializer]
+    page: type[CursorPage]
+
+    def tuples_page(
+        self, request: AgentRequest, select: Callable[..., QuerySet[Checkpoint]], **scope: str
+    ) -> Response:
+        filters = self.query(self.params)
+        filters.pop("cursor", None)
+        filters.pop("limit", None)
+        paginator = self.page()
+        rows = select(agent=request.user, **scope, **filters)
+        page = list(paginator.paginate_queryset(rows, request, view=self) or [])
+        writes = selectors.pending_writes_by_checkpoint(page)
+        return paginator.get_paginated_response(
+            [{**row.document(), "pending_writes": [w.document() for w in writes[row.pk]]} for row in page]
+        )
+
+
+class CheckpointTuplesView(_TuplesView):
+    """GET the caller's checkpoints in full with their pending writes, newest first (LangGraph's
+    ``list``; ``get_tuple`` is this with ``key``, or ``limit=1`` for the latest of a namespace)."""
+
+    params, page = CheckpointTupleParams, CheckpointTuplesPage
+    get_query_params = frozenset(CheckpointTupleParams().fields)
+
+    @_tuples_schema(
+        "checkpoints_tuples", "Your checkpoints in full with their pending writes, newest first", params
+    )
     def get(self, request: AgentRequest, session_id: str) -> Response:
         check_id(session_id, field="session_id")
-        params = self.query(CheckpointTupleParams)
-        params.pop("cursor", None)
-        params.pop("limit", None)
-        paginator = CheckpointTuplesPage()
-        page = paginator.paginate_queryset(
-            selectors.checkpoint_tuples(agent=request.user, session_id=session_id, **params),
-            request,
-            view=self,
-        )
-        rows = list(page or [])
-        writes = selectors.pending_writes_by_checkpoint(rows)
-        return paginator.get_paginated_response(
-            [{**row.document(), "pending_writes": [w.document() for w in writes[row.pk]]} for row in rows]
-        )
+        return self.tuples_page(request, selectors.checkpoint_tuples, session_id=session_id)
+
+
+class CheckpointTuplesAllView(_TuplesView):
+    """GET the caller's checkpoints in every session, in full with their pending writes, newest
+    first (LangGraph's ``list`` without a thread); only the caller's own streams, as in a session."""
+
+    params, page = CheckpointTuplesAllParams, CheckpointTuplesAllPage
+    get_query_params = frozenset(CheckpointTuplesAllParams().fields)
+
+    @_tuples_schema(
+        "checkpoints_tuples_all",
+        "Your checkpoints in every session in full with their pending writes, newest first",
+        params,
+    )
+    def get(self, request: AgentRequest) -> Response:
+        return self.tuples_page(request, selectors.checkpoint_tuples_all)
 
 
 class CheckpointWritesView(ApiView):

@@ -175,6 +175,8 @@ class Checkpoint(models.Model):
         ]
         indexes = [
             models.Index(fields=["agent", "created_at"], name="checkpoint_agent_idx"),
+            # an agent's checkpoints across sessions, newest first (LangGraph's list without a thread)
+            models.Index(fields=["agent", "id"], name="checkpoint_agent_id_idx"),
             # the latest of one namespace, and a namespace's pages (LangGraph's list and get_tuple)
             models.Index(
                 fields=["session_id", "agent", "checkpoint_ns", "step_index"], name="checkpoint_ns_step_idx"

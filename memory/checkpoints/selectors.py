@@ -1,8 +1,9 @@
 """Reads of checkpoints from PostgreSQL (the system of record). The Redis-first restore is a service.
 
-Every read is scoped to one agent's stream in a session (checkpoints are per agent within a
-session, see ``memory.checkpoints.services``); each is one query on the unique index
-``(session_id, agent, step_index)`` or ``(session_id, agent, idempotency_key)``.
+Every read is scoped to one agent: to its stream in a session (checkpoints are per agent within a
+session, see ``memory.checkpoints.services``), each one query on the unique index
+``(session_id, agent, step_index)`` or ``(session_id, agent, idempotency_key)``; or, for LangGraph's
+listing without a thread, to its streams in every session (``checkpoint_tuples_all``).
 """
 
 from __future__ import annotations
@@ -108,19 +109,58 @@ def checkpoint_tuples(
     matches nothing), ``metadata`` (JSON containment: every key given has that value). Not
     ordered: the page orders it (newest first).
     """
-    rows = _stream(agent=agent, session_id=session_id)
-    if checkpoint_ns is not None:
-        rows = rows.filter(checkpoint_ns=checkpoint_ns)
+    rows = _filtered(
+        _stream(agent=agent, session_id=session_id), checkpoint_ns=checkpoint_ns, metadata=metadata
+    )
     if key is not None:
         rows = rows.filter(idempotency_key=key)
     if before is not None:
-        rows = rows.filter(
-            step_index__lt=Subquery(
-                Checkpoint.objects.filter(session_id=session_id, agent=agent, idempotency_key=before).values(
-                    "step_index"
-                )[:1]
-            )
-        )
+        rows = _saved_before(rows, agent=agent, session_id=session_id, key=before, order="step_index")
+    return rows
+
+
+def checkpoint_tuples_all(
+    *,
+    agent: Agent,
+    checkpoint_ns: str | None = None,
+    before: tuple[str, str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> QuerySet[Checkpoint]:
+    """``agent``'s checkpoints in every session, in full (their pending writes:
+    ``pending_writes_by_checkpoint``): LangGraph's ``list`` without a thread.
+
+    Filters as ``checkpoint_tuples``: ``checkpoint_ns``, ``metadata``; ``before`` names a checkpoint
+    by ``(session_id, idempotency_key)`` and keeps those saved before it in the agent's save order
+    (the row id, which within a stream follows the step order; an unknown checkpoint matches
+    nothing). Not ordered: the page orders it (newest first, ``-id``, on ``checkpoint_agent_id_idx``).
+    """
+    rows = _filtered(
+        Checkpoint.objects.select_related("agent").filter(agent=agent),
+        checkpoint_ns=checkpoint_ns,
+        metadata=metadata,
+    )
+    if before is not None:
+        session_id, key = before
+        rows = _saved_before(rows, agent=agent, session_id=session_id, key=key, order="pk")
+    return rows
+
+
+def _saved_before(
+    rows: QuerySet[Checkpoint], *, agent: Agent, session_id: str, key: str, order: str
+) -> QuerySet[Checkpoint]:
+    """``rows`` below ``agent``'s checkpoint ``key`` in the session in ``order`` (a column: the
+    step, or the id); none when there is no such checkpoint (``< NULL`` holds for no row)."""
+    named = Checkpoint.objects.filter(session_id=session_id, agent=agent, idempotency_key=key)
+    return rows.filter(**{f"{order}__lt": Subquery(named.values(order)[:1])})
+
+
+def _filtered(
+    rows: QuerySet[Checkpoint], *, checkpoint_ns: str | None, metadata: dict[str, Any] | None
+) -> QuerySet[Checkpoint]:
+    """``rows`` of namespace ``checkpoint_ns`` (``None``: every one) whose metadata holds ``metadata``
+    (JSON containment: every key given has that value)."""
+    if checkpoint_ns is not None:
+        rows = rows.filter(checkpoint_ns=checkpoint_ns)
     if metadata:
         rows = rows.filter(metadata__contains=metadata)
     return rows

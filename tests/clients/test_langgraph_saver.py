@@ -88,6 +88,48 @@ def test_another_tenant_or_agent_sees_nothing_of_a_thread(scratch_tenant: Tenant
         assert saver.get_tuple(generate_config(thread)) is None
 
 
+def test_listing_without_a_thread_reads_the_agents_checkpoints_in_every_session(
+    scratch_tenant: Tenant, base_url: str
+) -> None:
+    """``list(None)`` / ``alist(None)``: one call per page of ``GET /checkpoints``, newest saved
+    first, with the namespace, metadata, before and limit filters; a teammate's and another
+    tenant's agent's (same ids) never appear."""
+    owner = make_caller(scratch_tenant, "lg-all-owner")
+    strangers = [
+        make_caller(scratch_tenant, "lg-all-teammate"),
+        make_caller(Tenant.objects.get(schema_name="beta"), "lg-all-owner"),
+    ]
+    first, second = (f"t-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    saved = {}
+    for caller in (owner, *strangers):
+        with EngramCheckpointSaver(base_url, caller.key) as saver:
+            for name, thread, ns, source in (
+                ("a", first, "", "input"),
+                ("b", first, "child", "loop"),
+                ("c", second, "", "loop"),
+            ):
+                cp = generate_checkpoint()
+                config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+                saver.put(config, cp, generate_metadata(source=source, step=0), {})
+                if caller is owner:
+                    saved[name] = cp["id"]
+    with EngramCheckpointSaver(base_url, owner.key) as saver:
+        every = list(saver.list(None))
+        assert [t.checkpoint["id"] for t in every] == [saved["c"], saved["b"], saved["a"]]
+        assert [t.config["configurable"]["thread_id"] for t in every] == [second, first, first]
+        ids = lambda found: [t.checkpoint["id"] for t in found]  # noqa: E731
+        assert ids(saver.list(None, filter={"source": "loop"})) == [saved["c"], saved["b"]]
+        assert ids(saver.list({"configurable": {"checkpoint_ns": ""}})) == [saved["c"], saved["a"]]
+        assert ids(saver.list(None, before=every[0].config)) == [saved["b"], saved["a"]]
+        assert ids(saver.list(None, limit=1)) == [saved["c"]]
+
+    async def alist() -> list[str]:
+        async with EngramCheckpointSaver(base_url, owner.key) as saver:
+            return [t.checkpoint["id"] async for t in saver.alist(None, limit=2)]
+
+    assert asyncio.run(alist()) == [saved["c"], saved["b"]]
+
+
 def test_a_thread_id_that_is_no_session_id_is_a_clear_error(scratch_tenant: Tenant, base_url: str) -> None:
     caller = make_caller(scratch_tenant, "lg-bad")
     with EngramCheckpointSaver(base_url, caller.key) as saver:

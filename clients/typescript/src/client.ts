@@ -23,6 +23,13 @@ export type ResultOf<K extends OperationId> = {
   [S in keyof Op<K>["responses"]]: S extends 200 | 201 | 202 | 204 ? JsonOf<Op<K>["responses"][S]> : never;
 }[keyof Op<K>["responses"]];
 
+/** The operations that answer a cursor page (`{results, next, previous}`). */
+export type ListOperationId = {
+  [K in OperationId]: ResultOf<K> extends { results: unknown[]; next?: string | null } ? K : never;
+}[OperationId];
+/** One item of the pages of list operation `K`. */
+export type ItemOf<K extends ListOperationId> = ResultOf<K> extends { results: (infer T)[] } ? T : never;
+
 /** What a call of operation `K` sends: `path` when it has path parameters, `query`, `body`. */
 export type CallArgs<K extends OperationId> = ([PathOf<K>] extends [never] ? { path?: undefined } : { path: PathOf<K> }) &
   ([QueryOf<K>] extends [never] ? { query?: undefined } : { query?: QueryOf<K> }) &
@@ -125,6 +132,29 @@ export class EngramTransport {
   async call<K extends OperationId>(operationId: K, args: CallArgs<K>, options: CallOptions = {}): Promise<ResultOf<K>> {
     const response = await this.send(operationId, args, options, "json");
     return response.data as ResultOf<K>;
+  }
+
+  /**
+   * Every item of list operation `operationId`, page after page: each page's `next` link gives the
+   * cursor of the following one, until the last page (or `options.signal` aborts). `query.limit`
+   * is the page size, not a total: stop iterating to take fewer.
+   */
+  async *items<K extends ListOperationId>(
+    operationId: K,
+    args: CallArgs<K>,
+    options: CallOptions = {},
+  ): AsyncGenerator<ItemOf<K>> {
+    let query = args.query as Record<string, unknown> | undefined;
+    for (;;) {
+      const page = (await this.call(operationId, { ...args, query } as CallArgs<K>, options)) as {
+        results: ItemOf<K>[];
+        next?: string | null;
+      };
+      yield* page.results;
+      const cursor = page.next ? new URL(page.next).searchParams.get("cursor") : null;
+      if (!cursor) return;
+      query = { ...query, cursor };
+    }
   }
 
   /** The `text/event-stream` of operation `operationId` as events, until the signal aborts it. */

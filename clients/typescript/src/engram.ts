@@ -29,7 +29,8 @@ type O = CallOptions;
  * The Engram API for an agent (its API key). Grouped like the API: `memories`, `events`, `facts`,
  * `entities`, `graph`, `contradictions`, `checkpoints`, `blackboard`, `scratchpad`, `executions`,
  * `sessions`, `context`, `skills`, `tools`, `store`, `me`. Every method maps to one operation of
- * the schema (`OPERATION_METHODS`); `call(operationId, ...)` reaches any of them by id. Errors:
+ * the schema (`OPERATION_METHODS`); `call(operationId, ...)` reaches any of them by id, and
+ * `items(operationId, ...)` iterates every page of a list. Errors:
  * `EngramError` subclasses and `TransportError` (see `EngramTransport`).
  */
 export class EngramClient extends EngramTransport {
@@ -98,6 +99,9 @@ export class EngramClient extends EngramTransport {
     /** Checkpoints in full with their pending writes, newest first (LangGraph's list). */
     tuples: (sessionId: string, query?: Q<"checkpoints_tuples">, o?: O): R<"checkpoints_tuples"> =>
       this.call("checkpoints_tuples", { path: { session_id: sessionId }, query }, o),
+    /** Your checkpoints in every session in full, newest first (LangGraph's list without a thread). */
+    all: (query?: Q<"checkpoints_tuples_all">, o?: O): R<"checkpoints_tuples_all"> =>
+      this.call("checkpoints_tuples_all", { query }, o),
     /** A task's pending writes against a checkpoint. */
     writes: (sessionId: string, body: B<"checkpoints_writes">, o?: O): R<"checkpoints_writes"> =>
       this.call("checkpoints_writes", { path: { session_id: sessionId }, body }, { retryUnkeyed: true, ...o }),
@@ -215,6 +219,7 @@ export const OPERATION_METHODS = {
   checkpoints_latest: "checkpoints.latest",
   checkpoints_get: "checkpoints.get",
   checkpoints_tuples: "checkpoints.tuples",
+  checkpoints_tuples_all: "checkpoints.all",
   checkpoints_writes: "checkpoints.writes",
   checkpoints_delete: "checkpoints.delete",
   blackboard_read: "blackboard.read",

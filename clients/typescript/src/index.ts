@@ -5,6 +5,8 @@ export {
   type CallArgs,
   type CallOptions,
   type EngramClientOptions,
+  type ItemOf,
+  type ListOperationId,
   type PathOf,
   type QueryOf,
   type ResultOf,

@@ -15,7 +15,8 @@ How LangGraph's model maps onto Engram's (see the server's README, "LangGraph"):
   default) makes of it, ``(type, bytes)``, sent as ``serialized: {"type", "data": base64}``: the
   server stores the bytes and never decodes them; pending writes likewise;
 - newest first is the stream's save order, which for LangGraph's time-ordered ids (uuid6) is
-  ``checkpoint_id`` order;
+  ``checkpoint_id`` order; ``list`` without a ``thread_id`` lists the calling agent's checkpoints in
+  every session (``GET /api/v1/checkpoints``), newest saved first;
 - ``delete_thread`` deletes the caller's stream in the session (every namespace and its pending
   writes), recorded as a decision in the session's trail.
 """
@@ -126,28 +127,27 @@ class _Requests:
         return Call("POST", f"sessions/{_segment(thread_id)}/checkpoints/writes", json=body)
 
     @staticmethod
-    def tuples(
-        config: RunnableConfig,
+    def filters(
         *,
-        key: str | None = None,
-        before: RunnableConfig | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-        every_namespace: bool = False,
-    ) -> Call:
-        thread_id, ns = _Requests.thread(config)
+        before: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        limit: int | None,
+        before_ref: bool = False,
+    ) -> dict[str, Any]:
+        """The query of a listing: ``before`` (by key, or with ``before_ref`` by session and key),
+        ``metadata`` and ``limit`` (one page at most)."""
         params: dict[str, Any] = {}
-        if not every_namespace:
-            params["checkpoint_ns"] = ns
-        if key is not None:
-            params["key"] = key
         if before is not None and (before_id := get_checkpoint_id(before)):
-            params["before"] = before_id
+            if before_ref:
+                before_thread, _ = _Requests.thread(before)
+                params["before"] = json.dumps({"session_id": before_thread, "key": before_id})
+            else:
+                params["before"] = before_id
         if filter:
             params["metadata"] = json.dumps(filter, separators=(",", ":"))
         if limit is not None:
             params["limit"] = max(1, min(limit, MAX_PAGE))
-        return Call("GET", f"sessions/{_segment(thread_id)}/checkpoints/tuples", params=params)
+        return params
 
     @staticmethod
     def list_call(
@@ -156,28 +156,32 @@ class _Requests:
         before: RunnableConfig | None,
         limit: int | None,
     ) -> Call:
-        if config is None:
-            raise ValueError("EngramCheckpointSaver.list needs a config with a thread_id (a session).")
-        configurable = config.get("configurable") or {}
-        return _Requests.tuples(
-            config,
-            key=configurable.get("checkpoint_id"),
-            before=before,
-            filter=filter,
-            limit=limit,
-            every_namespace="checkpoint_ns" not in configurable,
-        )
+        configurable = (config or {}).get("configurable") or {}
+        params: dict[str, Any] = {}
+        if "checkpoint_ns" in configurable:
+            params["checkpoint_ns"] = str(configurable["checkpoint_ns"] or "")
+        if not configurable.get("thread_id"):  # every session of the agent
+            params.update(_Requests.filters(before=before, filter=filter, limit=limit, before_ref=True))
+            return Call("GET", "checkpoints", params=params)
+        if configurable.get("checkpoint_id"):
+            params["key"] = configurable["checkpoint_id"]
+        params.update(_Requests.filters(before=before, filter=filter, limit=limit))
+        thread_id, _ = _Requests.thread(config)  # type: ignore[arg-type]  # it names a thread
+        return Call("GET", f"sessions/{_segment(thread_id)}/checkpoints/tuples", params=params)
 
     @staticmethod
     def get_call(config: RunnableConfig) -> Call:
-        return _Requests.tuples(config, key=get_checkpoint_id(config), limit=1)
+        thread_id, ns = _Requests.thread(config)
+        params: dict[str, Any] = {"checkpoint_ns": ns, "limit": 1}
+        if key := get_checkpoint_id(config):
+            params["key"] = key
+        return Call("GET", f"sessions/{_segment(thread_id)}/checkpoints/tuples", params=params)
 
     @staticmethod
-    def tuple_of(serde: SerializerProtocol, thread_id: str, doc: dict[str, Any]) -> CheckpointTuple | None:
+    def tuple_of(serde: SerializerProtocol, doc: dict[str, Any]) -> CheckpointTuple | None:
         if doc.get("serialized") is None:  # a checkpoint saved through the plain API, not by LangGraph
             return None
-        ns = doc["checkpoint_ns"]
-        parent = doc.get("parent_key")
+        thread_id, ns, parent = doc["session_id"], doc["checkpoint_ns"], doc.get("parent_key")
         return CheckpointTuple(
             config={
                 "configurable": {
@@ -232,10 +236,7 @@ class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names (``checkpoint_id``), or the latest of its namespace; ``None``
         when there is none."""
         page = self.client.send(_Requests.get_call(config))
-        thread_id, _ = _Requests.thread(config)
-        return next(
-            (t for doc in page["results"] if (t := _Requests.tuple_of(self.serde, thread_id, doc))), None
-        )
+        return next((t for doc in page["results"] if (t := _Requests.tuple_of(self.serde, doc))), None)
 
     def list(
         self,
@@ -246,12 +247,13 @@ class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """The thread's checkpoints newest first (of its namespace when ``config`` names one, else of
-        all), those whose metadata holds ``filter``, saved before ``before``, at most ``limit``."""
+        all), those whose metadata holds ``filter``, saved before ``before``, at most ``limit``.
+        Without a ``thread_id`` (``config`` ``None``), the agent's checkpoints in every session, in
+        its save order; ``before`` then names its thread too."""
         call = _Requests.list_call(config, filter, before, limit)
-        thread_id, _ = _Requests.thread(config)  # type: ignore[arg-type]  # list_call refused None
         left = limit
         for doc in self.client.items(call):
-            found = _Requests.tuple_of(self.serde, thread_id, doc)
+            found = _Requests.tuple_of(self.serde, doc)
             if found is None:
                 continue
             yield found
@@ -297,10 +299,7 @@ class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """See ``get_tuple``."""
         page = await self.async_client.send(_Requests.get_call(config))
-        thread_id, _ = _Requests.thread(config)
-        return next(
-            (t for doc in page["results"] if (t := _Requests.tuple_of(self.serde, thread_id, doc))), None
-        )
+        return next((t for doc in page["results"] if (t := _Requests.tuple_of(self.serde, doc))), None)
 
     async def alist(
         self,
@@ -312,10 +311,9 @@ class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
     ) -> AsyncIterator[CheckpointTuple]:
         """See ``list``."""
         call = _Requests.list_call(config, filter, before, limit)
-        thread_id, _ = _Requests.thread(config)  # type: ignore[arg-type]  # list_call refused None
         left = limit
         async for doc in self.async_client.items(call):
-            found = _Requests.tuple_of(self.serde, thread_id, doc)
+            found = _Requests.tuple_of(self.serde, doc)
             if found is None:
                 continue
             yield found

@@ -714,6 +714,13 @@ class TupleFilters(TypedDict, total=False):
     limit: int
 
 
+class TupleAllFilters(TypedDict, total=False):
+    checkpoint_ns: str
+    before: str  # a JSON object: {"session_id": ..., "key": ...}
+    metadata: str  # a JSON object
+    limit: int
+
+
 class NamespaceFilters(TypedDict, total=False):
     prefix: str
     suffix: str

@@ -209,6 +209,12 @@ class Operations:
         """Checkpoints with their pending writes, newest first (LangGraph's ``list``);
         ``metadata``: a JSON object the checkpoints' metadata must hold."""
 
+    @listing("GET", "checkpoints")
+    def checkpoint_tuples_all(**filters: Unpack[m.TupleAllFilters]) -> m.Page[m.CheckpointTuple]:
+        """The agent's checkpoints in every session in full with their pending writes, newest first,
+        every page (LangGraph's list without a thread). ``metadata``: a JSON object the checkpoints'
+        metadata must hold; ``before``: ``{"session_id", "key"}`` as JSON, only those saved before it."""
+
     @operation("POST", "sessions/{session_id}/checkpoints/writes")
     def checkpoint_writes(
         session_id: str,

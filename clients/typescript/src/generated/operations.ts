@@ -12,6 +12,7 @@ export const OPERATIONS = {
   checkpoints_list: { method: "GET", path: "/api/v1/sessions/{session_id}/checkpoints" },
   checkpoints_save: { method: "POST", path: "/api/v1/sessions/{session_id}/checkpoints" },
   checkpoints_tuples: { method: "GET", path: "/api/v1/sessions/{session_id}/checkpoints/tuples" },
+  checkpoints_tuples_all: { method: "GET", path: "/api/v1/checkpoints" },
   checkpoints_writes: { method: "POST", path: "/api/v1/sessions/{session_id}/checkpoints/writes" },
   context_build: { method: "POST", path: "/api/v1/context" },
   contradictions_list: { method: "GET", path: "/api/v1/contradictions" },

@@ -45,6 +45,11 @@ function threadOf(config: RunnableConfig): { threadId: string; ns: string } {
   return { threadId: String(threadId), ns: String(configurable.checkpoint_ns ?? "") };
 }
 
+function hasThread(config: RunnableConfig | undefined): boolean {
+  const threadId = config?.configurable?.thread_id;
+  return threadId !== undefined && threadId !== null && threadId !== "";
+}
+
 /** Options of `EngramCheckpointSaver`: a ready `client`, or `baseUrl` and `apiKey` for one. */
 export type EngramCheckpointSaverOptions = (EngramClientOptions | { client: EngramClient }) & {
   /** LangGraph's serializer (default `CrossLanguageSerializer`, which reads what Python writes). */
@@ -88,9 +93,9 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
     return this.serde.loadsTyped(value.type, fromBase64(value.data));
   }
 
-  private async tupleOf(threadId: string, doc: TupleDoc): Promise<CheckpointTuple | undefined> {
+  private async tupleOf(doc: TupleDoc): Promise<CheckpointTuple | undefined> {
     if (!doc.serialized) return undefined; // a checkpoint saved through the plain API, not by LangGraph
-    const ns = doc.checkpoint_ns;
+    const { session_id: threadId, checkpoint_ns: ns } = doc;
     const checkpoint = (await this.loaded(doc.serialized)) as Checkpoint;
     if (checkpoint.v < 4 && doc.parent_key) await this.migratePendingSends(checkpoint, threadId, ns, doc.parent_key);
     const pendingWrites: CheckpointPendingWrite[] = await Promise.all(
@@ -131,7 +136,7 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
    * none (or `config` names no thread).
    */
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
-    if (config.configurable?.thread_id === undefined) return undefined;
+    if (!hasThread(config)) return undefined;
     const { threadId, ns } = threadOf(config);
     const key = getCheckpointId(config);
     const page = await this.client.checkpoints.tuples(threadId, {
@@ -140,7 +145,7 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
       limit: 1,
     });
     for (const doc of page.results) {
-      const found = await this.tupleOf(threadId, doc);
+      const found = await this.tupleOf(doc);
       if (found) return found;
     }
     return undefined;
@@ -148,32 +153,41 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
 
   /**
    * The thread's checkpoints newest first (of its namespace when `config` names one, else of all),
-   * those whose metadata holds `filter`, saved before `before`, at most `limit`.
+   * those whose metadata holds `filter`, saved before `before`, at most `limit`. Without a
+   * `thread_id`, the agent's checkpoints in every session, newest saved first (`before` then names
+   * its thread too).
    */
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
-    const { threadId, ns } = threadOf(config);
-    const configurable = config.configurable ?? {};
+    const configurable = config?.configurable ?? {};
     const { filter, before, limit } = options;
     const beforeId = before ? getCheckpointId(before) : undefined;
-    const query = {
-      ...(configurable.checkpoint_ns !== undefined ? { checkpoint_ns: ns } : {}),
-      ...(configurable.checkpoint_id ? { key: String(configurable.checkpoint_id) } : {}),
-      ...(beforeId ? { before: beforeId } : {}),
+    const common = {
+      ...(configurable.checkpoint_ns !== undefined ? { checkpoint_ns: String(configurable.checkpoint_ns ?? "") } : {}),
       ...(filter && Object.keys(filter).length ? { metadata: JSON.stringify(filter) } : {}),
       ...(limit !== undefined ? { limit: Math.max(1, Math.min(limit, MAX_PAGE)) } : {}),
     };
+    const docs = hasThread(config)
+      ? this.client.items("checkpoints_tuples", {
+          path: { session_id: threadOf(config).threadId },
+          query: {
+            ...common,
+            ...(configurable.checkpoint_id ? { key: String(configurable.checkpoint_id) } : {}),
+            ...(beforeId ? { before: beforeId } : {}),
+          },
+        })
+      : this.client.items("checkpoints_tuples_all", {
+          query: {
+            ...common,
+            ...(beforeId ? { before: JSON.stringify({ session_id: threadOf(before!).threadId, key: beforeId }) } : {}),
+          },
+        });
     let left = limit;
-    let cursor: string | undefined;
-    do {
-      const page = await this.client.checkpoints.tuples(threadId, { ...query, ...(cursor ? { cursor } : {}) });
-      for (const doc of page.results) {
-        const found = await this.tupleOf(threadId, doc);
-        if (!found) continue;
-        yield found;
-        if (left !== undefined && --left <= 0) return;
-      }
-      cursor = page.next ? (new URL(page.next).searchParams.get("cursor") ?? undefined) : undefined;
-    } while (cursor);
+    for await (const doc of docs) {
+      const found = await this.tupleOf(doc);
+      if (!found) continue;
+      yield found;
+      if (left !== undefined && --left <= 0) return;
+    }
   }
 
   /** Save `checkpoint` whole (every channel value) as the next checkpoint of the thread's stream. */
