@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.subjects import subject_written
 from core.errors import DomainError, InvalidInput, NotFound
 from core.redis import get_redis, tenant_key
 from core.tasks import queue_later
@@ -237,12 +238,18 @@ def memories_create(
     memory: its steps, and the async path, are the module's docstring.
 
     With ``batch`` (the caller sent an array) a domain error names its item: ``memories[<i>].<field>``.
+    Each item's ``data_subject`` is ``agents.subjects.subject_written``'s (a bound key's subject;
+    another one raises ``SubjectRefused``, 403).
     Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or agent,
     a malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or
     dimension; ``EmbedderUnavailable`` when the embedder is down (nothing is stored).
     """
     embedder = embedder or get_embedder()
     prefixes = [f"memories[{i}]." if batch else "" for i in range(len(items))]
+    items = [
+        replace(d, data_subject=subject_written(agent, d.data_subject, field=f"{p}data_subject"))
+        for d, p in zip(items, prefixes, strict=True)
+    ]
     _validate_all(items, prefixes)
     audiences = _audiences(items, prefixes)
     digests = [content_hash(d.content) for d in items]
