@@ -134,21 +134,23 @@ def consolidation_policy() -> ConsolidationPolicy:
 
 
 def live_content_ids(
-    *, agent: Agent, scopes: Iterable[str], digests: Iterable[str]
-) -> dict[tuple[str, str], Any]:
-    """``{(scope, content_hash): id}`` of ``agent``'s live (not forgotten) memories in ``scopes`` with
-    one of ``digests``: the stored side of the exact-duplicate rule (one query)."""
-    # scope named too, so the lookup is the live-content unique index's (agent, scope, hash): without
+    *, agent: Agent, scopes: Iterable[str], subjects: Iterable[str], digests: Iterable[str]
+) -> dict[tuple[str, str, str], Any]:
+    """``{(scope, data_subject, content_hash): id}`` of ``agent``'s live (not forgotten) memories in
+    ``scopes`` about ``subjects`` with one of ``digests``: the stored side of the exact-duplicate
+    rule (one query)."""
+    # scope and subject named too, so the lookup is the live-content unique index's: without
     # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
     # the filter for one write; a scan that grows with the agent's memories)
     return {
-        (scope, digest): pk
-        for pk, scope, digest in SemanticMemory.objects.filter(
+        (scope, subject, digest): pk
+        for pk, scope, subject, digest in SemanticMemory.objects.filter(
             agent=agent,
             forgotten_at__isnull=True,
             scope__in=scopes,
+            data_subject__in=subjects,
             content_hash__in=digests,
-        ).values_list("pk", "scope", "content_hash")
+        ).values_list("pk", "scope", "data_subject", "content_hash")
     }
 
 
