@@ -282,16 +282,8 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
         already see reinforces it instead (`deduplicated: true`); a near one that differs in a
         negation, number, date or name is stored as a memory of its own."""
-        body = _body(
-            content=content,
-            scope=scope,
-            visible_to=visible_to,
-            memory_type=memory_type,
-            tags=tags,
-            importance=importance,
-            session_id=session_id,
-            data_subject=data_subject,
-        )
+        body = _body(content=content, scope=scope, visible_to=visible_to, memory_type=memory_type)
+        body |= _body(tags=tags, importance=importance, session_id=session_id, data_subject=data_subject)
         return await call(ctx, "POST", "memories", body=body, idempotency_key=idempotency_key)
 
     @mcp.tool(annotations=READ_ONLY)

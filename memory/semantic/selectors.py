@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ from tenants.models import ConsolidationPolicy, Tenant
 from .models import MemoryScope, MemoryType, SemanticMemory
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
+RANGED = ("created_at", "importance")  # the filters that map a range operator to a bound
 
 
 @dataclass(frozen=True)
@@ -281,18 +283,10 @@ _TABLE = f'"{SemanticMemory._meta.db_table}".'
 
 
 def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
-    return (
-        filters.agent_name,
-        filters.scope,
-        filters.memory_type,
-        filters.session_id,
-        tuple(filters.tags_any),
-        tuple(filters.tags_all),
-        filters.min_confidence,
-        tuple(sorted(filters.created_at.items())),
-        tuple(sorted(filters.importance.items())),
-        filters.include_archived,
-        filters.data_subject,
+    """``filters``' values in field order, hashable (lists as tuples, range dicts as sorted pairs)."""
+    return tuple(
+        tuple(sorted(v.items())) if isinstance(v, dict) else tuple(v) if isinstance(v, list | tuple) else v
+        for v in (getattr(filters, f.name) for f in dataclass_fields(MemoryFilters))
     )
 
 
@@ -300,35 +294,15 @@ def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
 def _compiled_filter(
     agent_id: int, role: str, acting_for: str, key: tuple[Any, ...], model: str, dimensions: int
 ) -> tuple[str, tuple[Any, ...]]:
-    (
-        agent_name,
-        scope,
-        memory_type,
-        session_id,
-        tags_any,
-        tags_all,
-        min_confidence,
-        created,
-        importance,
-        include_archived,
-        data_subject,
-    ) = key
-    filters = MemoryFilters(
-        agent_name,
-        scope,
-        memory_type,
-        session_id,
-        tags_any,
-        tags_all,
-        min_confidence,
-        dict(created),
-        dict(importance),
-        include_archived,
-        data_subject,
-    )
+    values = {
+        f.name: dict(v) if f.name in RANGED else v
+        for f, v in zip(dataclass_fields(MemoryFilters), key, strict=True)
+    }
     reader = Agent(pk=agent_id, role=role)
     reader.acting_for = acting_for
-    where, params = rows_filter_sql(visible_q(reader, filters), model=model, dimensions=dimensions)
+    where, params = rows_filter_sql(
+        visible_q(reader, MemoryFilters(**values)), model=model, dimensions=dimensions
+    )
     return where, tuple(params)
 
 

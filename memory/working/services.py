@@ -374,7 +374,7 @@ def window_read(*, agent: Agent, session_id: str, last: int) -> list[dict[str, A
     return _readable(agent, raw)
 
 
-def _readable(agent: Agent, raw: Sequence[bytes]) -> list[dict[str, Any]]:
+def _readable(agent: Agent, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
     """The window turns of ``raw`` (JSON) ``agent`` may read (``agents.subjects.subject_visible``)."""
     turns = [json.loads(item) for item in raw]
     if not agent.acting_for:

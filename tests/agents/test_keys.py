@@ -36,7 +36,7 @@ def test_the_command_binds_a_key_to_an_end_user(tenant_a) -> None:  # type: igno
     out = io.StringIO()
     call_command("api_key_create", tenant="alpha", agent="support-cli", data_subject="ana", stdout=out)
     with tenant_context(tenant_a):
-        key = ApiKey.objects.get(key_id=out.getvalue().strip().split(".")[2])
+        key = ApiKey.objects.select_related("agent").get(key_id=out.getvalue().strip().split(".")[2])
     assert key.data_subject == "ana" and key.agent.name == "support-cli"
     with pytest.raises(CommandError, match="200 characters"):
         call_command(
