@@ -116,16 +116,7 @@ class ApiKeyForm(forms.ModelForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(ServiceSaveAdmin):
     form = ApiKeyForm
-    list_display = [
-        "key_id",
-        "agent",
-        "name",
-        "scopes",
-        "data_subject",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    ]
+    list_display = ["key_id", "agent", *API_KEY_INLINE_FIELDS[1:]]
     list_filter = ["agent", "revoked_at"]
     list_select_related = ["agent"]
     search_fields = ["key_id", "name", "agent__name", "data_subject"]

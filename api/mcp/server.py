@@ -503,13 +503,8 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
     ) -> CallToolResult:
         """Save your state after a step (state hydration: restore_checkpoint gets it back after a
         crash or restart). Checkpoints are yours alone within the session."""
-        body = _body(
-            step_index=step_index,
-            idempotency_key=idempotency_key,
-            state=state,
-            plan=plan,
-            data_subject=data_subject,
-        )
+        body = _body(step_index=step_index, idempotency_key=idempotency_key, state=state, plan=plan)
+        body |= _body(data_subject=data_subject)
         return await call(
             ctx, "POST", f"sessions/{_segment(session_id, 'session_id')}/checkpoints", body=body
         )

@@ -301,3 +301,29 @@ def test_the_same_sentence_about_two_end_users_is_two_memories(world: World) -> 
     pending = ok(remember(world.ben, f"Orders the vegan meal {tag}", write="async"), 202)
     again = ok(remember(world.ana, f"Orders the vegan meal {tag}", write="async"), 202)
     assert pending["id"] != again["id"] and again["data_subject"] == "ana"
+
+
+def test_the_conversation_window(world: World) -> None:
+    """Window turns keep their subject (and so do the events trimmed turns become)."""
+    window = f"/api/v1/sessions/w-{uuid.uuid4().hex[:8]}/window"
+    ok(world.unbound.post(window, {"role": "user", "content": "Ben: seat 12A", "data_subject": "ben"}), 201)
+    ok(world.ana.post(window, {"role": "user", "content": "Ana: seat 3C"}), 201)
+    refused(world.ana.post(window, {"role": "user", "content": "Ben: seat 1A", "data_subject": "ben"}))
+    assert [t["content"] for t in ok(world.ana.get(window))["results"]] == ["Ana: seat 3C"]
+    assert [t["content"] for t in ok(world.unbound.get(window))["results"]] == [
+        "Ben: seat 12A",
+        "Ana: seat 3C",
+    ]
+
+
+def test_a_turn_trimmed_by_another_subjects_append_is_logged_with_its_own(world: World) -> None:
+    tenant = world.ana.tenant
+    tenant.window_max_turns = 1
+    tenant.save()
+    session = f"w-{uuid.uuid4().hex[:8]}"
+    window = f"/api/v1/sessions/{session}/window"
+    ok(world.unbound.post(window, {"role": "user", "content": "Ben: seat 12A", "data_subject": "ben"}), 201)
+    ok(world.ana.post(window, {"role": "user", "content": "Ana: seat 3C"}), 201)  # trims Ben's turn
+    with tenant_context(tenant):
+        logged = Event.objects.get(session_id=session)
+    assert (logged.content, logged.data_subject) == ("Ben: seat 12A", "ben")

@@ -5,11 +5,11 @@ declared below with the reason it needs none, and a declaration that no longer m
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import pytest
-from django.test import Client
+from tests.api.mcp.test_mcp_rest_schemas import document
+
+__all__ = ["document"]  # the fixture, used by name
 
 NO_SUBJECT = {
     "memories_search": "a read sent as a body: its filters hold data_subject",
@@ -48,14 +48,6 @@ def _body_members(document: dict[str, Any], operation: dict[str, Any]) -> set[st
             variant = _resolve(document, variant["items"])
         members |= set(variant.get("properties", {}))
     return members
-
-
-@pytest.fixture
-def document(db) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    response = Client().get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
-    assert response.status_code == 200
-    result: dict[str, Any] = json.loads(response.content)
-    return result
 
 
 def test_every_write_that_stores_personal_data_takes_data_subject(document: dict[str, Any]) -> None:
