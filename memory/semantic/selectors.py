@@ -294,7 +294,7 @@ def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
 def _compiled_filter(
     agent_id: int, role: str, acting_for: str, key: tuple[Any, ...], model: str, dimensions: int
 ) -> tuple[str, tuple[Any, ...]]:
-    values = {
+    values: dict[str, Any] = {
         f.name: dict(v) if f.name in RANGED else v
         for f, v in zip(dataclass_fields(MemoryFilters), key, strict=True)
     }

@@ -316,14 +316,20 @@ def test_the_conversation_window(world: World) -> None:
     ]
 
 
-def test_a_turn_trimmed_by_another_subjects_append_is_logged_with_its_own(world: World) -> None:
-    tenant = world.ana.tenant
-    tenant.window_max_turns = 1
-    tenant.save()
+@pytest.fixture
+def short_window(alice: Caller) -> None:
+    """The tenant's window keeps one turn (saved before any request of the test)."""
+    alice.tenant.window_max_turns = 1
+    alice.tenant.save()
+
+
+def test_a_turn_trimmed_by_another_subjects_append_is_logged_with_its_own(
+    short_window: None, world: World
+) -> None:
     session = f"w-{uuid.uuid4().hex[:8]}"
     window = f"/api/v1/sessions/{session}/window"
     ok(world.unbound.post(window, {"role": "user", "content": "Ben: seat 12A", "data_subject": "ben"}), 201)
     ok(world.ana.post(window, {"role": "user", "content": "Ana: seat 3C"}), 201)  # trims Ben's turn
-    with tenant_context(tenant):
+    with tenant_context(world.ana.tenant):
         logged = Event.objects.get(session_id=session)
     assert (logged.content, logged.data_subject) == ("Ben: seat 12A", "ben")
