@@ -34,6 +34,7 @@ API_KEY_INLINE_FIELDS: tuple[str, ...] = (
     "key_id",
     "name",
     "scopes",
+    "data_subject",
     "created_at",
     "last_used_at",
     "revoked_at",
@@ -103,7 +104,7 @@ class ApiKeyForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ["agent", "name", "scopes"]
+        fields = ["agent", "name", "scopes", "data_subject"]
 
     def clean_agent(self) -> Agent:
         agent: Agent = self.cleaned_data["agent"]
@@ -115,23 +116,27 @@ class ApiKeyForm(forms.ModelForm):
 @admin.register(ApiKey)
 class ApiKeyAdmin(ServiceSaveAdmin):
     form = ApiKeyForm
-    list_display = ["key_id", "agent", "name", "scopes", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["key_id", "agent", *API_KEY_INLINE_FIELDS[1:]]
     list_filter = ["agent", "revoked_at"]
     list_select_related = ["agent"]
-    search_fields = ["key_id", "name", "agent__name"]
-    fields = ["agent", "name", "scopes", "key_id", "created_at", "last_used_at", "revoked_at"]
+    search_fields = ["key_id", "name", "agent__name", "data_subject"]
+    fields = ["agent", "name", "scopes", "data_subject", "key_id", "created_at", "last_used_at", "revoked_at"]
     readonly_fields = ["key_id", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        return self.readonly_fields + (["agent", "scopes"] if obj else [])
+        return self.readonly_fields + (["agent", "scopes", "data_subject"] if obj else [])
 
     def service_save(self, request: HttpRequest, obj: ApiKey, form: object, change: bool) -> None:
         if change:
             api_key_rename(api_key=obj, name=obj.name, by=_person(request))
             return
         key, raw = api_key_create(
-            agent=obj.agent, scopes=obj.scopes or [Scope.READ], name=obj.name, by=_person(request)
+            agent=obj.agent,
+            scopes=obj.scopes or [Scope.READ],
+            name=obj.name,
+            data_subject=obj.data_subject.strip(),
+            by=_person(request),
         )
         obj.pk, obj.key_id = key.pk, key.key_id
         _announce_key(request, obj.agent, raw)

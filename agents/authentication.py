@@ -129,6 +129,7 @@ def resolve_api_key(raw: str) -> tuple[Tenant, Agent, ApiKey]:
         if not api_key.agent.is_active:
             raise exceptions.AuthenticationFailed("This agent is deactivated.")
     activate_tenant(tenant)
+    api_key.agent.acting_for = api_key.data_subject  # the key's binding travels with its agent
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)

@@ -25,6 +25,11 @@ class Agent(models.Model):
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 
+    #: The data subject (end user) this agent acts for in the current request: its key's binding
+    #: (``ApiKey.data_subject``), set by ``agents.authentication.resolve_api_key``; "" for an unbound
+    #: key and outside a request. Not a column: the rules of ``agents.subjects`` read it.
+    acting_for: str = ""
+
     class Meta:
         ordering = ["name"]
 
@@ -49,6 +54,10 @@ class Scope(models.TextChoices):
 class ApiKey(models.Model):
     """An API key for one agent: ``egm.<tenant schema>.<key_id>.<secret>``.
 
+    ``data_subject``: the end user the key is bound to ("" for none). A bound key reads only its
+    subject's rows and rows naming no subject, and its writes carry its subject
+    (``agents.subjects``; docs/decisions/0078).
+
     Only the SHA-256 of the secret is stored; the full key is shown once, when it is created.
     A fast hash is right here: the secret is 256 bits of randomness, not a password.
     """
@@ -58,6 +67,13 @@ class ApiKey(models.Model):
     key_id = models.CharField(max_length=16, unique=True, editable=False)
     secret_hash = models.CharField(max_length=64, editable=False)
     scopes = ArrayField(models.CharField(max_length=10, choices=Scope.choices), default=list)
+    data_subject = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The end user (data subject) the key acts for: it reads and writes only that "
+        "subject's data (and data naming no subject). Blank: not bound.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -60,7 +60,12 @@ def agent_save(*, agent: Agent, changed: Sequence[str], created: bool, by: Actor
 
 @transaction.atomic
 def api_key_create(
-    *, agent: Agent, scopes: Iterable[str] = (Scope.READ, Scope.WRITE), name: str = "", by: Actor | None
+    *,
+    agent: Agent,
+    scopes: Iterable[str] = (Scope.READ, Scope.WRITE),
+    name: str = "",
+    data_subject: str = "",
+    by: Actor | None,
 ) -> tuple[ApiKey, str]:
     """Mint a key for ``agent`` and record it as made by ``by`` (the key id and scopes, never the
     secret; ``None``: a test's or benchmark's set-up, not recorded). Returns ``(api_key, raw_key)``;
@@ -68,8 +73,10 @@ def api_key_create(
 
     The raw key has the form ``egm.<schema>.<key_id>.<secret>``: the schema tells the authentication
     which tenant to look in, ``key_id`` finds the row, ``secret`` (43 url-safe characters) proves it.
-    Raises ``InvalidInput`` (field ``agent``) for a deactivated agent (the system agent among them):
-    its keys would be refused anyway.
+    ``data_subject``: the end user the key is bound to ("" for none; ``agents.subjects`` says what a
+    bound key may read and write). Raises ``InvalidInput`` (field ``agent``) for a deactivated agent
+    (the system agent among them): its keys would be refused anyway; ``ValidationError`` for a
+    ``data_subject`` over 200 characters.
     """
     if not agent.is_active:
         raise InvalidInput(
@@ -80,7 +87,12 @@ def api_key_create(
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     api_key = ApiKey(
-        agent=agent, name=name, key_id=key_id, secret_hash=ApiKey.hash_secret(secret), scopes=scope_list
+        agent=agent,
+        name=name,
+        key_id=key_id,
+        secret_hash=ApiKey.hash_secret(secret),
+        scopes=scope_list,
+        data_subject=data_subject,
     )
     api_key.full_clean()
     api_key.save()
@@ -88,8 +100,10 @@ def api_key_create(
         change_record(
             by=by,
             action="api_key_create",
-            content=f"{by.name} created API key {key_id} for {agent.name} ({', '.join(scope_list)}).",
-            payload={"agent": agent.name, "key_id": key_id, "scopes": scope_list, "name": name},
+            content=f"{by.name} created API key {key_id} for {agent.name} ({', '.join(scope_list)})"
+            + (f", bound to data subject {data_subject}." if data_subject else "."),
+            payload={"agent": agent.name, "key_id": key_id, "scopes": scope_list, "name": name}
+            | ({"data_subject": data_subject} if data_subject else {}),
         )
     return api_key, f"egm.{current_schema()}.{key_id}.{secret}"
 

@@ -205,3 +205,25 @@ class NullIfBlankCharField(serializers.CharField):
 
     def to_representation(self, value: Any) -> str | None:  # type: ignore[override]  # null by design
         return None if value in (None, "") else str(value)
+
+
+def subject_field(**kwargs: Any) -> CleanCharField:
+    """A write's ``data_subject``: the end user the data is about and serves ("" or absent: none;
+    with a key bound to one, that one, and another is a 403; ``agents.subjects``)."""
+    return CleanCharField(
+        max_length=200,
+        required=False,
+        default="",
+        help_text="the end user (data subject) this is about: erasures, legal holds and subject-restricted "
+        "reads target it; a key bound to a subject writes that one (another is refused, 403)",
+        **kwargs,
+    )
+
+
+def subject_filter_field() -> CleanCharField:
+    """A read's ``data_subject`` filter: only rows of that end user (a key bound to another: 403)."""
+    return CleanCharField(
+        required=False,
+        max_length=200,
+        help_text="only what is about this end user (data subject); a key bound to another one is refused (403)",
+    )

@@ -99,11 +99,14 @@ class Caller:
         return self.client.get(path, params or {})
 
 
-def make_caller(tenant: Tenant, name: str, scopes: tuple[str, ...] = (Scope.READ, Scope.WRITE)) -> Caller:
-    """Create agent ``name`` with a key in ``tenant`` and return a client authenticated as it."""
+def make_caller(
+    tenant: Tenant, name: str, scopes: tuple[str, ...] = (Scope.READ, Scope.WRITE), data_subject: str = ""
+) -> Caller:
+    """Create agent ``name`` (unless it exists) with a key in ``tenant`` (bound to ``data_subject``
+    when given) and return a client authenticated as it."""
     with tenant_context(tenant):
         agent = Agent.objects.filter(name=name).first() or agent_create(by=None, name=name)
-        _, key = api_key_create(by=None, agent=agent, scopes=scopes)
+        _, key = api_key_create(by=None, agent=agent, scopes=scopes, data_subject=data_subject)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     return Caller(tenant, agent, key, client)

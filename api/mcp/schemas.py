@@ -41,6 +41,12 @@ def closed(properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
 
 SESSION = text(200, nullable=True)
 """A session id in a request body (``null``: none)."""
+SUBJECT = text(200)
+"""A ``data_subject``: the end user (data subject) an input is about or a read keeps."""
+SUBJECT_WRITE = (
+    "the end user (data subject) it is about: erasures, legal holds and subject-restricted reads target it; "
+    "a key bound to a subject writes that one"
+)
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 ANY_JSON: dict[str, Any] = {}
 JSON_OBJECT = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
@@ -89,7 +95,7 @@ EVENT = closed(
         },
         "payload": JSON_OBJECT,
         "occurred_at": {"type": "string", "format": "date-time", "description": "with a timezone"},
-        "data_subject": {**text(200), "description": "the person it is about (erasure and legal holds)"},
+        "data_subject": {**SUBJECT, "description": SUBJECT_WRITE},
     },
     required=["session_id", "kind", "occurred_at"],
     anyOf=[

@@ -37,6 +37,8 @@ from .schemas import (
     JSON_OBJECT,
     SESSION,
     STR,
+    SUBJECT,
+    SUBJECT_WRITE,
     UNIT,
     VISIBLE_TO,
     WEIGHTS,
@@ -274,20 +276,14 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         tags: Arg({"type": "array", "items": text(64), "maxItems": 50}, "labels to filter recall by") = None,
         importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
         session_id: Arg(SESSION, "the session it was learned in") = None,
+        data_subject: Arg(SUBJECT, SUBJECT_WRITE) = None,
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
     ) -> CallToolResult:
         """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
         already see reinforces it instead (`deduplicated: true`); a near one that differs in a
         negation, number, date or name is stored as a memory of its own."""
-        body = _body(
-            content=content,
-            scope=scope,
-            visible_to=visible_to,
-            memory_type=memory_type,
-            tags=tags,
-            importance=importance,
-            session_id=session_id,
-        )
+        body = _body(content=content, scope=scope, visible_to=visible_to, memory_type=memory_type)
+        body |= _body(tags=tags, importance=importance, session_id=session_id, data_subject=data_subject)
         return await call(ctx, "POST", "memories", body=body, idempotency_key=idempotency_key)
 
     @mcp.tool(annotations=READ_ONLY)
@@ -305,17 +301,20 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         session_id: Arg(path("session_id"), "episodic and working (window): the session") = None,
         execution_id: Arg(path("execution_id"), "working: the execution") = None,
         k: Arg({"type": "integer", "minimum": 1, "maximum": 100}, "semantic and procedural: how many") = None,
+        data_subject: Arg(SUBJECT, "semantic, episodic and facts: only what is about this end user") = None,
     ) -> CallToolResult:
         """Recall from one memory layer. For the step's whole context across layers within a token
         budget, use build_context instead."""
+        subject = _body(data_subject=data_subject)
         if layer == "semantic":
-            return await call(ctx, "POST", "memories/search", body=_body(query=query, k=k))
+            body = _body(query=query, k=k) | ({"filters": subject} if subject else {})
+            return await call(ctx, "POST", "memories/search", body=body)
         if layer == "episodic":
-            return await call(ctx, "GET", "events", query={"session_id": session_id, "q": query})
+            return await call(ctx, "GET", "events", query={"session_id": session_id, "q": query, **subject})
         if layer == "procedural":
             return await call(ctx, "GET", "skills", query={"intent": query, "k": k})
         if layer == "facts":
-            return await call(ctx, "GET", f"entities/{_segment(query, 'query')}/facts")
+            return await call(ctx, "GET", f"entities/{_segment(query, 'query')}/facts", query=subject)
         if layer == "working":
             return await _recall_working(call, ctx, execution_id=execution_id, session_id=session_id)
         raise Refused(
@@ -390,6 +389,7 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         source_event_id: Arg(
             {"type": ["integer", "null"], "minimum": 1}, "the event it was learned from"
         ) = None,
+        data_subject: Arg(text(200, nullable=True), SUBJECT_WRITE) = None,
     ) -> CallToolResult:
         """Assert a fact (subject, predicate, object) in the knowledge graph. Answers created,
         reinforced (already known) or disputed (it contradicts a held fact: a contradiction is
@@ -402,6 +402,7 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             valid_from=valid_from,
             session_id=session_id,
             source_event_id=source_event_id,
+            data_subject=data_subject,
         )
         return await call(ctx, "POST", "facts", body=body)
 
@@ -414,10 +415,14 @@ def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             {"type": "integer", "minimum": 1, "maximum": 3}, "2 or 3 adds the graph neighbourhood"
         ) = None,
         as_of: Arg({"type": "string", "format": "date-time"}, "what was held true at that time") = None,
+        data_subject: Arg(SUBJECT, "only the facts about this end user") = None,
     ) -> CallToolResult:
         """The facts with the entity as subject or object (and its neighbourhood at depth 2-3)."""
         return await call(
-            ctx, "GET", f"entities/{_segment(name, 'name')}/facts", query={"depth": depth, "as_of": as_of}
+            ctx,
+            "GET",
+            f"entities/{_segment(name, 'name')}/facts",
+            query={"depth": depth, "as_of": as_of, "data_subject": data_subject},
         )
 
 
@@ -494,10 +499,12 @@ def _checkpoint_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             "the step just finished, greater than your last (default: your latest + 1)",
         ) = None,
         plan: Arg({"type": "array"}, "your active plan (JSON list)") = None,
+        data_subject: Arg(SUBJECT, SUBJECT_WRITE) = None,
     ) -> CallToolResult:
         """Save your state after a step (state hydration: restore_checkpoint gets it back after a
         crash or restart). Checkpoints are yours alone within the session."""
         body = _body(step_index=step_index, idempotency_key=idempotency_key, state=state, plan=plan)
+        body |= _body(data_subject=data_subject)
         return await call(
             ctx, "POST", f"sessions/{_segment(session_id, 'session_id')}/checkpoints", body=body
         )
@@ -530,13 +537,21 @@ def _context_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             "the execution whose working memory counts",
         ) = None,
         weights: Arg(WEIGHTS, "layer weights") = None,
+        data_subject: Arg(
+            SUBJECT, "assemble for this end user: episodes, memories and facts about them or no one"
+        ) = None,
     ) -> CallToolResult:
         """Assemble the context of the current step within a token budget: working state, recent
         turns and episodes, memories, facts about the entities the query names and the matching
         skill, deduplicated, most relevant at the start and the end. `text` is ready for the prompt;
         `saved_tokens` is what it saved against sending the whole history."""
         body = _body(
-            session_id=session_id, query=query, budget=budget, execution_id=execution_id, weights=weights
+            session_id=session_id,
+            query=query,
+            budget=budget,
+            execution_id=execution_id,
+            weights=weights,
+            data_subject=data_subject,
         )
         return await call(ctx, "POST", "context", body=body)
 
@@ -565,7 +580,7 @@ TOOL_OPERATIONS: dict[str, tuple[RestOperation, ...]] = {
             headers=IDEMPOTENT,
             left_out=frozenset(
                 {"confidence", "metadata", "embedding", "embedding_model", "fact", "source_event_id"}
-                | {"write", "data_subject"}
+                | {"write"}
             ),
         ),
     ),
@@ -590,7 +605,7 @@ TOOL_OPERATIONS: dict[str, tuple[RestOperation, ...]] = {
     ),
     "forget_memory": (RestOperation("memories_forget", left_out=frozenset({"session_id"})),),
     "append_events": (RestOperation("events_append", headers=IDEMPOTENT, body="events"),),
-    "assert_fact": (RestOperation("facts_assert", left_out=frozenset({"subject_type", "data_subject"})),),
+    "assert_fact": (RestOperation("facts_assert", left_out=frozenset({"subject_type"})),),
     "entity_facts": (
         RestOperation(
             "entity_facts",
@@ -603,9 +618,7 @@ TOOL_OPERATIONS: dict[str, tuple[RestOperation, ...]] = {
     "save_checkpoint": (
         RestOperation(
             "checkpoints_save",
-            left_out=frozenset(
-                {"schema_version", "data_subject", "checkpoint_ns", "parent_key", "metadata", "serialized"}
-            ),
+            left_out=frozenset({"schema_version", "checkpoint_ns", "parent_key", "metadata", "serialized"}),
             also_required=frozenset({"state"}),  # REST: unless `serialized` holds the state
         ),
     ),

@@ -17,6 +17,10 @@ class WhoAmIOutputSerializer(serializers.Serializer):
     tenant = serializers.CharField(help_text="the tenant's slug (its schema)")
     key_id = serializers.CharField(help_text="the public part of the key")
     scopes = serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices))
+    data_subject = serializers.CharField(
+        allow_null=True,
+        help_text="the end user the key is bound to (it reads and writes only theirs); null: unbound",
+    )
 
 
 class WhoAmIView(ApiView):
@@ -33,5 +37,6 @@ class WhoAmIView(ApiView):
             "tenant": request.tenant.schema_name,
             "key_id": key.key_id,
             "scopes": key.scopes,
+            "data_subject": null_if_blank(key.data_subject),
         }
         return Response(WhoAmIOutputSerializer(body).data)

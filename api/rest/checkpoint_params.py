@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from jsonschema import Draft202012Validator
 from rest_framework import serializers
 
-from api.fields import CleanCharField, CleanRegexField, StrictSerializer
+from api.fields import CleanCharField, CleanRegexField, StrictSerializer, subject_filter_field
 from api.pagination import PageParams
 from core.redis import ID_PATTERN
 from memory.checkpoints import services
@@ -40,6 +40,7 @@ def _namespace_param(help_text: str) -> PrintableField:
 class CheckpointListParams(StrictSerializer, PageParams):
     unknown_key_message = "Unknown query parameter."
     checkpoint_ns = _namespace_param("only this namespace (empty: the root); absent: every namespace")
+    data_subject = subject_filter_field()
 
 
 class CheckpointLatestParams(StrictSerializer):

@@ -32,6 +32,7 @@ from api.fields import (
     JSONValueField,
     StrictIntegerField,
     StrictSerializer,
+    subject_field,
 )
 from api.idempotency import idempotent
 from api.pagination import CursorPage, page_of
@@ -130,12 +131,7 @@ class CheckpointInputSerializer(StrictSerializer):
     )
     plan = JSONValueField(required=False, default=list, help_text="a JSON list of steps", kind="array")
     schema_version = StrictIntegerField(min_value=1, max_value=MAX_SCHEMA_VERSION, default=1)
-    data_subject = CleanCharField(
-        max_length=200,
-        required=False,
-        default="",
-        help_text="the person this is about (erasure and legal holds target it)",
-    )
+    data_subject = subject_field()
     checkpoint_ns = PrintableField(
         max_length=MAX_NAMESPACE_LENGTH,
         required=False,
@@ -397,7 +393,10 @@ class CheckpointsView(ApiView):
         paginator = CheckpointsPage()
         page = paginator.paginate_queryset(
             selectors.checkpoint_list(
-                agent=request.user, session_id=session_id, checkpoint_ns=params.get("checkpoint_ns")
+                agent=request.user,
+                session_id=session_id,
+                checkpoint_ns=params.get("checkpoint_ns"),
+                data_subject=params.get("data_subject"),
             ),
             request,
             view=self,

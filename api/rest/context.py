@@ -50,6 +50,12 @@ class ContextInputSerializer(StrictSerializer):
         min_value=services.MIN_BUDGET, max_value=services.MAX_BUDGET, help_text="tokens the context may use"
     )
     weights = ContextWeightsSerializer(required=False)
+    data_subject = CleanCharField(
+        required=False,
+        max_length=200,
+        help_text="assemble for this end user: episodes, memories and facts about them or no one "
+        "(a key bound to another one is refused, 403)",
+    )
 
 
 class SourceSerializer(serializers.Serializer):
@@ -140,5 +146,6 @@ class ContextView(ApiView):
             query=data["query"],
             budget=data["budget"],
             weights=dict(data.get("weights", {})),
+            data_subject=data.get("data_subject"),
         )
         return Response(context_body(context))

@@ -19,6 +19,8 @@ from api.fields import (
     JSONObjectField,
     NullIfBlankCharField,
     StrictSerializer,
+    subject_field,
+    subject_filter_field,
     tenant_json_max_depth,
 )
 from api.idempotency import idempotent
@@ -43,12 +45,7 @@ class EventInputSerializer(StrictSerializer):
     )
     payload = JSONObjectField(required=False, default=dict, numbers=True)
     occurred_at = AwareDateTimeField()
-    data_subject = CleanCharField(
-        max_length=200,
-        required=False,
-        default="",
-        help_text="the person this is about (erasure and legal holds target it)",
-    )
+    data_subject = subject_field()
 
     # content with a character str.strip() keeps, or a non-empty payload
     schema_rules = {
@@ -239,6 +236,7 @@ class EventListParams(StrictSerializer, PageParams):
     since = AwareDateTimeField(required=False, help_text="occurred_at >= since")
     until = AwareDateTimeField(required=False, help_text="occurred_at < until")
     q = CleanCharField(required=False, max_length=1000, help_text="full text (web search syntax)")
+    data_subject = subject_filter_field()
 
 
 class EventsPage(CursorPage):
@@ -319,6 +317,8 @@ class EventsView(ApiView):
         p = self.query(EventListParams, raw)
         kinds = sorted(set(p.get("kind", ())))
         qs = selectors.event_list(
+            agent=request.user,
+            data_subject=p.get("data_subject"),
             session_id=p.get("session_id"),
             execution_id=p.get("execution_id"),
             agent_name=p.get("agent"),

@@ -28,6 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 
+from agents.subjects import subject_unbound
 from api.fields import (
     AwareDateTimeField,
     CleanCharField,
@@ -36,6 +37,8 @@ from api.fields import (
     StrictIntegerField,
     StrictQueryInteger,
     StrictSerializer,
+    subject_field,
+    subject_filter_field,
 )
 from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, cursor_not_found, page_of
@@ -141,13 +144,7 @@ class FactInputSerializer(StrictSerializer):
     valid_from = AwareDateTimeField(required=False)
     session_id = CleanCharField(max_length=200, required=False, default="", allow_null=True)
     source_event_id = StrictIntegerField(required=False, min_value=1, allow_null=True)
-    data_subject = CleanCharField(
-        max_length=200,
-        required=False,
-        default="",
-        allow_null=True,
-        help_text="the person this is about (erasure and legal holds target it)",
-    )
+    data_subject = subject_field(allow_null=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         # null and absent are the same for optional values (docs/guides/agents/rest.md, Conventions)
@@ -376,6 +373,7 @@ class EntityFactsParams(StrictSerializer):
         help_text="the most direct facts per page",
     )
     facts_cursor = CleanCharField(required=False, max_length=80, help_text="from the `facts_next` link")
+    data_subject = subject_filter_field()
 
     def validate_cursor(self, value: str) -> int:
         return neighbourhood_cursor_decode(value)
@@ -489,6 +487,8 @@ class EntityFactsView(GraphReadView):
         recall = selectors.entity_recall(
             name=name,
             reader=self.graph_reader(),
+            agent=request.user,
+            data_subject=p.get("data_subject"),
             as_of=p.get("as_of"),
             agent_name=p.get("agent"),
             last_sessions=p.get("sessions"),
@@ -535,6 +535,7 @@ class GraphPathView(GraphReadView):
     )
     def get(self, request: AgentRequest) -> Response:
         p = self.query(PathParams)
+        subject_unbound(request.user, what="a graph path")
         found = selectors.graph_path(
             source=p["source"], target=p["target"], max_depth=p["max_depth"], reader=self.graph_reader()
         )
@@ -566,6 +567,7 @@ class ContradictionsView(ApiView):
     )
     def get(self, request: AgentRequest) -> Response:
         p = self.query(ContradictionParams)
+        subject_unbound(request.user, what="the list of contradictions")
         items = selectors.contradiction_list(status=p.get("status"))
         paginator = ContradictionsPage()
         page = paginator.paginate_queryset(items, request, view=self)

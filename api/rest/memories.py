@@ -23,6 +23,8 @@ from api.fields import (
     StrictIntegerField,
     StrictQueryFloat,
     StrictSerializer,
+    subject_field,
+    subject_filter_field,
 )
 from api.idempotency import idempotent, idempotent_read
 from api.pagination import CursorPage, PageParams, page_of
@@ -161,12 +163,7 @@ class MemoryInputSerializer(StrictSerializer):
         default="sync",
         help_text="async: 202 at once with the id; embedded by the worker in batches, searchable soon after",
     )
-    data_subject = CleanCharField(
-        max_length=200,
-        required=False,
-        default="",
-        help_text="the person this is about (erasure and legal holds target it)",
-    )
+    data_subject = subject_field()
 
     def validate_content(self, value: str) -> str:
         if not value.strip():
@@ -312,6 +309,7 @@ class FiltersSerializer(StrictSerializer):
     include_archived = StrictBooleanField(
         required=False, default=False, help_text="also memories the forgetting curve archived"
     )
+    data_subject = subject_filter_field()
 
 
 class MMRSerializer(StrictSerializer):
@@ -404,6 +402,7 @@ class MemoryListParams(StrictSerializer, PageParams):
     include_archived = serializers.ChoiceField(
         choices=["true", "false"], required=False, help_text="also memories the forgetting curve archived"
     )
+    data_subject = subject_filter_field()
 
 
 class MemoriesPage(CursorPage):
@@ -549,6 +548,7 @@ class MemoriesView(ApiView):
                 min_confidence=p.get("min_confidence"),
                 created_at=created,
                 include_archived=p.get("include_archived") == "true",
+                data_subject=p.get("data_subject"),
             ),
         )
         paginator = MemoriesPage()
@@ -589,6 +589,7 @@ class MemorySearchView(ApiView):
             created_at=dict(f.get("created_at", {})),
             importance=dict(f.get("importance", {})),
             include_archived=f.get("include_archived", False),
+            data_subject=f.get("data_subject"),
         )
         hits = recall.memory_search(
             agent=request.user,

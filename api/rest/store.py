@@ -23,6 +23,8 @@ from api.fields import (
     StrictIntegerField,
     StrictQueryInteger,
     StrictSerializer,
+    subject_field,
+    subject_filter_field,
 )
 from api.idempotency import idempotent, idempotent_read
 from api.views import AgentRequest, ApiView
@@ -113,12 +115,7 @@ class StorePutInputSerializer(StrictSerializer):
         max_value=services.MAX_TTL_MINUTES,
         help_text="minutes until the item expires, restarted by each put and refreshing read; null: never",
     )
-    data_subject = CleanCharField(
-        max_length=200,
-        required=False,
-        default="",
-        help_text="the person the item is about (erasure and legal holds target it)",
-    )
+    data_subject = subject_field()
 
 
 @extend_schema_serializer(component_name="StoreItem")
@@ -231,7 +228,7 @@ class ItemsView(ApiView):
     def get(self, request: AgentRequest) -> Response:
         p = self.query(StoreGetParams)
         item = services.item_get(
-            namespace=p["namespace"], key=p["key"], refresh_ttl=p["refresh_ttl"] == "true"
+            agent=request.user, namespace=p["namespace"], key=p["key"], refresh_ttl=p["refresh_ttl"] == "true"
         )
         if item is None:
             raise NotFound("No such item in that namespace.", field="key")
@@ -268,6 +265,7 @@ class StoreSearchInputSerializer(StrictSerializer):
     limit = StrictIntegerField(min_value=1, max_value=MAX_SEARCH_LIMIT, default=10)
     offset = StrictIntegerField(min_value=0, max_value=MAX_OFFSET, default=0)
     refresh_ttl = StrictBooleanField(default=True, help_text="restart the TTLs of the items returned")
+    data_subject = subject_filter_field()
 
 
 @extend_schema_serializer(component_name="StoreSearchItem")
@@ -315,6 +313,8 @@ class StoreSearchView(ApiView):
             limit = min(limit, services.MAX_RANKED - offset)
         found = (
             services.items_search(
+                agent=request.user,
+                data_subject=data.get("data_subject"),
                 namespace_prefix=data["namespace_prefix"],
                 query=data["query"],
                 conditions=data["filter"],
@@ -340,6 +340,7 @@ class StoreNamespacesParams(StrictSerializer):
     )
     limit = StrictQueryInteger(required=False, default=100, min_value=1, max_value=MAX_SEARCH_LIMIT)
     offset = StrictQueryInteger(required=False, default=0, min_value=0, max_value=MAX_OFFSET)
+    data_subject = subject_filter_field()
 
 
 @extend_schema_serializer(component_name="StoreNamespaces")
@@ -363,6 +364,8 @@ class StoreNamespacesView(ApiView):
     def get(self, request: AgentRequest) -> Response:
         p = self.query(StoreNamespacesParams)
         found = services.namespaces_list(
+            agent=request.user,
+            data_subject=p.get("data_subject"),
             prefix=p.get("prefix"),
             suffix=p.get("suffix"),
             max_depth=p.get("max_depth"),

@@ -19,6 +19,7 @@ from api.fields import (
     StrictIntegerField,
     StrictQueryInteger,
     StrictSerializer,
+    subject_field,
 )
 from api.idempotency import idempotent
 from api.views import AgentRequest, ApiView
@@ -65,6 +66,7 @@ class CloseSerializer(StrictSerializer):
 class WindowAppendSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=EventRole.choices)
     content = CleanCharField(trim_whitespace=False)
+    data_subject = subject_field()
 
 
 class WindowParams(StrictSerializer):
@@ -357,6 +359,7 @@ class WindowView(ApiView):
             role=data["role"],
             content=data["content"],
             policy=request.tenant.working_memory_policy,
+            data_subject=data["data_subject"],
         )
         body = WindowAppendedSerializer({"session_id": session_id, "length": length}).data
         return Response(body, status=status.HTTP_201_CREATED)

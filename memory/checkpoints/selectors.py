@@ -15,25 +15,39 @@ from django.db.models import Q, QuerySet, Subquery
 from psycopg.types.numeric import Int8
 
 from agents.models import Agent
+from agents.subjects import subject_asked, subject_filter_q, subject_visible_q
 from core.db.base import fetch_prepared
 
 from .models import Checkpoint, CheckpointWrite, document_json
 
 
 def _stream(*, agent: Agent, session_id: str) -> QuerySet[Checkpoint]:
-    return Checkpoint.objects.select_related("agent").filter(session_id=session_id, agent=agent)
+    """``agent``'s stream in the session: the checkpoints it may read (for an agent acting for one
+    end user, those of its subject or of none: ``agents.subjects``)."""
+    return Checkpoint.objects.select_related("agent").filter(
+        subject_visible_q(agent), session_id=session_id, agent=agent
+    )
 
 
 def checkpoint_list(
-    *, agent: Agent, session_id: str, after_step: int = -1, checkpoint_ns: str | None = None
+    *,
+    agent: Agent,
+    session_id: str,
+    after_step: int = -1,
+    checkpoint_ns: str | None = None,
+    data_subject: str | None = None,
 ) -> QuerySet[Checkpoint]:
     """``agent``'s checkpoints in the session with a step after ``after_step``, in step order
-    (``checkpoint_ns``: only that namespace; ``None``: all).
+    (``checkpoint_ns``: only that namespace; ``None``: all; ``data_subject``: only that end user's,
+    ``SubjectRefused`` when ``agent`` acts for another).
 
     ``state`` and ``plan`` are deferred (up to 1 MiB each): use ``Checkpoint.summary()`` on the rows,
     or ``checkpoint_get`` for one checkpoint in full.
     """
-    rows = _stream(agent=agent, session_id=session_id).filter(step_index__gt=after_step)
+    subject = subject_asked(agent, data_subject)
+    rows = _stream(agent=agent, session_id=session_id).filter(
+        subject_filter_q(subject), step_index__gt=after_step
+    )
     if checkpoint_ns is not None:
         rows = rows.filter(checkpoint_ns=checkpoint_ns)
     return rows.defer("state", "plan", "serialized").order_by("step_index")
@@ -55,6 +69,7 @@ _LATEST_SQL = (
     "SELECT id, step_index, idempotency_key, schema_version, created_at, parent_key, "
     "metadata::text, state::text, plan::text, serialized_type, serialized "
     "FROM memory_checkpoint WHERE session_id = %s AND agent_id = %s AND checkpoint_ns = %s "
+    "AND (%s = '' OR data_subject IN ('', %s)) "
     "ORDER BY step_index DESC LIMIT 1"
 )
 
@@ -68,9 +83,12 @@ def checkpoint_latest_document(
     One probe of ``checkpoint_ns_step_idx`` as a prepared statement (``core.db.base.fetch_prepared``:
     planned once per connection; planning it on every call cost more than running it), and no
     ORM or model instance: state, plan and metadata come back as ``jsonb`` text and go into the
-    document as they are (neither parsed nor serialised again), and the agent is the caller.
+    document as they are (neither parsed nor serialised again), and the agent is the caller. For
+    an agent acting for one end user, the latest of the checkpoints of its subject or of none
+    (``agents.subjects.subject_visible_q`` in SQL).
     """
-    row = fetch_prepared(_LATEST_SQL, [session_id, Int8(agent.pk), checkpoint_ns])
+    bound = agent.acting_for
+    row = fetch_prepared(_LATEST_SQL, [session_id, Int8(agent.pk), checkpoint_ns, bound, bound])
     if row is None:
         return None
     pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data = row
@@ -127,7 +145,8 @@ def checkpoint_tuples_all(
     metadata: dict[str, Any] | None = None,
 ) -> QuerySet[Checkpoint]:
     """``agent``'s checkpoints in every session, in full (their pending writes:
-    ``pending_writes_by_checkpoint``): LangGraph's ``list`` without a thread.
+    ``pending_writes_by_checkpoint``): LangGraph's ``list`` without a thread. For an agent acting
+    for one end user, those of its subject or of none (``agents.subjects``).
 
     Filters as ``checkpoint_tuples``: ``checkpoint_ns``, ``metadata``; ``before`` names a checkpoint
     by ``(session_id, idempotency_key)`` and keeps those saved before it in the agent's save order
@@ -135,7 +154,7 @@ def checkpoint_tuples_all(
     nothing). Not ordered: the page orders it (newest first, ``-id``, on ``checkpoint_agent_id_idx``).
     """
     rows = _filtered(
-        Checkpoint.objects.select_related("agent").filter(agent=agent),
+        Checkpoint.objects.select_related("agent").filter(subject_visible_q(agent), agent=agent),
         checkpoint_ns=checkpoint_ns,
         metadata=metadata,
     )

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents.models import Agent
+from agents.subjects import subject_acting
 from core.errors import InvalidInput
 from core.metrics import record_context
 from memory.embeddings import embed_query, recall_vector
@@ -244,9 +245,11 @@ def _semantic_items(*, agent: Agent, query: str, tenant: Tenant) -> list[Item]:
     ]
 
 
-def _fact_items(*, query: str) -> list[Item]:
+def _fact_items(*, agent: Agent, query: str) -> list[Item]:
     items: list[Item] = []
-    for fact in knowledge.facts_about_named(query, entities=ENTITIES, per_entity=FACTS_PER_ENTITY):
+    for fact in knowledge.facts_about_named(
+        query, entities=ENTITIES, per_entity=FACTS_PER_ENTITY, acting_for=agent.acting_for
+    ):
         obj = fact.object_entity.name if fact.object_entity is not None else _json(fact.literal_value)
         status = " (disputed)" if fact.status == "disputed" else ""
         items.append(
@@ -341,6 +344,7 @@ def context_build(
     budget: int,
     execution_id: str | None = None,
     weights: Mapping[str, float] | None = None,
+    data_subject: str | None = None,
 ) -> Context:
     """Assemble ``agent``'s context for ``query`` in ``session_id`` (and ``execution_id``'s working
     memory) within ``budget`` tokens of the tenant's tokenizer; see the module docstring for the
@@ -349,8 +353,11 @@ def context_build(
     Reads what ``agent`` may see and nothing else: its own scratchpad, the execution's blackboard,
     the session's window and events, the memories ``visibility_q`` allows, the tenant's facts and
     published skills. Semantic recall restarts the recalled memories' recency clocks (as recall does).
+    For an end user (``data_subject``, or the subject a bound key acts for) the durable layers
+    (episodes, memories, facts) hold what is about them or about no one (``agents.subjects``);
+    working memory (scratchpad, blackboard, window) carries no subject and is read as it is.
 
-    Raises ``InvalidInput`` (field ``budget``, ``query``, ``weights.<layer>``, ``session_id``,
+    Raises ``SubjectRefused`` (403) for another subject than a bound key's; ``InvalidInput`` (field ``budget``, ``query``, ``weights.<layer>``, ``session_id``,
     ``execution_id`` or ``tokenizer``), ``ServiceUnavailable`` (503) when Redis, the embedder or the
     tokenizer is down: a context silently missing a layer would look like a complete one.
     """
@@ -360,6 +367,7 @@ def context_build(
         raise InvalidInput("Say what the current step needs (query).", field="query")
     w = _weights(weights)
     counter = token_counter(tenant.context_tokenizer)
+    agent = subject_acting(agent, data_subject)
 
     gathered, tail = _gather(
         agent=agent, tenant=tenant, session_id=session_id, query=query, execution_id=execution_id, w=w
@@ -425,11 +433,11 @@ def _gather(
         session_id=session_id if w["window"] > 0 else None,
         last=WINDOW_TURNS,
     )
-    tail = session_tail(session_id=session_id, last=EPISODES)
+    tail = session_tail(agent=agent, session_id=session_id, last=EPISODES)
     gathered: list[Item] = _working_items(state=state) + _window_items(session_id=session_id, state=state)
     if w["episodes"] > 0:
         gathered += _episode_items(agent=agent, session_id=session_id, latest=tail.events)
-    fact_items = _fact_items(query=query) if w["facts"] > 0 else []
+    fact_items = _fact_items(agent=agent, query=query) if w["facts"] > 0 else []
     if embedding is not None:
         embedding.result()  # raises what the embedder raised (EmbedderUnavailable: 503)
 

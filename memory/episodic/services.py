@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
+from agents.subjects import FIELD, subject_written
 from core.canonical_json import canonical_json
 from core.errors import InvalidInput
 from core.recording import Actor
@@ -67,7 +68,21 @@ def events_append(*, agent: Agent, events: Sequence[EventData]) -> list[Event]:
     What needs no chain position (payload text, salt, body digest, the times in the hashed form)
     is computed before the head is locked: concurrent appenders wait only for each other's hashing
     and insert, not for that work.
+
+    An agent acting for one end user (a bound key) writes its subject on every event
+    (``agents.subjects.subject_written``: another one raises ``SubjectRefused``, field
+    ``data_subject`` or ``events[<i>].data_subject``).
     """
+    if agent.acting_for:
+        events = [
+            replace(
+                e,
+                data_subject=subject_written(
+                    agent, e.data_subject, field=f"events[{i}].data_subject" if len(events) > 1 else FIELD
+                ),
+            )
+            for i, e in enumerate(events)
+        ]
     bodies = _bodies(events)
     # no savepoint inside a caller's transaction (two round trips of every recorded decision): a
     # failure here fails the caller's transaction as a whole, which is what all or nothing asks

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,8 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
+from agents.models import Agent
+from agents.subjects import subject_asked, subject_filter_q, subject_visible_q
 from core.errors import NotFound
 from memory.episodic.models import Event
 
@@ -124,13 +126,14 @@ def entities_named_in(text: str, *, limit: int = 10) -> list[Entity]:
     return found[:limit]
 
 
-def facts_about_named(text: str, *, entities: int, per_entity: int) -> list[Fact]:
+def facts_about_named(text: str, *, entities: int, per_entity: int, acting_for: str = "") -> list[Fact]:
     """The live facts (``active`` or ``disputed``) about the ``entities`` first entities ``text``
     names (matched as in ``entities_named_in``: longest names first, then by id): for each, as
     subject or object, its first ``per_entity`` in ``fact_list``'s order (``valid_from``, id); a
     fact about two of them comes once, under the first. Subject, predicate and object entity are
     loaded. One query, however many entities: the entities and each one's facts (a lateral join
-    over the subject and object indexes) are a subquery of the rows' own.
+    over the subject and object indexes) are a subquery of the rows' own. ``acting_for``: an end
+    user the reader acts for (``agents.subjects.subject_visible_q``: facts about them or no one).
     """
     keys = _name_keys(text)
     if not keys:
@@ -144,10 +147,11 @@ def facts_about_named(text: str, *, entities: int, per_entity: int) -> list[Fact
         SELECT f.id FROM ent CROSS JOIN LATERAL (
             SELECT f.id FROM {Fact._meta.db_table} f
             WHERE (f.subject_id = ent.id OR f.object_entity_id = ent.id) AND f.status = ANY(%s)
+              AND (%s = '' OR f.data_subject IN ('', %s))
             ORDER BY f.valid_from, f.id LIMIT %s
         ) f
         """,
-        [sorted(keys), entities, [str(s.value) for s in LIVE_STATUSES], per_entity],
+        [sorted(keys), entities, [str(s.value) for s in LIVE_STATUSES], acting_for, acting_for, per_entity],
     )
     rows = list(Fact.objects.select_related("subject", "predicate", "object_entity").filter(pk__in=chosen))
     # the entities' order again, from the rows: an entity named in ``text`` that is not among the
@@ -509,6 +513,8 @@ def entity_recall(
     *,
     name: str,
     reader: GraphBackend,
+    agent: Agent | None = None,
+    data_subject: str | None = None,
     as_of: datetime | None = None,
     agent_name: str | None = None,
     last_sessions: int | None = None,
@@ -521,24 +527,29 @@ def entity_recall(
     """One page of the facts about the entity ``name`` (``fact_list`` rules and order: at most
     ``facts_limit``, after ``facts_after``; ``facts_next`` resumes) and, for ``depth`` 2 to
     ``graph.MAX_DEPTH``, one page of its neighbourhood from ``reader`` (at most ``limit`` entities,
-    after the direct neighbour ``after``: see ``graph``). A hub's thousands of direct facts cost a
-    page, not the hub. Without ``as_of``, ``agent_name`` and ``last_sessions`` the facts are
-    ``FactRow``s read in one statement with the page's (``_live_recall``: four statements in
-    PostgreSQL at depth 2, two and two Cypher queries with Neo4j); with them, ``Fact`` instances
-    (``fact_list``). Both render the same (``FactOutputSerializer``). Raises ``NotFound`` (field ``name``), ``ValueError`` for a ``facts_limit``
-    outside 1 to ``MAX_FACTS_LIMIT``."""
+    after the direct neighbour ``after``: see ``graph``). The facts ``agent`` may read
+    (``agents.subjects``: for an agent acting for one end user, about them or no one; the
+    neighbourhood then keeps the entities its facts reach), ``data_subject``: only that end user's.
+    Without a subject rule, ``as_of``, ``agent_name`` and ``last_sessions`` the facts are rows read
+    in one statement with the page's (``_live_recall``); else ``Fact`` instances (``fact_list``).
+    Both render the same (``FactOutputSerializer``). Raises ``NotFound`` (field ``name``),
+    ``SubjectRefused`` (403), ``ValueError`` for a ``facts_limit`` outside 1 to ``MAX_FACTS_LIMIT``."""
     if (
         isinstance(facts_limit, bool)
         or not isinstance(facts_limit, int)
         or not 1 <= facts_limit <= MAX_FACTS_LIMIT
     ):
         raise ValueError(f"facts_limit must be an integer from 1 to {MAX_FACTS_LIMIT}")
+    subject = None if agent is None else subject_asked(agent, data_subject)
+    restricted = subject is not None or bool(agent is not None and agent.acting_for)
+    readable = Q() if agent is None else subject_visible_q(agent) & subject_filter_q(subject)
     entity = entity_by_name(name)
     if entity is None:
         raise NotFound(f"No entity named {name!r}.", field="name")
-    if as_of is None and agent_name is None and last_sessions is None:
+    if as_of is None and agent_name is None and last_sessions is None and not restricted:
         return _live_recall(entity, reader, depth, limit, after, facts_limit, facts_after)
     qs = fact_list(entity=entity, as_of=as_of, agent_name=agent_name, last_sessions=last_sessions)
+    qs = qs.filter(readable)
     if facts_after is not None:
         qs = qs.filter(
             Q(valid_from__gt=facts_after.valid_from)
@@ -552,6 +563,10 @@ def entity_recall(
     if depth <= 1:
         return EntityRecall(entity, facts, facts_limit=facts_limit, facts_next=facts_next)
     hood = reader.neighbourhood(entity.pk, depth, limit, after)
+    edges = list(fact_list(select_entities=False).filter(readable, pk__in=hood.facts))
+    if restricted:  # only the entities the readable facts reach
+        reached = {entity.pk, *(e for f in edges for e in (f.subject_id, f.object_entity_id) if e)}
+        hood = replace(hood, distances={k: v for k, v in hood.distances.items() if k in reached})
     # the page's entities are its facts' ends: loaded once, by primary key, for both (joined into
     # the facts' query instead, twice over, the planner hashed the whole entity table for them)
     known = Entity.objects.in_bulk(list(hood.distances))
@@ -559,7 +574,6 @@ def entity_recall(
         (EntityDistance(pk, known[pk].name if pk in known else None, d) for pk, d in hood.distances.items()),
         key=lambda e: (e.distance, e.id),
     )
-    edges = list(fact_list(select_entities=False).filter(pk__in=hood.facts))
     _attach_entities(edges, known)
     return EntityRecall(
         entity,

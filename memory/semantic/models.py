@@ -106,9 +106,10 @@ class SemanticMemory(models.Model):
         ordering = ["-created_at"]
         permissions = [("restore_semanticmemory", "Can restore archived memories to recall")]
         constraints = [
-            # one live row per (agent, scope, normalised text): concurrent identical writes meet here
+            # one live row per (agent, scope, end user, normalised text): concurrent identical writes
+            # meet here; two end users' same sentence stays two memories (decision 0078)
             models.UniqueConstraint(
-                fields=["agent", "scope", "content_hash"],
+                fields=["agent", "scope", "data_subject", "content_hash"],
                 condition=Q(forgotten_at__isnull=True),
                 name="semantic_live_content_uniq",
             ),

@@ -1,5 +1,5 @@
-"""Reads for the near-duplicate rule: the lookup of each vector's nearest live memories of its agent
-and scope (``near_duplicates``), and the SQL it is built from (``near_sql``), which the single
+"""Reads for the near-duplicate rule: the lookup of each vector's nearest live memories of its owner
+(agent, scope and data subject: ``near_duplicates``), and the SQL it is built from (``near_sql``), which the single
 write's one-statement insert (``services.writes``) also runs."""
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from django.db import connection
 from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
+Owner = tuple[int, str, str]
+"""Whose memories a write is compared with for duplicates: (agent id, scope, data subject). The
+memories of one end user never reinforce, nor are reinforced by, another's (decision 0078)."""
+
 
 @functools.cache
 def _vector_format(dimensions: int) -> str:
@@ -29,7 +33,7 @@ def vector_text(vector: np.ndarray) -> str:
 
 # The near-duplicate lookup, the SQL half of the rule (it proposes, ``dedup_plan`` decides): for each
 # vector ``i`` (text, parsed once each in a materialised CTE, not once per row compared), the
-# ``limit`` nearest embedded live memories of its agent and scope, kept when the cosine is at least
+# ``limit`` nearest embedded live memories of its owner (agent, scope, data subject), kept when the cosine is at least
 # the threshold: CTE ``near(i, id, similarity, content)``. Each lookup walks the HNSW index
 # (iteratively, past rows of other agents and scopes), which the planner's estimate would pass over
 # for a sort of every row of the agent by distance; the options hold for the statement only
@@ -46,15 +50,17 @@ def near_sql(dims: int, limit: int = 1) -> str:
     """``WITH q AS (...), near AS (...)`` for ``near_params`` (a statement goes on after it)."""
     return f"""
         WITH q AS MATERIALIZED (
-            SELECT i, agent_id, scope, v::vector({dims}) AS v
-            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
+            SELECT i, agent_id, scope, data_subject, v::vector({dims}) AS v
+            FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[], %s::text[])
+                AS u(i, agent_id, scope, data_subject, v)
         ), near AS (
             SELECT q.i, n.id, 1 - n.distance AS similarity, n.content
             FROM q
             CROSS JOIN LATERAL (
                 SELECT m.id, m.content, m.embedding::vector({dims}) <=> q.v AS distance
                 FROM memory_semanticmemory m
-                WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
+                WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.data_subject = q.data_subject
+                  AND m.forgotten_at IS NULL
                   AND m.memory_type <> 'store'
                   AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
                 ORDER BY m.embedding::vector({dims}) <=> q.v
@@ -66,14 +72,15 @@ def near_sql(dims: int, limit: int = 1) -> str:
 
 
 def near_params(
-    owners: Sequence[tuple[int, str]], texts: Sequence[str], embedder: Embedder, policy: RetrievalPolicy
+    owners: Sequence[Owner], texts: Sequence[str], embedder: Embedder, policy: RetrievalPolicy
 ) -> list[Any]:
-    """The parameters of ``near_sql``: item positions, ``owners`` (agent id, scope), the vectors'
-    ``vector_text`` forms, the embedder's model and ``policy.near_duplicate_threshold``."""
+    """The parameters of ``near_sql``: item positions, ``owners`` (agent id, scope, data subject),
+    the vectors' ``vector_text`` forms, the embedder's model and ``policy.near_duplicate_threshold``."""
     return [
         list(range(len(texts))),
         [o[0] for o in owners],
         [o[1] for o in owners],
+        [o[2] for o in owners],
         list(texts),
         embedder.name,
         policy.near_duplicate_threshold,
@@ -92,15 +99,15 @@ class NearCandidate:
 
 def near_duplicates(
     *,
-    owners: Sequence[tuple[int, str]],
+    owners: Sequence[Owner],
     vectors: Sequence[np.ndarray],
     embedder: Embedder,
     policy: RetrievalPolicy,
     texts: Sequence[str] | None = None,
     limit: int = 1,
 ) -> list[list[NearCandidate]]:
-    """For each ``(agent id, scope)`` of ``owners`` and its vector, the ``limit`` embedded live
-    memories of that agent in that scope nearest to the vector whose cosine is at least
+    """For each ``(agent id, scope, data subject)`` of ``owners`` and its vector, the ``limit``
+    embedded live memories of that agent in that scope about that subject nearest to the vector whose cosine is at least
     ``policy.near_duplicate_threshold``, nearest first (an empty list: none). One statement for all
     (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index), sent
     with its planner options in one round trip. ``texts``: the vectors' ``vector_text`` when the

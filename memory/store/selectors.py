@@ -15,6 +15,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.db.models import BooleanField, CharField, F, Func, Q, QuerySet
 from django.db.models.expressions import Expression
 
+from agents.models import Agent
+from agents.subjects import subject_asked, subject_filter_q, subject_visible_q
 from core.errors import InvalidInput
 
 from .models import StoreItem
@@ -28,6 +30,15 @@ MAX_FILTER_DEPTH = 8
 def live_q(now: datetime) -> Q:
     """Items not expired at ``now`` (no TTL, or an expiry after ``now``)."""
     return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
+
+
+def readable_q(agent: Agent, now: datetime, data_subject: str | None = None) -> Q:
+    """The items ``agent`` may read at ``now``: live (``live_q``) and, for an agent acting for one
+    end user, of its subject or of none (``agents.subjects``); with ``data_subject``, only that end
+    user's. Raises ``SubjectRefused`` (403) when ``agent`` acts for another subject than
+    ``data_subject``."""
+    subject = subject_asked(agent, data_subject)
+    return live_q(now) & subject_visible_q(agent) & subject_filter_q(subject)
 
 
 def namespace_prefix_q(prefix: Sequence[str]) -> Q:
@@ -121,23 +132,29 @@ def _condition_q(path: list[str], condition: Any, *, field: str) -> Q:
     return q
 
 
-def item_find(*, namespace: Sequence[str], key: str, now: datetime) -> StoreItem | None:
-    """The live item at (``namespace``, ``key``), or None."""
+def item_find(*, agent: Agent, namespace: Sequence[str], key: str, now: datetime) -> StoreItem | None:
+    """The item at (``namespace``, ``key``) ``agent`` may read (``readable_q``), or None."""
     return (
         StoreItem.objects.select_related("created_by", "updated_by")
-        .filter(live_q(now), namespace=list(namespace), key=key)
+        .filter(readable_q(agent, now), namespace=list(namespace), key=key)
         .first()
     )
 
 
 def items_matching(
-    *, namespace_prefix: Sequence[str], conditions: Mapping[str, Any] | None, now: datetime
+    *,
+    agent: Agent,
+    namespace_prefix: Sequence[str],
+    conditions: Mapping[str, Any] | None,
+    now: datetime,
+    data_subject: str | None = None,
 ) -> QuerySet[StoreItem]:
-    """Live items under ``namespace_prefix`` whose values match ``conditions`` (``value_filter_q``),
-    newest change first (ties by namespace and key)."""
+    """Items ``agent`` may read (``readable_q``, with ``data_subject``) under ``namespace_prefix``
+    whose values match ``conditions`` (``value_filter_q``), newest change first (ties by namespace
+    and key)."""
     return (
         StoreItem.objects.select_related("created_by", "updated_by")
-        .filter(live_q(now), namespace_prefix_q(namespace_prefix))
+        .filter(readable_q(agent, now, data_subject), namespace_prefix_q(namespace_prefix))
         .filter(value_filter_q(conditions))
         .order_by("-updated_at", "namespace", "key")
     )
@@ -200,16 +217,19 @@ class _Equals(Func):
 
 def namespaces_list(
     *,
+    agent: Agent,
+    data_subject: str | None = None,
     conditions: Sequence[tuple[str, Sequence[str]]],
     max_depth: int | None,
     limit: int,
     offset: int,
     now: datetime,
 ) -> list[list[str]]:
-    """The distinct namespaces of live items matching every ``(kind, path)`` of ``conditions``
-    (``_match_q``), each cut to ``max_depth`` labels when given (then distinct after the cut),
-    sorted (label by label, a prefix before its extensions), ``offset`` then at most ``limit``."""
-    qs = StoreItem.objects.filter(live_q(now))
+    """The distinct namespaces of the items ``agent`` may read (``readable_q``, with
+    ``data_subject``) matching every ``(kind, path)`` of ``conditions`` (``_match_q``), each cut to
+    ``max_depth`` labels when given (then distinct after the cut), sorted (label by label, a prefix
+    before its extensions), ``offset`` then at most ``limit``."""
+    qs = StoreItem.objects.filter(readable_q(agent, now, data_subject))
     for kind, path in conditions:
         qs = qs.filter(_match_q(kind, path))
     cut: Any = _Truncated(max_depth) if max_depth is not None else F("namespace")

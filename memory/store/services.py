@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
+from agents.subjects import SubjectRefused, subject_visible, subject_written
 from core.errors import InvalidInput
 from core.holds import holds_check
 from core.locks import advisory_xact_lock
@@ -217,9 +218,14 @@ def item_put(
     keeps ``created_at`` and sets ``updated_at``, the writer and the ``data_subject``. Concurrent
     puts of one item take turns (an advisory lock). Recorded (``store_put``).
 
+    ``data_subject`` is ``agents.subjects.subject_written``'s: an agent acting for one end user writes
+    its subject, and may not replace an item of another subject.
+
     Raises ``InvalidInput`` for a bad namespace (field ``namespace``), key, value (not an object),
-    index path or TTL (field ``ttl``: above 0); ``EmbedderUnavailable`` (503) when something is to
-    be indexed and the embedder is down (nothing is stored)."""
+    index path or TTL (field ``ttl``: above 0); ``SubjectRefused`` (403) for another subject, given
+    or held by the item there; ``EmbedderUnavailable`` (503) when something is to be indexed and the
+    embedder is down (nothing is stored)."""
+    data_subject = subject_written(agent, data_subject)
     labels = namespace_check(namespace, field="namespace", write=True)
     key = key_check(key, namespace=labels)
     if not isinstance(value, Mapping):
@@ -238,6 +244,8 @@ def item_put(
         advisory_xact_lock("store-item", ".".join(labels), key)
         item = StoreItem.objects.select_for_update().filter(namespace=labels, key=key).first()
         created = item is None or (item.expires_at is not None and item.expires_at <= now)
+        if item is not None and not created and not subject_visible(agent, item.data_subject):
+            raise SubjectRefused(bound=agent.acting_for, asked=item.data_subject, field="key")
         if item is None:
             item = StoreItem(namespace=labels, key=key, created_by=agent, created_at=now)
         elif created:  # an expired item the sweep has not reached: this put starts a new one
@@ -298,13 +306,14 @@ def item_delete(*, agent: Agent, namespace: Sequence[str], key: str) -> Event | 
     """Delete the item at (``namespace``, ``key``) with its linked memory row, recorded
     (``store_delete``); None (and nothing recorded) when there is no such item. Any agent allowed
     to write deletes any item (the store is shared: see ``models``). Raises ``InvalidInput`` for a
-    bad namespace or key, ``Conflict`` (field ``key``) when a legal hold covers the item."""
+    bad namespace or key, ``Conflict`` (field ``key``) when a legal hold covers the item. An item of
+    another end user than the one ``agent`` acts for is as absent (``agents.subjects``)."""
     labels = namespace_check(namespace, field="namespace")
     key = key_check(key)
     with transaction.atomic():
         advisory_xact_lock("store-item", ".".join(labels), key)
         item = StoreItem.objects.select_for_update().filter(namespace=labels, key=key).first()
-        if item is None:
+        if item is None or not subject_visible(agent, item.data_subject):
             return None
         holds_check(layer="store", rows=StoreItem.objects.filter(pk=item.pk), field="key")
         memory_id = item.memory_id
@@ -325,14 +334,20 @@ def _refresh(items: Sequence[StoreItem], now: datetime) -> None:
 
 
 def item_get(
-    *, namespace: Sequence[str], key: str, refresh_ttl: bool = True, now: datetime | None = None
+    *,
+    agent: Agent,
+    namespace: Sequence[str],
+    key: str,
+    refresh_ttl: bool = True,
+    now: datetime | None = None,
 ) -> StoreItem | None:
-    """The live item at (``namespace``, ``key``), its TTL restarted with ``refresh_ttl``; None when
-    there is none (or it expired). Raises ``InvalidInput`` for a bad namespace or key."""
+    """The live item at (``namespace``, ``key``) ``agent`` may read (``selectors.readable_q``), its
+    TTL restarted with ``refresh_ttl``; None when there is none (or it expired, or it is another end
+    user's than the one ``agent`` acts for). Raises ``InvalidInput`` for a bad namespace or key."""
     labels = namespace_check(namespace, field="namespace")
     key = key_check(key)
     now = now or timezone.now()
-    item = selectors.item_find(namespace=labels, key=key, now=now)
+    item = selectors.item_find(agent=agent, namespace=labels, key=key, now=now)
     if item is not None and refresh_ttl:
         _refresh([item], now)
     return item
@@ -349,6 +364,8 @@ class Found:
 
 def items_search(
     *,
+    agent: Agent,
+    data_subject: str | None = None,
     namespace_prefix: Sequence[str],
     query: str | None = None,
     conditions: Mapping[str, Any] | None = None,
@@ -357,7 +374,8 @@ def items_search(
     refresh_ttl: bool = True,
     now: datetime | None = None,
 ) -> list[Found]:
-    """Items under ``namespace_prefix`` (``[]``: all) whose values match ``conditions``
+    """Items ``agent`` may read (``selectors.readable_q``: ``data_subject`` keeps one end user's) under
+    ``namespace_prefix`` (``[]``: all) whose values match ``conditions``
     (``selectors.value_filter_q``), ``offset`` then at most ``limit`` of them.
 
     Without a ``query``: newest change first, ``score`` None. With one: ranked by semantic
@@ -370,7 +388,9 @@ def items_search(
     page beyond ``MAX_RANKED`` (field ``offset``); ``EmbedderUnavailable`` (503)."""
     labels = namespace_check(namespace_prefix, field="namespace_prefix", allow_empty=True)
     now = now or timezone.now()
-    matching = selectors.items_matching(namespace_prefix=labels, conditions=conditions, now=now)
+    matching = selectors.items_matching(
+        agent=agent, namespace_prefix=labels, conditions=conditions, now=now, data_subject=data_subject
+    )
     if query is None:
         found = [Found(item, None) for item in matching[offset : offset + limit]]
     else:
@@ -427,6 +447,8 @@ def _ranked(
 
 def namespaces_list(
     *,
+    agent: Agent,
+    data_subject: str | None = None,
     prefix: Sequence[str] | None = None,
     suffix: Sequence[str] | None = None,
     max_depth: int | None = None,
@@ -434,7 +456,8 @@ def namespaces_list(
     offset: int = 0,
     now: datetime | None = None,
 ) -> list[list[str]]:
-    """LangGraph's ``list_namespaces``: the namespaces of live items starting with ``prefix`` and
+    """LangGraph's ``list_namespaces``: the namespaces of the items ``agent`` may read
+    (``selectors.readable_q``: ``data_subject`` keeps one end user's) starting with ``prefix`` and
     ending with ``suffix`` ("*" matches any one label), cut to ``max_depth`` labels, sorted,
     paged by ``offset`` / ``limit`` (``selectors.namespaces_list``). Raises ``InvalidInput`` for a
     bad prefix or suffix (labels as in a namespace, "*" allowed)."""
@@ -443,7 +466,13 @@ def namespaces_list(
         if path is not None:
             conditions.append((kind, namespace_check(path, field=kind, allow_empty=True)))
     return selectors.namespaces_list(
-        conditions=conditions, max_depth=max_depth, limit=limit, offset=offset, now=now or timezone.now()
+        agent=agent,
+        data_subject=data_subject,
+        conditions=conditions,
+        max_depth=max_depth,
+        limit=limit,
+        offset=offset,
+        now=now or timezone.now(),
     )
 
 

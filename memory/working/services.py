@@ -38,6 +38,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.subjects import subject_visible, subject_written
 from core.errors import Conflict, NotFound, PayloadTooLarge, PermissionDenied
 from core.fulltext import identifier_pattern
 from core.metrics import record_lookup
@@ -291,7 +292,13 @@ def scratchpad_clear(*, agent: Agent, execution_id: str) -> int:
 
 
 def window_append(
-    *, agent: Agent, session_id: str, role: str, content: str, policy: WorkingMemoryPolicy
+    *,
+    agent: Agent,
+    session_id: str,
+    role: str,
+    content: str,
+    policy: WorkingMemoryPolicy,
+    data_subject: str = "",
 ) -> int:
     """Append a turn to the session's conversation window, keep the last ``window_max_turns``.
 
@@ -299,16 +306,20 @@ def window_append(
     EXPIRE in one MULTI, so each trimmed turn is read by exactly one append). With the tenant's
     ``window_log_trimmed`` (default), the trimmed turns are not lost: they are appended to the
     episodic log as ``message`` events of the session (``payload.source`` ``"window"``, the turn's
-    time as ``occurred_at``, its agent as the event's agent). Raises ``ServiceUnavailable`` when
-    Redis is down.
+    time as ``occurred_at``, its agent as the event's agent, its ``data_subject``). The turn keeps
+    ``data_subject`` (``agents.subjects.subject_written``: a bound key's subject; another one raises
+    ``SubjectRefused``). Raises ``ServiceUnavailable`` when Redis is down.
     """
     check_id(session_id, field="session_id")
+    subject = subject_written(agent, data_subject)
     turn = {
         "role": role,
         "content": content,
         "agent": agent.name,
         "at": timezone.now().isoformat(timespec="microseconds").replace("+00:00", "Z"),
     }
+    if subject:
+        turn["data_subject"] = subject
     encoded = _encode(turn, policy, field="content")
     key = tenant_key("win", session_id)
     with redis_errors():
@@ -329,7 +340,8 @@ def _log_trimmed(*, agent: Agent, session_id: str, turns: list[dict[str, Any]]) 
     """Write turns trimmed from the window to the episodic log (one batch, in window order)."""
     names = {t.get("agent") for t in turns} - {agent.name}
     agents = {a.name: a for a in Agent.objects.filter(name__in=names)} if names else {}
-    agents[agent.name] = agent
+    # the turns keep the subjects they were written with, whoever's append trims them
+    agents[agent.name] = Agent.objects.get(pk=agent.pk) if agent.acting_for else agent
     by_agent: list[tuple[Agent, EventData]] = []
     for turn in turns:
         role = turn.get("role") if turn.get("role") in EventRole.values else EventRole.USER
@@ -343,6 +355,7 @@ def _log_trimmed(*, agent: Agent, session_id: str, turns: list[dict[str, Any]]) 
                     content=str(turn.get("content", "")),
                     occurred_at=datetime.fromisoformat(str(turn["at"]).replace("Z", "+00:00")),
                     payload={"source": "window", "window_agent": str(turn.get("agent", ""))},
+                    data_subject=str(turn.get("data_subject", "")),
                 ),
             )
         )
@@ -352,12 +365,21 @@ def _log_trimmed(*, agent: Agent, session_id: str, turns: list[dict[str, Any]]) 
 
 
 def window_read(*, agent: Agent, session_id: str, last: int) -> list[dict[str, Any]]:
-    """The last ``last`` turns of the session's window, oldest first."""
+    """The last ``last`` turns of the session's window ``agent`` may read, oldest first (for an agent
+    acting for one end user, the turns of its subject or of none among them: ``_readable``)."""
     check_id(session_id, field="session_id")
     with redis_errors():
         raw = get_redis().lrange(tenant_key("win", session_id), -last, -1)
     record_lookup(agent=agent.name, layer="window", hit=bool(raw))
-    return [json.loads(item) for item in raw]
+    return _readable(agent, raw)
+
+
+def _readable(agent: Agent, raw: Sequence[bytes | str]) -> list[dict[str, Any]]:
+    """The window turns of ``raw`` (JSON) ``agent`` may read (``agents.subjects.subject_visible``)."""
+    turns = [json.loads(item) for item in raw]
+    if not agent.acting_for:
+        return turns
+    return [t for t in turns if subject_visible(agent, str(t.get("data_subject", "")))]
 
 
 @dataclass(frozen=True)
@@ -404,7 +426,7 @@ def working_state_read(
     return WorkingState(
         scratchpad={k.decode(): json.loads(v) for k, v in sorted(pad.items())},
         blackboard=sorted((BlackboardEntry.from_json(v) for v in board.values()), key=lambda e: e.field),
-        window=[json.loads(item) for item in turns],
+        window=_readable(agent, turns),
     )
 
 

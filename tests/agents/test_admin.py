@@ -38,3 +38,18 @@ def test_admin_mints_a_key_shown_once_and_revokes_it(alice: Caller, client) -> N
     assert alice.get("/api/v1/me").status_code == 401
     # the key list never shows a secret
     assert raw.split(".")[3] not in client.get("/admin/agents/apikey/", **host).content.decode()
+
+
+def test_the_admin_binds_a_new_key_to_an_end_user(alice: Caller, client) -> None:  # type: ignore[no-untyped-def]
+    """The add form takes the key's data subject; it is fixed once the key exists."""
+    _login(client, alice.tenant)
+    host = {"HTTP_HOST": "alpha.localhost"}
+    form = {"agent": alice.agent.pk, "name": "for ana", "scopes": ["read"], "data_subject": " ana "}
+    page = client.post("/admin/agents/apikey/add/", form, follow=True, **host).content.decode()
+    raw = page.split("shown again): ")[1].split("<")[0].strip()
+    alice.client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert alice.get("/api/v1/me").json()["data_subject"] == "ana"
+    with tenant_context(alice.tenant):
+        key = ApiKey.objects.get(key_id=raw.split(".")[2])
+    change = client.get(f"/admin/agents/apikey/{key.pk}/change/", **host).content.decode()
+    assert 'name="data_subject"' not in change  # read-only once made

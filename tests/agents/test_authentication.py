@@ -28,6 +28,7 @@ def test_me_names_agent_tenant_and_scopes(alice: Caller) -> None:
         "tenant": "alpha",
         "key_id": alice.key.split(".")[2],
         "scopes": ["read", "write"],
+        "data_subject": None,  # the key is bound to no end user
     }
 
 

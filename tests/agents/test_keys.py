@@ -30,3 +30,15 @@ def test_the_command_refuses_too(tenant_a) -> None:  # type: ignore[no-untyped-d
         call_command("api_key_create", tenant="alpha", agent="retired-2", stdout=io.StringIO())
     with tenant_context(tenant_a):
         assert not ApiKey.objects.filter(agent=Agent.objects.get(name="retired-2")).exists()
+
+
+def test_the_command_binds_a_key_to_an_end_user(tenant_a) -> None:  # type: ignore[no-untyped-def]
+    out = io.StringIO()
+    call_command("api_key_create", tenant="alpha", agent="support-cli", data_subject="ana", stdout=out)
+    with tenant_context(tenant_a):
+        key = ApiKey.objects.select_related("agent").get(key_id=out.getvalue().strip().split(".")[2])
+    assert key.data_subject == "ana" and key.agent.name == "support-cli"
+    with pytest.raises(CommandError, match="200 characters"):
+        call_command(
+            "api_key_create", tenant="alpha", agent="support-cli", data_subject="x" * 201, stdout=out
+        )

@@ -1,5 +1,6 @@
-"""``manage.py api_key_create --tenant SLUG --agent NAME [--scopes read,write]``."""
+"""``manage.py api_key_create --tenant SLUG --agent NAME [--scopes read,write] [--data-subject ID]``."""
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_tenants.utils import tenant_context
 
@@ -18,9 +19,21 @@ class Command(BaseCommand):
         parser.add_argument("--agent", required=True)
         parser.add_argument("--role", default="")
         parser.add_argument("--scopes", default="read,write")
+        parser.add_argument(
+            "--data-subject",
+            default="",
+            help="bind the key to this end user: it reads and writes only that subject's data",
+        )
 
     def handle(
-        self, *args: object, tenant: str, agent: str, role: str, scopes: str, **options: object
+        self,
+        *args: object,
+        tenant: str,
+        agent: str,
+        role: str,
+        scopes: str,
+        data_subject: str,
+        **options: object,
     ) -> None:
         wanted = [s.strip() for s in scopes.split(",") if s.strip()]
         if not wanted or set(wanted) - set(Scope.values):
@@ -32,7 +45,11 @@ class Command(BaseCommand):
         with tenant_context(obj):
             agent_obj = Agent.objects.filter(name=agent).first() or agent_create(name=agent, role=role, by=by)
             try:
-                _, raw = api_key_create(agent=agent_obj, scopes=wanted, name="cli", by=by)
+                _, raw = api_key_create(
+                    agent=agent_obj, scopes=wanted, name="cli", data_subject=data_subject.strip(), by=by
+                )
             except InvalidInput as exc:
                 raise CommandError(exc.message) from None
+            except ValidationError as exc:
+                raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(raw)

@@ -51,10 +51,17 @@ def checkpoint_latest(
     returned (``body`` is ``None`` when ``agent`` saved none there). A Redis miss reads PostgreSQL and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``);
     when Redis cannot be reached the answer comes from PostgreSQL with ``degraded=True``. Counts one
     ``checkpoint`` lookup for ``agent``: a hit when Redis answered, else a miss.
+    An agent acting for one end user reads PostgreSQL only (the Redis copy is the stream's latest,
+    whoever it is about): the latest checkpoint of its subject or of none (``agents.subjects``).
     Raises ``InvalidInput`` for a malformed session id or namespace.
     """
     check_id(session_id, field="session_id")
     check_namespace(checkpoint_ns)
+    if agent.acting_for:
+        found = selectors.checkpoint_latest_document(
+            agent=agent, session_id=session_id, checkpoint_ns=checkpoint_ns
+        )
+        return Restored(body=None if found is None else found[1], source="postgres")
     key = cache_key(session_id, agent.pk, checkpoint_ns)
     degraded = False
     try:

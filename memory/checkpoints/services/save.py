@@ -17,6 +17,7 @@ from django.utils import timezone
 from psycopg.types.numeric import Int4, Int8
 
 from agents.models import Agent
+from agents.subjects import subject_written
 from core.db.base import fetch_prepared
 from core.errors import Conflict
 from core.locks import advisory_xact_lock, lock_name
@@ -322,7 +323,9 @@ def checkpoint_save(
     list of at most ``MAX_PLAN_BYTES``. After the commit, the checkpoint is cached in Redis for
     ``policy.checkpoint_cache_ttl_seconds``; a Redis failure then only sets ``cached=False``.
 
-    ``data_subject``: the person the state is about (what erasures and holds target), or "".
+    ``data_subject``: the person the state is about (what erasures and holds target), or "";
+    ``agents.subjects.subject_written``'s (an agent acting for one end user saves its subject; another
+    one raises ``SubjectRefused``, 403).
 
     ``step_index`` ``None``: the next step of the stream (its latest + 1, or 0), chosen under the
     stream's lock; a replay then compares the body with the stored step. The LangGraph fields:
@@ -344,6 +347,7 @@ def checkpoint_save(
     or ``step_index`` (not greater than the latest step of ``agent`` in the session, which the
     message gives).
     """
+    data_subject = subject_written(agent, data_subject) if isinstance(data_subject, str) else data_subject
     given = SaveInput(
         session_id=session_id,
         step_index=step_index,

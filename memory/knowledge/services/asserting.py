@@ -5,7 +5,7 @@ and build its rows the same way (``_assert_decide``); they differ in how they re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.subjects import subject_written
 from core.bulk import rows_insert
 from core.errors import Conflict, DomainError, InvalidInput, NotFound
 from core.locks import advisory_xact_lock, advisory_xact_locks
@@ -156,7 +157,10 @@ def fact_assert(*, agent: Agent, data: FactData, refuse_retracted: bool = False)
     facts at the same moment yield exactly one contradiction. Raises ``InvalidInput`` for bad names,
     predicates, literals, confidence, a naive ``valid_from`` or an unknown source event, and, with
     ``refuse_retracted`` (background jobs), ``FactRetracted`` when the same fact was retracted.
+    ``data.data_subject`` is ``agents.subjects.subject_written``'s (``SubjectRefused``, 403, for
+    another subject than the one ``agent`` acts for).
     """
+    data = replace(data, data_subject=subject_written(agent, data.data_subject))
     item = _prepare(data)
     obj = data.object
     with transaction.atomic():
@@ -284,10 +288,18 @@ def facts_assert_batch(
     Returns one ``AssertResult`` per item, in order. Raises ``InvalidInput`` (empty batch, bad
     names, predicates, literals, confidence, naive ``valid_from``, unknown source event, an
     ``object.id`` that is not the entity's) and ``FactRetracted``; an error's field is
-    ``<field_prefix>[<index>].<field>`` of the first failing item.
+    ``<field_prefix>[<index>].<field>`` of the first failing item. Each item's ``data_subject`` is
+    ``agents.subjects.subject_written``'s (``SubjectRefused``, 403, naming the item's field).
     """
     if not facts:
         raise InvalidInput("At least one fact is required.", field=field_prefix)
+    facts = [
+        replace(
+            data,
+            data_subject=subject_written(agent, data.data_subject, field=f"{field_prefix}[{i}].data_subject"),
+        )
+        for i, data in enumerate(facts)
+    ]
     prepared = _prepare_batch(facts, field_prefix)
     with transaction.atomic():
         entities, predicates = _names_ensure(prepared, field_prefix)

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
+from agents.subjects import subject_visible_q
 from core.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from core.locks import advisory_xact_lock
 from memory.episodic.models import Event
@@ -83,14 +84,15 @@ def fact_retract(
     without one: the request's ``session_id``, else the agent's ``agent:<name>`` session), naming
     the facts whose status changed and linked from the contradictions it closed
     (``decision_event``). Only the fact's author (the agent that first asserted it) may, or a key
-    with the ``curate`` scope (``may_curate``). Raises ``NotFound`` for an unknown or malformed id,
+    with the ``curate`` scope (``may_curate``). Raises ``NotFound`` for an unknown or malformed id
+    (or a fact of another end user than the one ``agent`` acts for: ``agents.subjects``),
     ``PermissionDenied`` for another agent's fact, ``Conflict`` if not live."""
     if isinstance(fact_id, str):
         if not fact_id.isdigit() or len(fact_id) > 18:
             raise NotFound(f"No fact {fact_id}.", field="id")
         fact_id = int(fact_id)
     with transaction.atomic():
-        fact = Fact.objects.select_for_update().filter(pk=fact_id).first()
+        fact = Fact.objects.select_for_update().filter(subject_visible_q(agent), pk=fact_id).first()
         if fact is None:
             raise NotFound(f"No fact {fact_id}.", field="id")
         if fact.agent_id != agent.pk and not may_curate:

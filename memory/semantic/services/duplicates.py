@@ -17,7 +17,7 @@ from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
 from ..differences import differences
-from ..near import NearCandidate, near_duplicates, vector_text
+from ..near import NearCandidate, Owner, near_duplicates, vector_text
 
 _SPACES = re.compile(r"\s+")
 
@@ -61,7 +61,7 @@ class Match:
 
 def dedup_plan(
     *,
-    owners: Sequence[tuple[int, str]],
+    owners: Sequence[Owner],
     vectors: Sequence[np.ndarray | None],
     contents: Sequence[str],
     embedder: Embedder,
@@ -71,7 +71,7 @@ def dedup_plan(
 ) -> list[Match | None]:
     """The near-duplicate rule over a batch, as if its items were written one after another: item
     ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored memories of its
-    agent and scope (``near_duplicates``) and of the batch's earlier items of the same owner that
+    owner, agent, scope and data subject (``near_duplicates``) and of the batch's earlier items of the same owner that
     are themselves new, among those whose cosine is at least ``policy.near_duplicate_threshold``
     and whose text says the same (``same_statement``: a near memory that differs in a negation,
     number, date, name, literal or opposite is no duplicate). The one place a near duplicate is

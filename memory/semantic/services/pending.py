@@ -58,7 +58,7 @@ def pending_embed(
             return PendingReport()
         vectors = list(embedder.embed([m.content for m in rows]))
         plan = dedup_plan(
-            owners=[(m.agent_id, m.scope) for m in rows],
+            owners=[(m.agent_id, m.scope, m.data_subject) for m in rows],
             vectors=vectors,
             contents=[m.content for m in rows],
             embedder=embedder,

@@ -140,7 +140,7 @@ def memory_search(
         limit=None if mmr_lambda is not None else k,
         ef_search=max(pool_size, 40),
         with_embeddings=mmr_lambda is not None,
-        generic_plan=not filters.narrows(),
+        generic_plan=not filters.narrows() and not agent.acting_for,
     )
     by_id = {r.memory.pk: r for r in ranked}
     scored = [

@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -43,6 +43,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agents.models import Agent
+from agents.subjects import subject_written
 from core.errors import DomainError, InvalidInput, NotFound
 from core.redis import get_redis, tenant_key
 from core.tasks import queue_later
@@ -237,12 +238,18 @@ def memories_create(
     memory: its steps, and the async path, are the module's docstring.
 
     With ``batch`` (the caller sent an array) a domain error names its item: ``memories[<i>].<field>``.
+    Each item's ``data_subject`` is ``agents.subjects.subject_written``'s (a bound key's subject;
+    another one raises ``SubjectRefused``, 403).
     Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or agent,
     a malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or
     dimension; ``EmbedderUnavailable`` when the embedder is down (nothing is stored).
     """
     embedder = embedder or get_embedder()
     prefixes = [f"memories[{i}]." if batch else "" for i in range(len(items))]
+    items = [
+        replace(d, data_subject=subject_written(agent, d.data_subject, field=f"{p}data_subject"))
+        for d, p in zip(items, prefixes, strict=True)
+    ]
     _validate_all(items, prefixes)
     audiences = _audiences(items, prefixes)
     digests = [content_hash(d.content) for d in items]
@@ -338,11 +345,16 @@ def _embed_missing(
 def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[str]) -> list[Match | None]:
     """Step 1 of ``memories_create``: each item's exact duplicate, stored (one query) or an earlier
     item of the batch."""
-    stored = live_content_ids(agent=agent, scopes={d.scope for d in items}, digests=set(digests))
-    first: dict[tuple[str, str], int] = {}
+    stored = live_content_ids(
+        agent=agent,
+        scopes={d.scope for d in items},
+        subjects={d.data_subject for d in items},
+        digests=set(digests),
+    )
+    first: dict[tuple[str, str, str], int] = {}
     out: list[Match | None] = []
     for i, (data, digest) in enumerate(zip(items, digests, strict=True)):
-        key = (data.scope, digest)
+        key = (data.scope, data.data_subject, digest)
         if key in stored:
             out.append(Match("exact", 1.0, memory_id=stored[key]))
         elif key in first:
@@ -499,7 +511,7 @@ def _create_unless_near(
         f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({_INSERT_ACCESS}) "
         f"SELECT count(*) FROM near; {NEAR_RESET}"
     )
-    params = near_params([(agent.pk, data.scope)], [text], embedder, policy)
+    params = near_params([(agent.pk, data.scope, data.data_subject)], [text], embedder, policy)
     params += _insert_params(created, texts={0: text}, now=now, stability=stability)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -516,8 +528,8 @@ def _pending_accept(
 ) -> SemanticMemory | None:
     """Store one async write as a pending memory with its access clock, in one statement outside a
     transaction (its implicit one is the commit: one round trip, decision 0040), unless it is an
-    exact duplicate: the insert does nothing when a live memory of the agent has the same scope and
-    ``content_hash`` (the unique constraint ``semantic_live_content_uniq``, which is step 1's rule),
+    exact duplicate: the insert does nothing when a live memory of the agent has the same scope,
+    data subject and ``content_hash`` (the unique constraint ``semantic_live_content_uniq``, which is step 1's rule),
     and None is returned for the pipeline to reinforce that memory. Queues the worker's drain on
     commit."""
     now = timezone.now()
@@ -560,7 +572,7 @@ def _write(
 ) -> list[WriteResult]:
     """Steps 2 and 3 of ``memories_create`` inside its transaction."""
     n = len(items)
-    owners = [(agent.pk, d.scope) for d in items]
+    owners = [(agent.pk, d.scope, d.data_subject) for d in items]
     texts = {i: vector_text(v) for i, v in vectors.items()}  # formatted once: lookup and insert
     near = dedup_plan(
         owners=owners,

@@ -100,16 +100,16 @@ def test_session_tail_is_the_latest_events_in_time_order_with_the_session_size_i
     with tenant_context(alice.tenant):
         _warm()
         with django_assert_num_queries(1):
-            tail = session_tail(session_id=session, last=3)
+            tail = session_tail(agent=alice.agent, session_id=session, last=3)
         assert [e.content for e in tail.events] == ["turn 2", "turn 3", "turn 4"]
         assert tail.total == 5
         assert tail.events[0].agent.name == "alice"
-        assert session_tail(session_id=session, last=10).total == 5
+        assert session_tail(agent=alice.agent, session_id=session, last=10).total == 5
         with django_assert_num_queries(1):
-            empty = session_tail(session_id="s-none", last=3)
+            empty = session_tail(agent=alice.agent, session_id="s-none", last=3)
         assert (list(empty.events), empty.total) == ([], 0)
     with tenant_context(mallory.tenant):
-        outsider = session_tail(session_id=session, last=3)
+        outsider = session_tail(agent=mallory.agent, session_id=session, last=3)
         assert (list(outsider.events), outsider.total) == ([], 0)
 
 

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from django_tenants.utils import tenant_context
 
+from agents.subjects import SubjectRefused
 from memory.semantic import selectors
 from memory.semantic.models import SemanticMemory
 from memory.semantic.selectors import MemoryFilters
@@ -36,11 +37,21 @@ CASES = [
     MemoryFilters(agent_name="bob", scope="shared", memory_type="fact", session_id="s1", tags_all=["blue"]),
     MemoryFilters(scope="hierarchical"),
     MemoryFilters(scope="hierarchical", tags_any=["red"], agent_name="bob"),
+    MemoryFilters(data_subject="dana"),
+    MemoryFilters(data_subject="eve"),
+    MemoryFilters(data_subject="dana", scope="shared", tags_any=["blue"]),
 ]
+# the data subject of each row of ``specs`` below, in order ("" for none)
+SUBJECTS = ["dana", "eve", "dana", "dana", "", "eve", ""]
 
 
+@pytest.mark.parametrize("acting_for", ["", "dana"])
 @pytest.mark.parametrize("index", range(len(CASES)))
-def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, index: int) -> None:
+def test_orm_and_search_sql_select_the_same_rows(
+    alice: Caller, bob: Caller, index: int, acting_for: str
+) -> None:
+    """Also for an agent acting for one end user (a key bound to ``dana``): the subject rule is part
+    of the one visibility rule, in both forms."""
     # 8-dimension vectors of a model no HNSW index covers: rows written here and rolled back must
     # not leave dead entries in the index other tests search (the rule does not look at vectors)
     specs = [
@@ -69,10 +80,12 @@ def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, ind
                 embedding_dimensions=8,
                 created_at=NOW - timedelta(days=age),
                 forgotten_at=forgotten,
+                data_subject=subject,
             )
-            for n, (who, scope, kind, session, tags, confidence, importance, age, forgotten) in enumerate(
-                specs
-            )
+            for n, (
+                (who, scope, kind, session, tags, confidence, importance, age, forgotten),
+                subject,
+            ) in enumerate(zip(specs, SUBJECTS, strict=True))
         ]
         # hierarchical: bob's memories naming alice, naming her role, and naming only someone else
         hierarchical = [
@@ -100,7 +113,14 @@ def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, ind
         alice.agent.role = "critic"
         alice.agent.save(update_fields=["role"])
         SemanticMemory.objects.bulk_create(rows + hierarchical)
+        alice.agent.acting_for = acting_for
         filters = CASES[index]
+        if acting_for and filters.data_subject not in (None, acting_for):  # another subject: refused
+            with pytest.raises(SubjectRefused):
+                selectors.memories_visible_to(alice.agent, filters)
+            with pytest.raises(SubjectRefused):
+                selectors.visible_filter_sql(alice.agent, filters, model=MODEL, dimensions=8)
+            return
         orm = set(selectors.memories_visible_to(alice.agent, filters).values_list("pk", flat=True))
         where, params = selectors.visible_filter_sql(alice.agent, filters, model=MODEL, dimensions=8)
         with connection.cursor() as cursor:
@@ -110,6 +130,10 @@ def test_orm_and_search_sql_select_the_same_rows(alice: Caller, bob: Caller, ind
         assert rows[-1].pk not in orm  # forgotten
         assert rows[2].pk not in orm  # bob's private memory
         assert hierarchical[2].pk not in orm  # names neither alice nor her role
-        if index == 0:
+        if acting_for:
+            assert {rows[1].pk, rows[5].pk}.isdisjoint(orm)  # eve's memories
+        if index == 0 and acting_for:
+            assert orm == {rows[0].pk, rows[3].pk, rows[4].pk, *(h.pk for h in hierarchical[:2])}
+        if index == 0 and not acting_for:
             assert len(orm) == 7  # the whole set, so the other cases really select subsets
             assert {hierarchical[0].pk, hierarchical[1].pk} <= orm

@@ -273,15 +273,20 @@ def test_ttl_expires_items_and_reads_refresh_it(alice: Caller) -> None:
         first_expiry = item.expires_at
         later = timezone.now() + timedelta(minutes=1)
         # a refreshing read restarts the clock; a non-refreshing one does not
-        assert services.item_get(namespace=["tmp"], key="short", refresh_ttl=False, now=later) is not None
+        assert (
+            services.item_get(agent=alice.agent, namespace=["tmp"], key="short", refresh_ttl=False, now=later)
+            is not None
+        )
         assert StoreItem.objects.get(pk=item.pk).expires_at == first_expiry
-        assert services.item_get(namespace=["tmp"], key="short", now=later) is not None
+        assert services.item_get(agent=alice.agent, namespace=["tmp"], key="short", now=later) is not None
         refreshed = StoreItem.objects.get(pk=item.pk).expires_at
         assert refreshed is not None and refreshed > first_expiry
         gone = later + timedelta(minutes=2)
-        assert services.item_get(namespace=["tmp"], key="short", now=gone) is None
-        assert [f.item.key for f in services.items_search(namespace_prefix=["tmp"], now=gone)] == ["forever"]
-        assert services.namespaces_list(now=gone) == [["tmp"]]
+        assert services.item_get(agent=alice.agent, namespace=["tmp"], key="short", now=gone) is None
+        assert [
+            f.item.key for f in services.items_search(agent=alice.agent, namespace_prefix=["tmp"], now=gone)
+        ] == ["forever"]
+        assert services.namespaces_list(agent=alice.agent, now=gone) == [["tmp"]]
         assert services.items_expire(now=gone) == 1
         assert list(StoreItem.objects.values_list("key", flat=True)) == ["forever"]
         record = Event.objects.filter(actor="job:store-ttl").get()
@@ -352,7 +357,7 @@ def test_query_search_finds_the_items_behind_thousands_of_nearer_memories(alice:
             )
         SemanticMemory.objects.bulk_create(rows)
         MemoryAccess.objects.bulk_create(MemoryAccess(memory=m) for m in rows)
-        found = services.items_search(namespace_prefix=["far"], query=query, limit=10)
+        found = services.items_search(agent=alice.agent, namespace_prefix=["far"], query=query, limit=10)
     assert sorted(f.item.key for f in found) == [f"k{i}" for i in range(6)]
     assert all(f.score is not None for f in found)
 

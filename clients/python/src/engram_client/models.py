@@ -30,6 +30,7 @@ class Me(TypedDict):
     tenant: str
     key_id: str
     scopes: list[Literal["read", "write", "curate"]]
+    data_subject: str | None  # the end user the key is bound to (None: unbound)
 
 
 # --- episodic ---------------------------------------------------------------------------------
@@ -611,6 +612,7 @@ class ContextIn(TypedDict):
     budget: int
     execution_id: NotRequired[str | None]
     weights: NotRequired[dict[Layer, float]]
+    data_subject: NotRequired[str]  # assemble for this end user
 
 
 class Context(TypedDict):
@@ -656,6 +658,7 @@ class SearchFilters(TypedDict, total=False):
     created_at: Range
     importance: Range
     include_archived: bool
+    data_subject: str
 
 
 class SearchWeights(TypedDict, total=False):
@@ -679,6 +682,7 @@ class EventFilters(TypedDict, total=False):
     q: str
     since: str
     until: str
+    data_subject: str
     limit: int
 
 
@@ -692,6 +696,7 @@ class MemoryFilters(TypedDict, total=False):
     since: str
     until: str
     include_archived: bool
+    data_subject: str
     limit: int
 
 
@@ -704,6 +709,7 @@ class EntityFactsOptions(TypedDict, total=False):
     cursor: str
     facts_limit: int
     facts_cursor: str
+    data_subject: str
 
 
 class TupleFilters(TypedDict, total=False):
@@ -727,6 +733,7 @@ class NamespaceFilters(TypedDict, total=False):
     max_depth: int
     limit: int
     offset: int
+    data_subject: str
 
 
 class StoreSearchIn(TypedDict, total=False):
@@ -736,6 +743,7 @@ class StoreSearchIn(TypedDict, total=False):
     limit: int
     offset: int
     refresh_ttl: bool
+    data_subject: str
 
 
 class SkillIn(TypedDict):

@@ -27,7 +27,7 @@ class Operations:
 
     @operation("GET", "me")
     def me() -> m.Me:
-        """The calling agent, its role, tenant, key id and scopes."""
+        """The calling agent, its role, tenant, key id, scopes and the end user the key is bound to."""
 
     # --- episodic -----------------------------------------------------------------------------
 
@@ -178,9 +178,14 @@ class Operations:
 
     @operation("POST", "sessions/{session_id}/window")
     def window_append(
-        session_id: str, role: m.Role, content: str, *, idempotency_key: str | None = None
+        session_id: str,
+        role: m.Role,
+        content: str,
+        *,
+        data_subject: str | None = None,
+        idempotency_key: str | None = None,
     ) -> m.WindowAppended:
-        """Append a turn to the conversation window."""
+        """Append a turn to the conversation window (``data_subject``: the end user it is about)."""
 
     # --- checkpoints --------------------------------------------------------------------------
 
@@ -200,9 +205,14 @@ class Operations:
 
     @listing("GET", "sessions/{session_id}/checkpoints")
     def checkpoints(
-        session_id: str, *, checkpoint_ns: str | None = None, limit: int | None = None
+        session_id: str,
+        *,
+        checkpoint_ns: str | None = None,
+        data_subject: str | None = None,
+        limit: int | None = None,
     ) -> m.Page[m.CheckpointSummary]:
-        """The agent's checkpoints in the session, in step order, every page."""
+        """The agent's checkpoints in the session, in step order, every page (``data_subject``: only
+        that end user's)."""
 
     @listing("GET", "sessions/{session_id}/checkpoints/tuples")
     def checkpoint_tuples(session_id: str, **filters: Unpack[m.TupleFilters]) -> m.Page[m.CheckpointTuple]:

@@ -870,7 +870,7 @@ export interface components {
         CheckpointInputRequest: {
             /** @description LangGraph's checkpoint namespace; empty: the root */
             checkpoint_ns?: string;
-            /** @description the person this is about (erasure and legal holds target it) */
+            /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
             data_subject?: string;
             /** @description names the checkpoint in your stream (LangGraph's checkpoint_id); a repeat is a replay */
             idempotency_key: string;
@@ -1023,6 +1023,8 @@ export interface components {
         ContextInputRequest: {
             /** @description tokens the context may use */
             budget: number;
+            /** @description assemble for this end user: episodes, memories and facts about them or no one (a key bound to another one is refused, 403) */
+            data_subject?: string;
             /** @description the execution whose working memory counts */
             execution_id?: string | null;
             /** @description what the current step needs, in words */
@@ -1232,7 +1234,7 @@ export interface components {
         /** @description Give content (not only whitespace), a non-empty payload, or both. */
         EventInputRequest: {
             content?: string;
-            /** @description the person this is about (erasure and legal holds target it) */
+            /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
             data_subject?: string;
             execution_id?: string | null;
             kind: components["schemas"]["EventKindEnum"];
@@ -1358,7 +1360,7 @@ export interface components {
              * @default 1
              */
             confidence?: number;
-            /** @description the person this is about (erasure and legal holds target it) */
+            /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
             data_subject?: string | null;
             /**
              * @description A fact's object: an entity ``{"entity": "Acme", "type"?: "company"}`` (a response adds the
@@ -1494,6 +1496,8 @@ export interface components {
         FiltersRequest: {
             agent?: string;
             created_at?: components["schemas"]["DateRangeRequest"];
+            /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+            data_subject?: string;
             importance?: components["schemas"]["UnitRangeRequest"];
             /**
              * @description also memories the forgetting curve archived
@@ -1557,7 +1561,7 @@ export interface components {
              */
             confidence?: number;
             content: string;
-            /** @description the person this is about (erasure and legal holds target it) */
+            /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
             data_subject?: string;
             /** @description optional precomputed vector from the configured model */
             embedding?: number[];
@@ -2072,7 +2076,7 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         StorePutInputRequest: {
-            /** @description the person the item is about (erasure and legal holds target it) */
+            /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
             data_subject?: string;
             /** @description false: not indexed; a list: the JSON paths of the value whose text is indexed (`a.b`, `a[0]`, `a[*].b`); null or absent: the whole value (`"$"`) */
             index?: false | string[] | null;
@@ -2087,6 +2091,8 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         StoreSearchInputRequest: {
+            /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+            data_subject?: string;
             /** @description LangGraph's filter: value fields equal to a value, or operators $eq $ne $gt $gte $lt $lte */
             filter?: Record<string, unknown>;
             /** @default 10 */
@@ -2322,6 +2328,8 @@ export interface components {
         WhoAmIOutput: {
             /** @description the agent's name */
             agent: string;
+            /** @description the end user the key is bound to (it reads and writes only theirs); null: unbound */
+            data_subject: string | null;
             /** @description the public part of the key */
             key_id: string;
             /** @description planner, researcher, critic...; null if unset */
@@ -2338,6 +2346,8 @@ export interface components {
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         WindowAppendRequest: {
             content: string;
+            /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
+            data_subject?: string;
             role: components["schemas"]["EventRoleEnum"];
         };
         WindowOutput: {
@@ -2583,6 +2593,8 @@ export interface operations {
                 as_of?: string;
                 /** @description from the graph's `next` link */
                 cursor?: string;
+                /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+                data_subject?: string;
                 depth?: number;
                 /** @description from the `facts_next` link */
                 facts_cursor?: string;
@@ -2664,6 +2676,8 @@ export interface operations {
                 agent?: string;
                 /** @description from a page's `next` or `previous` link */
                 cursor?: string;
+                /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+                data_subject?: string;
                 execution_id?: string;
                 /** @description repeat or comma-separate: kind=message,decision */
                 kind?: ("message" | "tool_call" | "tool_result" | "decision" | "observation")[];
@@ -3818,6 +3832,8 @@ export interface operations {
                 agent?: string;
                 /** @description from a page's `next` or `previous` link */
                 cursor?: string;
+                /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+                data_subject?: string;
                 /**
                  * @description also memories the forgetting curve archived
                  *
@@ -4196,6 +4212,8 @@ export interface operations {
                 checkpoint_ns?: string;
                 /** @description from a page's `next` or `previous` link */
                 cursor?: string;
+                /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+                data_subject?: string;
                 /** @description items per page (default 100) */
                 limit?: number;
             };
@@ -5507,6 +5525,8 @@ export interface operations {
     store_namespaces: {
         parameters: {
             query?: {
+                /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
+                data_subject?: string;
                 limit?: number;
                 /** @description cut to this many labels */
                 max_depth?: number;

@@ -1,0 +1,340 @@
+"""End users (data subjects) and keys bound to one (issue 31, item 3; docs/decisions/0078).
+
+One agent serves two customers, Ana and Ben, through three keys: unbound, bound to ``ana`` and bound
+to ``ben``. For every read path (recall, list, one memory, context, store, events, facts,
+checkpoints) the key bound to Ana gets nothing of Ben's, asking for Ben is a 403 naming
+``data_subject``, and the unbound key can filter by subject; data naming no subject (the agent's
+general knowledge) stays visible to a bound key. Writes through a bound key carry its subject."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django_tenants.utils import tenant_context
+
+from memory.checkpoints.models import Checkpoint
+from memory.episodic.models import Event
+from memory.knowledge.models import Fact
+from memory.semantic.models import SemanticMemory
+from memory.store.models import StoreItem
+from tests.factories import Caller, assert_fact, fact, make_caller, remember, requires_model
+
+pytestmark = requires_model
+
+ANA_FLIGHT = "Ana's return flight departs Lisbon at 09:05 on Sunday"
+BEN_FLIGHT = "Ben's return flight departs Porto at 11:30 on Monday"
+POLICY = "Flight changes are free of charge up to 24 hours before departure"
+ITEMS = "/api/v1/store/items"
+
+
+@dataclass
+class World:
+    unbound: Caller
+    ana: Caller
+    ben: Caller
+    memories: dict[str, str]  # subject ("" for none) -> memory id
+    sessions: dict[str, str]  # subject -> session id
+
+
+def ok(response: Any, status: int = 200) -> Any:
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def refused(response: Any, field: str = "data_subject") -> dict[str, Any]:
+    """A 403 naming ``field``: a bound key asked for another subject."""
+    body: dict[str, Any] = ok(response, 403)
+    assert body["code"] == "permission_denied" and field in body["errors"], body
+    return body
+
+
+@pytest.fixture
+def world(alice: Caller) -> World:
+    unbound = make_caller(alice.tenant, "support")
+    ana = make_caller(alice.tenant, "support", data_subject="ana")
+    ben = make_caller(alice.tenant, "support", data_subject="ben")
+    tag = uuid.uuid4().hex[:8]
+    sessions = {"ana": f"s-ana-{tag}", "ben": f"s-ben-{tag}"}
+    memories = {
+        "ana": ok(remember(unbound, ANA_FLIGHT, data_subject="ana"), 201)["id"],
+        "ben": ok(remember(unbound, BEN_FLIGHT, data_subject="ben"), 201)["id"],
+        "": ok(remember(unbound, POLICY), 201)["id"],
+    }
+    for subject, place in (("ana", "Lisbon"), ("ben", "Porto")):
+        event = {
+            "session_id": sessions[subject],
+            "kind": "message",
+            "role": "user",
+            "content": f"My return flight from {place} is on the weekend",
+            "occurred_at": "2026-03-01T10:00:00Z",
+            "data_subject": subject,
+        }
+        ok(unbound.post("/api/v1/events", event), 201)
+        assert_fact(unbound, fact(subject.title(), "flies_from", {"entity": place}, data_subject=subject))
+        ok(
+            unbound.post(
+                f"/api/v1/sessions/{sessions[subject]}/checkpoints",
+                {"idempotency_key": f"k-{subject}", "state": {"customer": subject}, "data_subject": subject},
+            ),
+            201,
+        )
+        ok(
+            unbound.post(
+                ITEMS,
+                {
+                    "namespace": ["customers"],
+                    "key": subject,
+                    "value": {"home": place},
+                    "data_subject": subject,
+                },
+            ),
+            201,
+        )
+    return World(unbound, ana, ben, memories, sessions)
+
+
+def subjects_of(memories: list[dict[str, Any]]) -> set[str | None]:
+    return {m["data_subject"] for m in memories}
+
+
+def test_me_names_the_keys_subject(world: World) -> None:
+    assert ok(world.ana.get("/api/v1/me"))["data_subject"] == "ana"
+    assert ok(world.unbound.get("/api/v1/me"))["data_subject"] is None
+
+
+def test_recall(world: World) -> None:
+    query = {"query": "When does the return flight depart?", "k": 10}
+    hits = ok(world.ana.post("/api/v1/memories/search", query))["results"]
+    assert subjects_of([h["memory"] for h in hits]) == {"ana", None}  # hers and general knowledge
+    refused(world.ana.post("/api/v1/memories/search", {**query, "filters": {"data_subject": "ben"}}))
+    mine = ok(world.ana.post("/api/v1/memories/search", {**query, "filters": {"data_subject": "ana"}}))
+    assert [h["memory"]["id"] for h in mine["results"]] == [world.memories["ana"]]
+    filtered = ok(
+        world.unbound.post("/api/v1/memories/search", {**query, "filters": {"data_subject": "ben"}})
+    )
+    assert [h["memory"]["id"] for h in filtered["results"]] == [world.memories["ben"]]
+    everything = ok(world.unbound.post("/api/v1/memories/search", query))["results"]
+    assert subjects_of([h["memory"] for h in everything]) == {"ana", "ben", None}
+
+
+def test_list(world: World) -> None:
+    assert subjects_of(ok(world.ana.get("/api/v1/memories"))["results"]) == {"ana", None}
+    refused(world.ana.get("/api/v1/memories", {"data_subject": "ben"}))
+    assert subjects_of(ok(world.ben.get("/api/v1/memories"))["results"]) == {"ben", None}
+    listed = ok(world.unbound.get("/api/v1/memories", {"data_subject": "ben"}))["results"]
+    assert [m["id"] for m in listed] == [world.memories["ben"]]
+
+
+def test_one_memory_of_another_subject_is_not_found(world: World) -> None:
+    body = ok(world.ana.get(f"/api/v1/memories/{world.memories['ben']}"), 404)
+    assert body["code"] == "not_found"
+    assert ok(world.ana.get(f"/api/v1/memories/{world.memories['ana']}"))["data_subject"] == "ana"
+    assert ok(world.ana.get(f"/api/v1/memories/{world.memories['']}"))["data_subject"] is None
+    assert ok(world.unbound.get(f"/api/v1/memories/{world.memories['ben']}"))["data_subject"] == "ben"
+
+
+def test_context(world: World) -> None:
+    body = {
+        "session_id": world.sessions["ben"],
+        "query": "Ben Ana return flight Porto Lisbon",
+        "budget": 2000,
+    }
+    text = ok(world.ana.post("/api/v1/context", body))["text"]
+    assert "Ana's return flight" in text and "Porto" not in text and "Ben" not in text
+    refused(world.ana.post("/api/v1/context", {**body, "data_subject": "ben"}))
+    for_ben = ok(world.unbound.post("/api/v1/context", {**body, "data_subject": "ben"}))["text"]
+    assert "Ben's return flight" in for_ben and "Porto" in for_ben and "Ana" not in for_ben
+    assert POLICY in for_ben  # general knowledge
+
+
+def test_store(world: World) -> None:
+    assert ok(world.ana.get(ITEMS, {"namespace": "customers", "key": "ben"}), 404)["code"] == "not_found"
+    assert ok(world.ana.get(ITEMS, {"namespace": "customers", "key": "ana"}))["value"] == {"home": "Lisbon"}
+    found = ok(world.ana.post("/api/v1/store/search", {"namespace_prefix": ["customers"]}))["results"]
+    assert [i["key"] for i in found] == ["ana"]
+    ranked = {"namespace_prefix": ["customers"], "query": "Porto"}
+    assert [i["key"] for i in ok(world.ana.post("/api/v1/store/search", ranked))["results"]] == ["ana"]
+    refused(world.ana.post("/api/v1/store/search", {"namespace_prefix": [], "data_subject": "ben"}))
+    by_ben = ok(world.unbound.post("/api/v1/store/search", {"namespace_prefix": [], "data_subject": "ben"}))
+    assert [i["key"] for i in by_ben["results"]] == ["ben"]
+    refused(world.ana.get("/api/v1/store/namespaces", {"data_subject": "ben"}))
+    assert ok(world.unbound.get("/api/v1/store/namespaces", {"data_subject": "nobody"}))["results"] == []
+    # Ben's item cannot be replaced or deleted through Ana's key
+    refused(world.ana.post(ITEMS, {"namespace": ["customers"], "key": "ben", "value": {}}), field="key")
+    gone = ok(world.ana.client.delete(f"{ITEMS}?namespace=customers&key=ben"))
+    assert gone == {"deleted": False, "event_id": None}
+    assert ok(world.unbound.get(ITEMS, {"namespace": "customers", "key": "ben"}))["value"] == {
+        "home": "Porto"
+    }
+
+
+def test_events(world: World) -> None:
+    assert ok(world.ana.get("/api/v1/events", {"session_id": world.sessions["ben"]}))["results"] == []
+    mine = ok(world.ana.get("/api/v1/events", {"session_id": world.sessions["ana"]}))["results"]
+    assert [e["data_subject"] for e in mine] == ["ana"]
+    assert {e["data_subject"] for e in ok(world.ana.get("/api/v1/events"))["results"]} <= {"ana", None}
+    refused(world.ana.get("/api/v1/events", {"data_subject": "ben"}))
+    by_ben = ok(world.unbound.get("/api/v1/events", {"data_subject": "ben"}))["results"]
+    assert world.sessions["ben"] in {e["session_id"] for e in by_ben}  # and the fact's decision
+    assert {e["data_subject"] for e in by_ben} == {"ben"}
+
+
+def test_facts(world: World) -> None:
+    assert ok(world.ana.get("/api/v1/entities/Ben/facts"))["facts"] == []
+    assert [f["object"]["entity"] for f in ok(world.ana.get("/api/v1/entities/Ana/facts"))["facts"]] == [
+        "Lisbon"
+    ]
+    refused(world.ana.get("/api/v1/entities/Ben/facts", {"data_subject": "ben"}))
+    by_ben = ok(world.unbound.get("/api/v1/entities/Ben/facts", {"data_subject": "ben"}))["facts"]
+    assert [f["object"]["entity"] for f in by_ben] == ["Porto"]
+    assert ok(world.unbound.get("/api/v1/entities/Ben/facts", {"data_subject": "ana"}))["facts"] == []
+    # graph paths and the contradictions list span every subject's facts: not for a bound key
+    refused(world.ana.get("/api/v1/graph/path", {"source": "Ben", "target": "Porto"}))
+    refused(world.ana.get("/api/v1/contradictions"))
+    ben_fact = by_ben[0]["id"]
+    ok(world.ana.post(f"/api/v1/facts/{ben_fact}/retract", {}), 404)
+
+
+def test_checkpoints(world: World) -> None:
+    ben_session, ana_session = world.sessions["ben"], world.sessions["ana"]
+    assert ok(world.ana.get(f"/api/v1/sessions/{ben_session}/checkpoints"))["results"] == []
+    ok(world.ana.get(f"/api/v1/sessions/{ben_session}/checkpoints/latest"), 404)
+    ok(world.ana.get(f"/api/v1/sessions/{ben_session}/checkpoints/0"), 404)
+    assert ok(world.ana.get(f"/api/v1/sessions/{ben_session}/checkpoints/tuples"))["results"] == []
+    assert ok(world.ana.get(f"/api/v1/sessions/{ana_session}/checkpoints/latest"))["state"] == {
+        "customer": "ana"
+    }
+    refused(world.ana.get(f"/api/v1/sessions/{ben_session}/checkpoints", {"data_subject": "ben"}))
+    listed = ok(world.unbound.get(f"/api/v1/sessions/{ben_session}/checkpoints", {"data_subject": "ben"}))
+    assert len(listed["results"]) == 1
+    assert (
+        ok(world.unbound.get(f"/api/v1/sessions/{ben_session}/checkpoints", {"data_subject": "ana"}))[
+            "results"
+        ]
+        == []
+    )
+    refused(world.ana.client.delete(f"/api/v1/sessions/{ben_session}/checkpoints"), field="session_id")
+    # the listing across sessions (LangGraph's list without a thread) keeps the same rule
+    across = {c["session_id"] for c in ok(world.ana.get("/api/v1/checkpoints"))["results"]}
+    assert ana_session in across and ben_session not in across, across
+    unbound = {c["session_id"] for c in ok(world.unbound.get("/api/v1/checkpoints"))["results"]}
+    assert {ana_session, ben_session} <= unbound, unbound
+
+
+def test_a_bound_keys_writes_carry_its_subject(world: World) -> None:
+    tag = uuid.uuid4().hex[:8]
+    written = ok(remember(world.ana, f"Ana prefers aisle seats {tag}"), 201)
+    assert written["data_subject"] == "ana"
+    refused(remember(world.ana, f"Ben prefers window seats {tag}", data_subject="ben"))
+    batch = [
+        {"content": f"Ana likes tea {tag}"},
+        {"content": f"Ben likes coffee {tag}", "data_subject": "ben"},
+    ]
+    refused(world.ana.post("/api/v1/memories", batch), field="memories[1].data_subject")
+    same = ok(
+        world.ana.post("/api/v1/memories", [{"content": f"Ana likes jazz {tag}", "data_subject": "ana"}]), 201
+    )
+    assert same["results"][0]["data_subject"] == "ana"
+    pending = ok(remember(world.ana, f"Ana's loyalty number ends in 42 {tag}", write="async"), 202)
+    assert pending["data_subject"] == "ana"
+    event = {
+        "session_id": f"s-{tag}",
+        "kind": "message",
+        "content": "hello",
+        "occurred_at": "2026-03-01T10:00:00Z",
+    }
+    assert ok(world.ana.post("/api/v1/events", event), 201)["data_subject"] == "ana"
+    refused(world.ana.post("/api/v1/events", {**event, "data_subject": "ben"}))
+    refused(
+        world.ana.post("/api/v1/events", [event, {**event, "data_subject": "ben"}]),
+        field="events[1].data_subject",
+    )
+    assert_fact(world.ana, fact("Ana", "prefers", {"string": f"aisle {tag}"}))
+    refused(world.ana.post("/api/v1/facts", fact("Ben", "prefers", {"string": "window"}, data_subject="ben")))
+    checkpoint = {"idempotency_key": f"k-{tag}", "state": {"n": 1}}
+    ok(world.ana.post(f"/api/v1/sessions/s-{tag}/checkpoints", checkpoint), 201)
+    refused(
+        world.ana.post(
+            f"/api/v1/sessions/s-{tag}/checkpoints",
+            {**checkpoint, "idempotency_key": "x", "data_subject": "ben"},
+        )
+    )
+    assert (
+        ok(world.ana.post(ITEMS, {"namespace": ["notes"], "key": tag, "value": {"a": 1}}), 201)[
+            "data_subject"
+        ]
+        == "ana"
+    )
+    refused(
+        world.ana.post(ITEMS, {"namespace": ["notes"], "key": f"{tag}b", "value": {}, "data_subject": "ben"})
+    )
+    with tenant_context(world.ana.tenant):
+        assert set(
+            SemanticMemory.objects.filter(content__endswith=tag).values_list("data_subject", flat=True)
+        ) == {"ana"}
+        assert list(Event.objects.filter(session_id=f"s-{tag}").values_list("data_subject", flat=True)) == [
+            "ana"
+        ]
+        assert list(
+            Fact.objects.filter(literal_value=f"aisle {tag}").values_list("data_subject", flat=True)
+        ) == ["ana"]
+        assert list(
+            Checkpoint.objects.filter(session_id=f"s-{tag}").values_list("data_subject", flat=True)
+        ) == ["ana"]
+        assert list(StoreItem.objects.filter(key=tag).values_list("data_subject", flat=True)) == ["ana"]
+
+
+def test_the_same_sentence_about_two_end_users_is_two_memories(world: World) -> None:
+    """Duplicates are found among one end user's memories: Ben's write of what Ana said is Ben's
+    memory, not a reinforcement of hers (which would answer with her memory through Ben's key)."""
+    tag = uuid.uuid4().hex[:8]
+    seat = f"Prefers a window seat on flights longer than {tag} hours"
+    anas = ok(remember(world.ana, seat), 201)
+    exact = ok(remember(world.ben, seat), 201)
+    near = ok(remember(world.ben, f"{seat}."), 200)  # near duplicate of Ben's own
+    assert (exact["deduplicated"], exact["data_subject"]) == (False, "ben")
+    assert exact["id"] != anas["id"] and (near["deduplicated"], near["id"]) == (True, exact["id"])
+    also_near = ok(remember(world.ana, f"{seat}."), 200)
+    assert (also_near["duplicate_of"], also_near["id"]) == ("near", anas["id"])
+    meal = f"Orders the vegetarian meal {tag}"
+    batch = [{"content": meal, "data_subject": "ana"}, {"content": meal, "data_subject": "ben"}]
+    written = ok(world.unbound.post("/api/v1/memories", batch), 201)["results"]
+    assert [(m["deduplicated"], m["data_subject"]) for m in written] == [(False, "ana"), (False, "ben")]
+    pending = ok(remember(world.ben, f"Orders the vegan meal {tag}", write="async"), 202)
+    again = ok(remember(world.ana, f"Orders the vegan meal {tag}", write="async"), 202)
+    assert pending["id"] != again["id"] and again["data_subject"] == "ana"
+
+
+def test_the_conversation_window(world: World) -> None:
+    """Window turns keep their subject (and so do the events trimmed turns become)."""
+    window = f"/api/v1/sessions/w-{uuid.uuid4().hex[:8]}/window"
+    ok(world.unbound.post(window, {"role": "user", "content": "Ben: seat 12A", "data_subject": "ben"}), 201)
+    ok(world.ana.post(window, {"role": "user", "content": "Ana: seat 3C"}), 201)
+    refused(world.ana.post(window, {"role": "user", "content": "Ben: seat 1A", "data_subject": "ben"}))
+    assert [t["content"] for t in ok(world.ana.get(window))["results"]] == ["Ana: seat 3C"]
+    assert [t["content"] for t in ok(world.unbound.get(window))["results"]] == [
+        "Ben: seat 12A",
+        "Ana: seat 3C",
+    ]
+
+
+@pytest.fixture
+def short_window(alice: Caller) -> None:
+    """The tenant's window keeps one turn (saved before any request of the test)."""
+    alice.tenant.window_max_turns = 1
+    alice.tenant.save()
+
+
+def test_a_turn_trimmed_by_another_subjects_append_is_logged_with_its_own(
+    short_window: None, world: World
+) -> None:
+    session = f"w-{uuid.uuid4().hex[:8]}"
+    window = f"/api/v1/sessions/{session}/window"
+    ok(world.unbound.post(window, {"role": "user", "content": "Ben: seat 12A", "data_subject": "ben"}), 201)
+    ok(world.ana.post(window, {"role": "user", "content": "Ana: seat 3C"}), 201)  # trims Ben's turn
+    with tenant_context(world.ana.tenant):
+        logged = Event.objects.get(session_id=session)
+    assert (logged.content, logged.data_subject) == ("Ben: seat 12A", "ben")
