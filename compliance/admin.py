@@ -21,7 +21,17 @@ from django.utils.safestring import SafeString
 from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
 
 from . import admin_views, lifecycle, services
-from .models import Anchor, ChainCheck, ErasureRequest, Export, LegalHold, RetentionRule, RetentionRun
+from .models import (
+    HOLD_REVIEW_DAYS,
+    Anchor,
+    ChainCheck,
+    ErasureRequest,
+    Export,
+    LegalHold,
+    RetentionRule,
+    RetentionRun,
+    hold_review_default,
+)
 
 
 def _username(request: HttpRequest) -> str:
@@ -409,9 +419,18 @@ class LegalHoldForm(forms.ModelForm):
         model = LegalHold
         fields = ["kind", "value", "reason", "four_eyes", "review_by"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "review_by" in self.fields:
+            review_by = self.fields["review_by"]
+            review_by.required = "value" not in self.fields  # a placed hold's date is moved, not cleared
+            review_by.help_text = f"YYYY-MM-DD; empty: {HOLD_REVIEW_DAYS} days from today"
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if "value" not in self.fields:  # a placed hold: every field is read-only
+        if "review_by" in self.fields and data.get("review_by") is None and "review_by" not in self.errors:
+            data["review_by"] = hold_review_default()
+        if "value" not in self.fields:  # a placed hold: only its review date is a field
             return data
         if data.get("kind") != "tenant" and not (data.get("value") or "").strip():
             self.add_error("value", "Name what the hold is on.")
@@ -429,7 +448,7 @@ class LegalHoldAdmin(ServiceSaveAdmin):
     form = LegalHoldForm
     list_display = [
         "id",
-        "kind",
+        "target_kind",
         "value",
         "reason",
         "placed_by",
@@ -442,11 +461,10 @@ class LegalHoldAdmin(ServiceSaveAdmin):
     search_fields = ["value", "reason"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return (
-            [*HOLD_FIELDS, "review_by"]
-            if obj is not None
-            else ["kind", "value", "reason", "four_eyes", "review_by"]
-        )
+        if obj is None:
+            return ["kind", "value", "reason", "four_eyes", "review_by"]
+        state = HOLD_FIELDS.index("state") + 1  # the review date next to the hold's state
+        return [*HOLD_FIELDS[:state], "review_by", *HOLD_FIELDS[state:]]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return HOLD_FIELDS if obj is not None else []
@@ -459,6 +477,10 @@ class LegalHoldAdmin(ServiceSaveAdmin):
         # release page
         active = obj is None or (isinstance(obj, LegalHold) and obj.active)
         return active and super().has_change_permission(request, obj)
+
+    @admin.display(description="kind", ordering="kind")
+    def target_kind(self, obj: LegalHold) -> str:
+        return obj.kind  # the short name: the choice's label takes a third of the list's width
 
     @admin.display(description="release")
     def release_page(self, obj: LegalHold) -> SafeString:
