@@ -28,6 +28,7 @@ ROOT = HERE.parent
 
 # benchmark -> the arguments of ``--quick`` (tiny sizes; A/B against this checkout)
 QUICK: dict[str, list[str]] = {
+    "api_docs": "--runs 2 --requests 5".split(),
     "audit_trail": "--events 2000 --batch 500 --agents 2 --session-events 10 --requests 10".split(),
     "blackboard": "--ops 200 --http-ops 40 --clients 2".split(),
     "cel_cost": "--repeat 1 --first 1".split(),
