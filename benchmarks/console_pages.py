@@ -91,11 +91,13 @@ def _session(alice: Any, count: int) -> None:
     from memory.knowledge.models import Fact
 
     have = Event.objects.filter(session_id=SESSION).count()
-    fact_ids = list(Fact.objects.filter(session_id=SESSION).values_list("pk", flat=True)[:30]) or [None]
+    fact_ids: list[int | None] = [*Fact.objects.filter(session_id=SESSION).values_list("pk", flat=True)[:30]]
+    fact_ids = fact_ids or [None]
     start = datetime.now(UTC) - timedelta(hours=2)
     batch: list[EventData] = []
     for i in range(have, count):
         at = start + timedelta(seconds=i * 3)
+        payload: dict[str, Any]
         if i % 10 == 9:
             kind, payload = (
                 EventKind.DECISION,
