@@ -58,24 +58,32 @@ def hold_place(
         )
         hold.full_clean()
         hold.save()
-        person_record(
+        _record(
+            hold,
             username=username,
             action="legal_hold_place",
             content=f"{username} placed {hold}: {hold.reason}"
             + (" (its release needs a second officer)" if four_eyes else "")
             + f"; review by {review_by:%Y-%m-%d}",
-            payload={
-                "hold_id": hold.pk,
-                "kind": kind,
-                "value": value,
-                "reason": hold.reason,
-                "four_eyes": four_eyes,
-                "review_by": review_by.isoformat(),
-            },
-            session_id=LIFECYCLE_SESSION,
-            data_subject=value if kind == TargetKind.SUBJECT else "",
+            reason=hold.reason,
+            four_eyes=four_eyes,
+            review_by=review_by.isoformat(),
         )
     return hold
+
+
+def _record(hold: LegalHold, *, username: str, action: str, content: str, **extra: object) -> None:
+    """Record ``action`` on ``hold`` by the officer ``username`` in the lifecycle session: the
+    payload names the hold (id, kind, value) and carries ``extra``; a hold on a data subject names
+    the subject (its erasure redacts the record)."""
+    person_record(
+        username=username,
+        action=action,
+        content=content,
+        payload={"hold_id": hold.pk, "kind": hold.kind, "value": hold.value, **extra},
+        session_id=LIFECYCLE_SESSION,
+        data_subject=hold.value if hold.kind == TargetKind.SUBJECT else "",
+    )
 
 
 def _hold_locked(hold: LegalHold | int) -> LegalHold:
@@ -103,19 +111,13 @@ def hold_review_set(*, hold: LegalHold | int, review_by: date, username: str) ->
             return found
         found.review_by = review_by
         found.save(update_fields=["review_by"])
-        person_record(
+        _record(
+            found,
             username=username,
             action="legal_hold_review",
             content=f"{username} set the review of {found} to {review_by:%Y-%m-%d} (it was {previous:%Y-%m-%d})",
-            payload={
-                "hold_id": found.pk,
-                "kind": found.kind,
-                "value": found.value,
-                "review_by": review_by.isoformat(),
-                "previous_review_by": previous.isoformat(),
-            },
-            session_id=LIFECYCLE_SESSION,
-            data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
+            review_by=review_by.isoformat(),
+            previous_review_by=previous.isoformat(),
         )
     return found
 
@@ -144,25 +146,23 @@ def hold_release(*, hold: LegalHold | int, username: str, reason: str) -> LegalH
         if found.four_eyes:
             found.release_requested_by, found.release_requested_at = f"user:{username}", now
             found.save(update_fields=["release_requested_by", "release_requested_at", "release_reason"])
-            person_record(
+            _record(
+                found,
                 username=username,
                 action="legal_hold_release_request",
                 content=f"{username} asked for the release of {found}: {reason}. A second officer "
                 "must confirm it.",
-                payload={"hold_id": found.pk, "kind": found.kind, "value": found.value, "reason": reason},
-                session_id=LIFECYCLE_SESSION,
-                data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
+                reason=reason,
             )
             return found
         found.released_at, found.released_by = now, f"user:{username}"
         found.save(update_fields=["released_at", "released_by", "release_reason"])
-        person_record(
+        _record(
+            found,
             username=username,
             action="legal_hold_release",
             content=f"{username} released {found}: {reason}",
-            payload={"hold_id": found.pk, "kind": found.kind, "value": found.value, "reason": reason},
-            session_id=LIFECYCLE_SESSION,
-            data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
+            reason=reason,
         )
     return found
 
@@ -186,18 +186,12 @@ def hold_release_confirm(*, hold: LegalHold | int, username: str) -> LegalHold:
         found.released_at, found.released_by = timezone.now(), f"user:{username}"
         found.save(update_fields=["released_at", "released_by"])
         asked_by = found.release_requested_by.removeprefix("user:")
-        person_record(
+        _record(
+            found,
             username=username,
             action="legal_hold_release",
             content=f"{username} released {found}, as {asked_by} asked: {found.release_reason}",
-            payload={
-                "hold_id": found.pk,
-                "kind": found.kind,
-                "value": found.value,
-                "reason": found.release_reason,
-                "requested_by": found.release_requested_by,
-            },
-            session_id=LIFECYCLE_SESSION,
-            data_subject=found.value if found.kind == TargetKind.SUBJECT else "",
+            reason=found.release_reason,
+            requested_by=found.release_requested_by,
         )
     return found
