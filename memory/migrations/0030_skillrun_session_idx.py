@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0004_idempotency_reads_and_withdrawals"),
-        ("memory", "0027_sql_rules_from_files"),
+        ("memory", "0029_live_content_per_subject"),
     ]
 
     operations = [
