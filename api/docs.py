@@ -102,7 +102,10 @@ class _OwnFilesOnly:
 
 
 class SwaggerView(_OwnFilesOnly, SpectacularSwaggerView):
-    """Swagger UI over the document's OpenAPI 3.0.3 rendition (``SchemaView``, ``?oas=3.0``)."""
+    """Swagger UI over the document's OpenAPI 3.0.3 rendition (``SchemaView``, ``?oas=3.0``), on a
+    page that names its language and darkens Swagger UI's low-contrast colours."""
+
+    template_name = "api/swagger_ui.html"
 
     def _get_schema_url(self, request: Request) -> str:
         return str(set_query_parameters(super()._get_schema_url(request), oas=UI_OAS))
@@ -110,6 +113,6 @@ class SwaggerView(_OwnFilesOnly, SpectacularSwaggerView):
 
 class RedocView(_OwnFilesOnly, SpectacularRedocView):
     """Redoc without the web fonts its stock page loads from Google (a CDN call on every visit,
-    which a network without internet access waits on)."""
+    which a network without internet access waits on), on a page that names its language."""
 
     template_name = "api/redoc.html"

@@ -1,6 +1,7 @@
 """The API documentation pages in a real browser (Playwright drives Debian's Chromium against
 uvicorn): Swagger UI and Redoc each show every operation of the OpenAPI document, and nothing is
-fetched from another host (the pages' Content-Security-Policy refuses Redoc's logo from its CDN). Screenshots at 1366x768 in ``var/test-artifacts/screens/``. How long
+fetched from another host (the pages' Content-Security-Policy refuses Redoc's logo from its CDN);
+axe-core finds no critical or serious violation. Screenshots at 1366x768 in ``var/test-artifacts/screens/``. How long
 they take: ``python -m benchmarks api_docs``."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from django.test import Client
 
 from tests.compliance.browser import VIEWPORT, chromium, shot
+from tests.compliance.test_accessibility_browser import AXE, BLOCKING, VIOLATIONS
 from tests.factories import asgi_server
 from tests.memory.knowledge.test_review_queue_browser import chromium_path  # noqa: F401
 
@@ -48,3 +50,6 @@ def test_both_doc_pages_show_every_operation_from_this_host_in_chromium(
             # refused by the page's policy, not merely unanswered (this machine has no internet)
             assert all(why == "csp" for why in refused.values()), (path, refused)
             shot(page, screenshot)
+            page.add_script_tag(path=str(AXE))
+            blocking = [v for v in page.evaluate(VIOLATIONS) if v["impact"] in BLOCKING]
+            assert not blocking, (path, blocking)
