@@ -1,8 +1,8 @@
 """``/api/v1/``: the agent-facing API (tenant from the API key, not the host name)."""
 
 from django.urls import path, re_path, register_converter
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from api.docs import RedocView, SchemaView, SwaggerView
 from api.rest.agents import WhoAmIView
 from api.rest.checkpoints import (
     CheckpointDetailView,
@@ -130,17 +130,15 @@ urlpatterns = [
         name="skill-version-detail",
     ),
     path("skills/<str:name>/runs", SkillRunsView.as_view(), name="skill-runs"),
-    path(
-        "schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"
-    ),
+    path("schema", SchemaView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path(
         "docs",
-        SpectacularSwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
+        SwaggerView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
         name="docs",
     ),
     path(
         "redoc",
-        SpectacularRedocView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
+        RedocView.as_view(url_name="schema", authentication_classes=[], permission_classes=[]),
         name="redoc",
     ),
     # last: anything else under /api/v1/ is a JSON 404, not an HTML page

@@ -28,11 +28,15 @@ ROOT = HERE.parent
 
 # benchmark -> the arguments of ``--quick`` (tiny sizes; A/B against this checkout)
 QUICK: dict[str, list[str]] = {
+    "api_docs": "--runs 2 --requests 5".split(),
     "audit_trail": "--events 2000 --batch 500 --agents 2 --session-events 10 --requests 10".split(),
     "blackboard": "--ops 200 --http-ops 40 --clients 2".split(),
     "cel_cost": "--repeat 1 --first 1".split(),
     "checkpoint_restore": "--sessions 50 --steps 2 --requests 50 --warmup 10".split(),
     "consolidation": "summarize --events 300".split(),
+    "console_pages": (
+        "--tenant bench_console_quick --contradictions 60 --events 100 --waiting 3 --requests 5 --warmup 1 --drop"
+    ).split(),
     "context_assembly": "--memories 300 --queries 10 --jobs 1".split(),
     "context_refresh": "--sizes 50 --rounds 1".split(),
     "event_append": "--batches 20 --batch 10 --warmup 2 --server uvicorn --workers 1".split(),

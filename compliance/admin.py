@@ -21,7 +21,17 @@ from django.utils.safestring import SafeString
 from core.admin import EstimatedCountPaginator, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
 
 from . import admin_views, lifecycle, services
-from .models import Anchor, ChainCheck, ErasureRequest, Export, LegalHold, RetentionRule, RetentionRun
+from .models import (
+    HOLD_REVIEW_DAYS,
+    Anchor,
+    ChainCheck,
+    ErasureRequest,
+    Export,
+    LegalHold,
+    RetentionRule,
+    RetentionRun,
+    hold_review_default,
+)
 
 
 def _username(request: HttpRequest) -> str:
@@ -407,11 +417,20 @@ HOLD_FIELDS: tuple[str, ...] = (
 class LegalHoldForm(forms.ModelForm):
     class Meta:
         model = LegalHold
-        fields = ["kind", "value", "reason", "four_eyes"]
+        fields = ["kind", "value", "reason", "four_eyes", "review_by"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "review_by" in self.fields:
+            review_by = self.fields["review_by"]
+            review_by.required = "value" not in self.fields  # a placed hold's date is moved, not cleared
+            review_by.help_text = f"YYYY-MM-DD; empty: {HOLD_REVIEW_DAYS} days from today"
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if "value" not in self.fields:  # a placed hold: every field is read-only
+        if "review_by" in self.fields and data.get("review_by") is None and "review_by" not in self.errors:
+            data["review_by"] = hold_review_default()
+        if "value" not in self.fields:  # a placed hold: only its review date is a field
             return data
         if data.get("kind") != "tenant" and not (data.get("value") or "").strip():
             self.add_error("value", "Name what the hold is on.")
@@ -420,17 +439,32 @@ class LegalHoldForm(forms.ModelForm):
 
 @admin.register(LegalHold)
 class LegalHoldAdmin(ServiceSaveAdmin):
-    """Legal holds: placed here (kind, value, reason, whether releasing needs a second officer),
-    released on each hold's release page with a reason (``admin_views.hold_release_view``); never
-    edited or deleted, so the history of who held what and when stays."""
+    """Legal holds: placed here (kind, value, reason, whether releasing needs a second officer, the
+    review date), released on each hold's release page with a reason
+    (``admin_views.hold_release_view``). Of a placed hold only the review date of an active one
+    changes (``services.hold_review_set``); holds are never deleted, so the history of who held what
+    and when stays."""
 
     form = LegalHoldForm
-    list_display = ["id", "kind", "value", "reason", "placed_by", "placed_at", "state", "release_page"]
+    list_display = [
+        "id",
+        "target_kind",
+        "value",
+        "reason",
+        "placed_by",
+        "placed_at",
+        "review_by",
+        "state",
+        "release_page",
+    ]
     list_filter = ["kind", ("released_at", admin.EmptyFieldListFilter), "four_eyes"]
     search_fields = ["value", "reason"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return HOLD_FIELDS if obj is not None else ["kind", "value", "reason", "four_eyes"]
+        if obj is None:
+            return ["kind", "value", "reason", "four_eyes", "review_by"]
+        state = HOLD_FIELDS.index("state") + 1  # the review date next to the hold's state
+        return [*HOLD_FIELDS[:state], "review_by", *HOLD_FIELDS[state:]]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return HOLD_FIELDS if obj is not None else []
@@ -439,8 +473,14 @@ class LegalHoldAdmin(ServiceSaveAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        # a placed hold is never edited (its page is read-only); "change" releases, on the release page
-        return obj is None and super().has_change_permission(request)
+        # of a placed hold only an active one's review date changes; "change" also releases, on the
+        # release page
+        active = obj is None or (isinstance(obj, LegalHold) and obj.active)
+        return active and super().has_change_permission(request, obj)
+
+    @admin.display(description="kind", ordering="kind")
+    def target_kind(self, obj: LegalHold) -> str:
+        return obj.kind  # the short name: the choice's label takes a third of the list's width
 
     @admin.display(description="release")
     def release_page(self, obj: LegalHold) -> SafeString:
@@ -450,13 +490,16 @@ class LegalHoldAdmin(ServiceSaveAdmin):
         return format_html('<a href="{}">{}</a>', url, "confirm or see" if obj.release_waiting else "release")
 
     def service_save(self, request: HttpRequest, obj: LegalHold, form: Any, change: bool) -> None:
-        if change:
-            return  # every field is read-only once placed
+        if change:  # the review date is the one field a placed hold's form holds
+            if "review_by" in form.changed_data:
+                services.hold_review_set(hold=obj.pk, review_by=obj.review_by, username=_username(request))
+            return
         hold = services.hold_place(
             kind=obj.kind,
             value=obj.value,
             reason=obj.reason,
             four_eyes=obj.four_eyes,
+            review_by=obj.review_by,
             username=_username(request),
         )
         obj.pk, obj.placed_by, obj.placed_at = hold.pk, hold.placed_by, hold.placed_at

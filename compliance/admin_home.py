@@ -7,6 +7,7 @@ what that person may do now (an erasure or a hold release another officer asked 
 |---|---|---|
 | erasures | ``compliance.approve_erasurerequest`` | requested by someone else, waiting for a second officer |
 | holds | ``compliance.change_legalhold`` | releases another officer asked for, waiting for a second one |
+| reviews | ``compliance.change_legalhold`` | active holds whose review date is within ``HOLD_REVIEW_NOTICE_DAYS`` or past |
 | checks | ``compliance.view_chaincheck`` | the last chain check broken or failed; scheduled checks overdue |
 | contradictions | ``memory.resolve_contradiction`` | open contradictions in the review queue |
 | proposals | ``memory.publish_skillversion`` | skill drafts agents proposed, not yet decided |
@@ -18,18 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.models import AbstractUser, AnonymousUser
 from django.db.models import QuerySet
 from django.urls import reverse
+from django.utils import timezone
 
 from memory.knowledge.models import Contradiction, ContradictionStatus
 from memory.procedural.models import SkillVersion, VersionStatus
 
 from . import selectors
-from .models import ErasureRequest, ErasureStatus, LegalHold
+from .models import HOLD_REVIEW_NOTICE_DAYS, ErasureRequest, ErasureStatus, LegalHold
 
 SHOWN = 5  # rows listed under a section's count; its link leads to all of them
 
@@ -50,8 +53,8 @@ class Item:
 
 @dataclass(frozen=True)
 class Section:
-    """One kind of waiting thing: ``key`` (``erasures``, ``holds``, ``checks``, ``contradictions``,
-    ``proposals``), its ``title``, how many wait (``count``), the page listing them all (``url``),
+    """One kind of waiting thing: ``key`` (``erasures``, ``holds``, ``reviews``, ``checks``,
+    ``contradictions``, ``proposals``), its ``title``, how many wait (``count``), the page listing them all (``url``),
     the first ``SHOWN`` of them (``items``) and what to do about them (``action``)."""
 
     key: str
@@ -106,6 +109,33 @@ def _holds(me: str) -> Section:
         item=lambda h: Item(
             f"{h}, release asked by {h.release_requested_by.removeprefix('user:')}",
             reverse("admin:compliance_legalhold_release", args=[h.pk]),
+        ),
+    )
+
+
+def _due(review_by: date, today: date) -> str:
+    days = (review_by - today).days
+    if days < 0:
+        return f"review was due {review_by:%Y-%m-%d}, {-days} day{'s' if days != -1 else ''} ago"
+    if days == 0:
+        return "review due today"
+    return f"review by {review_by:%Y-%m-%d}, in {days} day{'s' if days != 1 else ''}"
+
+
+def _reviews() -> Section:
+    today = timezone.now().date()
+    due = today + timedelta(days=HOLD_REVIEW_NOTICE_DAYS)
+    query = {"released_at__isempty": "1", "review_by__lte": due.isoformat()}
+    return _queue(
+        key="reviews",
+        title="Holds nearing review",
+        waiting=LegalHold.objects.filter(released_at__isnull=True, review_by__lte=due).order_by(
+            "review_by", "pk"
+        ),
+        url=f"{reverse('admin:compliance_legalhold_changelist')}?{urlencode(query)}",
+        action="decide whether each is still needed: set a new review date or release it",
+        item=lambda h: Item(
+            f"{h}: {_due(h.review_by, today)}", reverse("admin:compliance_legalhold_change", args=[h.pk])
         ),
     )
 
@@ -189,6 +219,7 @@ def waiting_for(user: AbstractUser | AnonymousUser) -> list[Section]:
         sections.append(_erasures(me))
     if user.has_perm(RELEASE_HOLD):
         sections.append(_holds(me))
+        sections.append(_reviews())
     if user.has_perm(VIEW_CHECKS):
         sections.append(_checks())
     if user.has_perm(RESOLVE_CONTRADICTION):

@@ -314,6 +314,7 @@ def timeline_view(request: HtmxHttpRequest) -> HttpResponse:
                 ("fact", "memory_fact"),
                 ("contradiction", "memory_contradiction"),
                 ("checkpoint", "memory_checkpoint"),
+                ("skillrun", "memory_skillrun"),
                 ("export", "compliance_export"),
                 ("chaincheck", "compliance_chaincheck"),
             )

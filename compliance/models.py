@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import date, timedelta
 
 from django.db import models
 from django.utils import timezone
@@ -262,11 +263,24 @@ class RetentionRun(models.Model):
         return f"retention run #{self.pk} ({self.status})"
 
 
+HOLD_REVIEW_DAYS = 90  # a new hold's review date, unless the officer placing it chooses one
+HOLD_REVIEW_NOTICE_DAYS = 14  # a hold is "nearing review" this many days before its date (and after)
+
+
+def hold_review_default() -> date:
+    """A new hold's review date: ``HOLD_REVIEW_DAYS`` from today (UTC)."""
+    return timezone.now().date() + timedelta(days=HOLD_REVIEW_DAYS)
+
+
 class LegalHold(models.Model):
     """Data that must be kept: retention skips it and every delete refuses to touch it while the
     hold is active (``released_at`` empty). ``kind`` ``tenant`` holds everything (``value`` empty).
     Once the subject of a released hold is erased, ``value`` is emptied and ``value_digest`` (the
     erasure's keyed digest of it) names the target instead.
+
+    ``review_by``: the date by which an officer decides whether the hold is still needed (a hold
+    kept past its reason is data kept without one); the officers' home page lists active holds
+    within ``HOLD_REVIEW_NOTICE_DAYS`` of it or past it. A review moves it (``hold_review_set``).
 
     Released with a reason (``release_reason``). ``four_eyes`` (chosen when it is placed): one
     officer asks for the release (``release_requested_by`` / ``_at``, with the reason) and a second
@@ -288,6 +302,11 @@ class LegalHold(models.Model):
     released_by = models.CharField(max_length=200, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
     release_reason = models.TextField(blank=True)
+    review_by = models.DateField(
+        default=hold_review_default,
+        verbose_name="review by",
+        help_text="the date by which an officer decides whether the hold is still needed (UTC)",
+    )
 
     class Meta:
         ordering = ["-placed_at", "-id"]

@@ -20,6 +20,7 @@ from agents.models import Agent
 from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import Fact, FactProvenance
+from memory.procedural.models import SkillRun
 from memory.semantic.models import SemanticMemory
 
 from .models import Anchor, ChainCheck, CheckScope, CheckStatus, ErasureRequest, Export, LegalHold
@@ -208,10 +209,10 @@ class Cursor:
 @dataclass
 class TimelineItem:
     """One row of the timeline: an event, or an object the session touched (a memory stored, a fact
-    asserted, an assertion, a checkpoint) at ``at``."""
+    asserted, an assertion, a checkpoint, a skill run reported) at ``at``."""
 
     at: datetime
-    kind: str  # "event", "memory", "fact", "assertion", "checkpoint"
+    kind: str  # "event", "memory", "fact", "assertion", "checkpoint", "skill run"
     event: Event | None = None
     obj: Any = None
     payload_pretty: str = ""
@@ -486,8 +487,8 @@ def _time_window(
 def _touched_objects(
     session_id: str, agent_name: str | None, window: Callable[[str], Q]
 ) -> list[TimelineItem]:
-    """The memories, facts, other assertions and checkpoints of the session (of ``agent_name``
-    only, when given) made within ``window``, as timeline items."""
+    """The memories, facts, other assertions, checkpoints and skill runs of the session (of
+    ``agent_name`` only, when given) made within ``window``, as timeline items."""
     items = []
     by_agent = Q(agent__name=agent_name) if agent_name else Q()
     limit = 200  # objects per page: a session's objects come with its events
@@ -514,6 +515,12 @@ def _touched_objects(
         .defer("state", "plan")[:limit]
     ):
         items.append(TimelineItem(checkpoint.created_at, "checkpoint", obj=checkpoint))
+    for run in (
+        SkillRun.objects.filter(window("reported_at"), by_agent, session_id=session_id)
+        .select_related("agent", "version__skill")
+        .defer("version__skill__embedding", "version__skill__search")[:limit]
+    ):
+        items.append(TimelineItem(run.reported_at, "skill run", obj=run))
     return items
 
 

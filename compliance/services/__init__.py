@@ -30,7 +30,7 @@ from .erasure import (
     erasure_run,
 )
 from .exports import MAX_SESSION_CHARS, export_download_record, export_request, export_run
-from .holds import hold_place, hold_release, hold_release_confirm
+from .holds import hold_place, hold_release, hold_release_confirm, hold_review_set
 from .logins import login_record
 from .records import LIFECYCLE_SESSION, job_record, person_record
 from .retention import (
@@ -67,6 +67,7 @@ __all__ = [
     "hold_place",
     "hold_release",
     "hold_release_confirm",
+    "hold_review_set",
     "job_record",
     "login_record",
     "person_record",

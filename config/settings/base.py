@@ -335,6 +335,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # no CDN: the UI's files come from drf-spectacular-sidecar
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # the document's component schemas are shown with each operation; a list of all of them below
+    # the operations is more for the browser to build on every visit (docs/decisions/0086)
+    "SWAGGER_UI_SETTINGS": {"defaultModelsExpandDepth": -1},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "api.schema.add_stream_operation",

@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.admin import (
@@ -274,6 +274,7 @@ CONTRADICTION_FIELDS: tuple[str, ...] = (
     "note",
     "created_at",
     "decision_event",
+    "in_the_trail",
 )
 
 
@@ -314,6 +315,19 @@ class ContradictionAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="predicate")
     def predicate(self, obj: Contradiction) -> str:
         return str(obj.existing_fact.predicate)
+
+    @admin.display(description="in the trail")
+    def in_the_trail(self, obj: Contradiction) -> SafeString:
+        """Links to the session timelines where each fact was asserted and the decision recorded."""
+        rows = [
+            ("existing fact asserted in", obj.existing_fact.session_id),
+            ("new fact asserted in", obj.new_fact.session_id),
+        ]
+        if obj.decision_event is not None:
+            rows.append(("decided in", obj.decision_event.session_id))
+        return format_html_join(
+            SafeString("<br>"), "{}: {}", ((label, session_link(session)) for label, session in rows)
+        )
 
     @admin.display(description="existing")
     def existing_object(self, obj: Contradiction) -> str:

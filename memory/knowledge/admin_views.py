@@ -32,7 +32,7 @@ from .selectors import contradiction_list
 if TYPE_CHECKING:
     from .admin import ContradictionAdmin
 
-QUEUE_PAGE_SIZE = 50
+QUEUE_PAGE_SIZE = 20  # cards a page renders: a reviewer works from the top; the list holds all
 PROVENANCE_SHOWN = 3  # assertions listed per fact in the queue; the fact's page lists them all
 MAX_NOTE_CHARS = 2000
 RESOLVE_PERMISSION = "memory.resolve_contradiction"
@@ -90,7 +90,7 @@ def queue_queryset(*, ids: list[int] | None = None) -> QuerySet[Contradiction]:
     qs = contradiction_list(status=None if ids is not None else ContradictionStatus.OPEN)
     if ids is not None:
         qs = qs.filter(pk__in=ids)
-    return qs.defer("existing_fact__source_event__search", "new_fact__source_event__search").prefetch_related(
+    return qs.prefetch_related(
         _provenance_prefetch("existing_fact__provenance"), _provenance_prefetch("new_fact__provenance")
     )
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
@@ -246,19 +246,25 @@ def _attach_entities(facts: list[Fact], known: dict[int, Entity]) -> None:
             fact.object_entity = known[fact.object_entity_id]
 
 
+def _fact_parts(side: str) -> list[str | Prefetch]:
+    """The prefetch lookups of what a fact of a contradiction (``side``: ``existing_fact`` or
+    ``new_fact``) is rendered with: subject, predicate, object entity, agent, source event."""
+    return [
+        f"{side}__subject",
+        f"{side}__predicate",
+        f"{side}__object_entity",
+        f"{side}__agent",
+        Prefetch(f"{side}__source_event", queryset=Event.objects.defer("search")),
+    ]
+
+
 def contradiction_list(*, status: str | None = None) -> QuerySet[Contradiction]:
-    """Contradictions (oldest first) with both facts and their subjects, predicates and objects loaded."""
-    qs = Contradiction.objects.select_related(
-        "existing_fact__subject",
-        "existing_fact__predicate",
-        "existing_fact__object_entity",
-        "existing_fact__agent",
-        "new_fact__subject",
-        "new_fact__predicate",
-        "new_fact__object_entity",
-        "new_fact__agent",
-        "existing_fact__source_event",
-        "new_fact__source_event",
+    """Contradictions (oldest first) with both facts and their subjects, predicates, objects, agents
+    and source events loaded: one query joining the two facts, then one per kind of related row
+    (prefetched), whatever the page's length. One query joining all thirteen tables spends far
+    longer in PostgreSQL's planner than in running (docs/decisions/0084-console-page-loads.md)."""
+    qs = Contradiction.objects.select_related("existing_fact", "new_fact").prefetch_related(
+        *_fact_parts("existing_fact"), *_fact_parts("new_fact")
     )
     if status is not None:
         qs = qs.filter(status=status)

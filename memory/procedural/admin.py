@@ -15,7 +15,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EstimatedCountPaginator, HtmxHttpRequest, ReadOnlyAdminMixin, ServiceSaveAdmin, shown
+from core.admin import (
+    EstimatedCountPaginator,
+    HtmxHttpRequest,
+    ReadOnlyAdminMixin,
+    ServiceSaveAdmin,
+    session_link,
+    shown,
+)
 from core.errors import DomainError
 from memory.embeddings import get_embedder
 
@@ -347,7 +354,7 @@ RUN_FIELDS: tuple[str, ...] = (
     "success",
     "failed_step",
     "duration_ms",
-    "session_id",
+    "session",
     "error",
     "reported_at",
 )
@@ -357,7 +364,7 @@ RUN_FIELDS: tuple[str, ...] = (
 class SkillRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Runs as agents reported them (read-only)."""
 
-    list_display = ["version", "agent", "success", "failed_step", "duration_ms", "session_id", "reported_at"]
+    list_display = ["version", "agent", "success", "failed_step", "duration_ms", "session", "reported_at"]
     list_filter = ["success", "agent", "version__skill"]
     list_select_related = ["version__skill", "agent"]
     search_fields = ["version__skill__name", "session_id", "failed_step"]
@@ -366,6 +373,10 @@ class SkillRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     show_full_result_count = False
     fields = RUN_FIELDS
     readonly_fields = RUN_FIELDS
+
+    @admin.display(description="session", ordering="session_id")
+    def session(self, obj: SkillRun) -> SafeString:
+        return session_link(obj.session_id)  # the session's timeline, where the run is a row
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[SkillRun]:
         return super().get_queryset(request).defer("version__skill__embedding", "version__skill__search")

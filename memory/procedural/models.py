@@ -181,7 +181,11 @@ class SkillRun(models.Model):
 
     class Meta:
         ordering = ["-reported_at"]
-        indexes = [models.Index(fields=["version", "reported_at"], name="skillrun_version_idx")]
+        indexes = [
+            models.Index(fields=["version", "reported_at"], name="skillrun_version_idx"),
+            # a session's runs on its timeline
+            models.Index(fields=["session_id", "reported_at"], name="skillrun_session_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.version} {'ok' if self.success else 'failed'}"

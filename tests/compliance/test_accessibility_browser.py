@@ -1,17 +1,19 @@
 """Accessibility of the console's main pages: axe-core (``tests/fixtures/axe``, vendored) run in
 Debian's Chromium through Playwright against uvicorn on the test database, at 1366x768, on the home
 page, a session timeline, the contradiction queue, the skill editor and the erasure pages (the
-request form and a request's page). Zero critical and zero serious violations."""
+request form and a request's page), the legal holds list and a hold's page. Zero critical and zero serious violations."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
@@ -46,6 +48,7 @@ class Site:
     base: str
     skill_id: int
     erasure_id: str
+    hold_id: int
 
 
 @pytest.fixture
@@ -59,9 +62,20 @@ def a11y_site(scratch_tenant: Tenant) -> Iterator[Site]:
             kind="subject", value="cust-a11y-5", legal_basis="GDPR Art. 17(1)(a)", note="", username="olga"
         )
         skill_id = Skill.objects.get(name="reset-password").pk
+        hold = services.hold_place(
+            kind="subject",
+            value="cust-held-a11y",
+            reason="litigation",
+            username="olga",
+            four_eyes=False,
+            review_by=timezone.now().date() + timedelta(days=5),
+        )
     connection.set_schema_to_public()
     with asgi_server(ENGRAM_SERVE_STATIC="1") as port:
-        yield Site(f"http://{host}:{port}", skill_id, str(erasure.pk))
+        yield Site(f"http://{host}:{port}", skill_id, str(erasure.pk), hold.pk)
+    with tenant_context(scratch_tenant):  # an active hold refuses the tenant's deletion
+        services.hold_release(hold=hold, username="olga", reason="test over")
+    connection.set_schema_to_public()
 
 
 def test_the_vendored_axe_is_the_release_named() -> None:
@@ -79,6 +93,8 @@ def test_the_main_pages_have_no_critical_or_serious_violations_in_chromium(
             "timeline": "/admin/sessions/?session=s-onboarding",
             "erasure request form": "/admin/compliance/erasurerequest/new/",
             "erasure page (second officer)": f"/admin/compliance/erasurerequest/{a11y_site.erasure_id}/",
+            "legal holds": "/admin/compliance/legalhold/",
+            "legal hold (review date)": f"/admin/compliance/legalhold/{a11y_site.hold_id}/change/",
         },
         "oscar": {
             "home (operator)": "/admin/",

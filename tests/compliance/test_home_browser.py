@@ -1,7 +1,8 @@
 """The admin home page per role in a real browser (Playwright drives Debian's Chromium against
 uvicorn on the test database): "Waiting for you" lists what this person may act on, with counts and
 links, and nothing they may not. Two compliance officers (one asked for an erasure and a hold's
-release, the other is the second officer both wait for), an operator (an open contradiction, an
+release, the other is the second officer both wait for; a hold nearing its review date, moved on
+its page), an operator (an open contradiction, an
 agent's skill proposal) and a staff user in no group.
 
 Screenshots at 1366x768 are kept in ``var/test-artifacts/screens/`` (git-ignored), one per role.
@@ -12,14 +13,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from agents.services import agent_create
 from compliance import services
+from compliance.models import LegalHold
 from tenants.models import Tenant
 from tests.compliance.browser import chromium, login, people_create, shot, site_host
 from tests.factories import (
@@ -55,9 +59,21 @@ def home_site(scratch_tenant: Tenant) -> Iterator[Site]:
         )
         hold = services.hold_place(kind="subject", value="cust-held-9", reason="litigation", username="olga")
         services.hold_release(hold=hold, username="olga", reason="case closed")
+        services.hold_place(
+            kind="session",
+            value="s-audit-4",
+            reason="regulator's inquiry",
+            username="olga",
+            four_eyes=False,
+            review_by=timezone.now().date() + timedelta(days=5),
+        )
     connection.set_schema_to_public()
     with asgi_server(ENGRAM_SERVE_STATIC="1") as port:
         yield Site(f"http://{host}:{port}", str(erasure.pk), hold.pk)
+    with tenant_context(scratch_tenant):  # an active hold refuses the tenant's deletion
+        for active in LegalHold.objects.filter(released_at__isnull=True):
+            services.hold_release(hold=active, username="olga", reason="test over")
+    connection.set_schema_to_public()
 
 
 def _sections(page) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -79,7 +95,8 @@ def test_the_home_page_lists_what_waits_for_each_role_in_chromium(
         # the second officer: olga's erasure and olga's hold release wait for him
         page = login(browser, base, "pavel")
         expect(page.locator("#waiting-title")).to_contain_text("Waiting for you")
-        assert _sections(page) == {"erasures": "1", "holds": "1", "checks": "1"}
+        assert _sections(page) == {"erasures": "1", "holds": "1", "reviews": "1", "checks": "1"}
+        expect(page.locator("#waiting-reviews")).to_contain_text("s-audit-4: review by")
         expect(page.locator("#waiting-checks")).to_contain_text("Scheduled chain checks overdue")
         assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth + 1")
         # "Recent actions" beside the apps at 1366 px, not below them
@@ -99,10 +116,20 @@ def test_the_home_page_lists_what_waits_for_each_role_in_chromium(
         page.click("#hold-confirm")  # the second officer confirms: the list empties
         page.goto(f"{base}/admin/")
         assert _sections(page)["holds"] == "none"
+        # the hold nearing review: its page moves the date, and it leaves the list
+        page.locator("#waiting-reviews li a", has_text="s-audit-4").click()
+        expect(page.locator("#id_review_by")).to_be_visible()
+        page.locator("#id_review_by").scroll_into_view_if_needed()
+        shot(page, "hold-review-date.png")
+        page.fill("#id_review_by", (timezone.now().date() + timedelta(days=60)).isoformat())
+        page.click("input[name=_save]")
+        expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+        page.goto(f"{base}/admin/")
+        assert _sections(page)["reviews"] == "none"
 
         # the officer who asked waits for nobody: her own requests are not hers to decide
         page = login(browser, base, "olga")
-        assert _sections(page) == {"erasures": "none", "holds": "none", "checks": "1"}
+        assert _sections(page) == {"erasures": "none", "holds": "none", "reviews": "none", "checks": "1"}
         shot(page, "home-requesting-officer.png")
 
         # the operator: the review queue and the agent's proposal, nothing of compliance
