@@ -16,9 +16,8 @@ import numpy as np
 from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
-from ..differences import differences
 from ..near import NearCandidate, near_duplicates, vector_text
-from ..updates import is_update
+from ..updates import UPDATE_FLOOR, Relation, relation
 
 _SPACES = re.compile(r"\s+")
 
@@ -39,27 +38,34 @@ def content_hash(text: str) -> str:
 NEAR_CANDIDATES = 5
 
 
-def same_statement(content: str, candidates: Sequence[NearCandidate]) -> NearCandidate | None:
-    """The rule that makes a near duplicate a duplicate: the nearest of ``candidates`` (near
-    memories, nearest first) whose text says what ``content`` says, i.e. differs from it in no
-    negation, number, date, name, literal or opposite (``memory.semantic.differences``); None when
-    each of them says something else (the write is an update: stored, never merged)."""
+def same_statement(
+    content: str, candidates: Sequence[NearCandidate], threshold: float
+) -> NearCandidate | None:
+    """The rule that makes a near memory a duplicate: the nearest of ``candidates`` (near memories,
+    nearest first) whose text says what ``content`` says (``updates.relation``: the same statement
+    at its cosine, under the ``threshold`` of the tenant's policy); None when each of them says
+    something else."""
     for candidate in candidates:
-        if not differences(content, candidate.content):
+        if (
+            relation(content, candidate.content, similarity=candidate.similarity, threshold=threshold)
+            is Relation.SAME
+        ):
             return candidate
     return None
 
 
 def updated_statement(
-    content: str, subject: str, candidates: Sequence[NearCandidate]
+    content: str, subject: str, candidates: Sequence[NearCandidate], threshold: float
 ) -> NearCandidate | None:
     """The rule that makes a near memory that says something else an update: the nearest of
-    ``candidates`` of the same data ``subject`` that ``content`` restates with a new value
-    (``memory.semantic.updates.is_update``: a changed number, date, name, negation or opposite about
-    the same thing, not a statement about someone or something else); None when there is none
-    (the write is a memory of its own beside them)."""
+    ``candidates`` of the same data ``subject`` that ``content`` restates with a new value about the
+    same thing (``updates.relation``: an update, not a statement about someone or something else);
+    None when there is none (the write is a memory of its own beside them)."""
     for candidate in candidates:
-        if candidate.data_subject == subject and is_update(content, candidate.content):
+        if candidate.data_subject == subject and (
+            relation(content, candidate.content, similarity=candidate.similarity, threshold=threshold)
+            is Relation.UPDATE
+        ):
             return candidate
     return None
 
@@ -80,24 +86,25 @@ def _stored_side(
     contents: Sequence[str],
     subjects: Sequence[str],
     lookup: Callable[[Sequence[int], int], list[list[NearCandidate]]],
+    threshold: float,
 ) -> dict[int, Match]:
     """``dedup_plan``'s matches among the stored memories: the nearest memory alone first, the
     ``NEAR_CANDIDATES`` nearest for the few items whose nearest says something else."""
     plan: dict[int, Match] = {}
     unmatched = []
     for j, found in zip(todo, lookup(todo, 1), strict=True):
-        same = same_statement(contents[j], found)
+        same = same_statement(contents[j], found, threshold)
         if same is not None:
             plan[j] = Match("near", same.similarity, memory_id=same.memory_id)
         elif found:  # its nearest says something else: a farther one may still say the same
             unmatched.append(j)
     if unmatched:
         for j, found in zip(unmatched, lookup(unmatched, NEAR_CANDIDATES), strict=True):
-            same = same_statement(contents[j], found)
+            same = same_statement(contents[j], found, threshold)
             if same is not None:
                 plan[j] = Match("near", same.similarity, memory_id=same.memory_id)
                 continue
-            old = updated_statement(contents[j], subjects[j], found)
+            old = updated_statement(contents[j], subjects[j], found, threshold)
             if old is not None:
                 plan[j] = Match("update", old.similarity, memory_id=old.memory_id)
     return plan
@@ -141,7 +148,7 @@ def dedup_plan(
             limit=limit,
         )
 
-    stored = _stored_side(todo, contents, subjects, lookup)
+    stored = _stored_side(todo, contents, subjects, lookup, policy.near_duplicate_threshold)
     plan: list[Match | None] = [stored.get(j) for j in range(n)]
     if len(todo) > 1:
         _batch_side(plan, todo, vectors, contents, owners, subjects, policy.near_duplicate_threshold)
@@ -171,7 +178,8 @@ def _batch_side(
     claimed: dict[Any, int] = {}  # stored memory -> the first item updating it
     for pos, j in enumerate(todo):
         earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
-        near = earlier[cosines[pos, earlier] >= threshold] if earlier.size else earlier
+        floor = min(UPDATE_FLOOR, threshold)
+        near = earlier[cosines[pos, earlier] >= floor] if earlier.size else earlier
         # nearest first, the first of equals first (as written one after another)
         ordered = near[np.argsort(-cosines[pos, near], kind="stable")]
         candidates = [
@@ -181,13 +189,13 @@ def _batch_side(
         current = plan[j]
         if current is not None and current.memory_id in claimed:  # superseded by an earlier item
             current = plan[j] = None
-        same = same_statement(contents[j], candidates)
+        same = same_statement(contents[j], candidates, threshold)
         if same is not None and (
             current is None or current.outcome == "update" or same.similarity > current.similarity
         ):
             plan[j] = Match("near", same.similarity, item=todo[same.memory_id])
         elif same is None and (current is None or current.outcome == "update"):
-            old = updated_statement(contents[j], subjects[j], candidates)
+            old = updated_statement(contents[j], subjects[j], candidates, threshold)
             if old is not None and (current is None or old.similarity > current.similarity):
                 plan[j] = Match("update", old.similarity, item=todo[old.memory_id])
         current = plan[j]
