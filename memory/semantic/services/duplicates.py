@@ -175,6 +175,7 @@ def _batch_side(
     group_of = {o: k for k, o in enumerate(dict.fromkeys(owners[j] for j in todo))}
     groups = np.array([group_of[owners[j]] for j in todo])
     is_new = np.zeros(len(todo), dtype=bool)
+    position = {j: pos for pos, j in enumerate(todo)}
     claimed: dict[Any, int] = {}  # stored memory -> the first item updating it
     for pos, j in enumerate(todo):
         earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
@@ -199,7 +200,10 @@ def _batch_side(
             if old is not None and (current is None or old.similarity > current.similarity):
                 plan[j] = Match("update", old.similarity, item=todo[old.memory_id])
         current = plan[j]
-        if current is not None and current.outcome == "update" and current.memory_id is not None:
-            claimed[current.memory_id] = j
+        if current is not None and current.outcome == "update":
+            if current.memory_id is not None:
+                claimed[current.memory_id] = j
+            else:  # an earlier item this one supersedes is no longer current for the items after it
+                is_new[position[current.item]] = False
         if plan[j] is None or plan[j].outcome == "update":  # type: ignore[union-attr]
             is_new[pos] = True
