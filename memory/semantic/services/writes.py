@@ -1,17 +1,18 @@
 """The write pipeline of semantic memory: ``memory_create`` / ``memories_create``, the one statement
-that inserts memories with their access clocks (shared by its three insert paths), the reinforcement
-of what a write duplicates, and the schedule of the async worker's drain.
+that inserts memories with their access clocks (shared by its three insert paths), and the schedule
+of the async worker's drain.
 
 The pipeline (single writes, batches and, for step 2, the async worker ``pending.pending_embed``),
 applied as if a batch's items were written one after another:
 
-1. Exact duplicate (same ``normalise_text``, agent and scope, not forgotten; archived or still
+1. Exact duplicate (same ``normalise_text``, agent and scope, current; archived or still
    pending included) of a stored memory or of an earlier item: reinforce it (one query for the
    batch).
-2. Near duplicate (``duplicates.dedup_plan``: cosine >= ``policy.near_duplicate_threshold`` with a
-   stored memory of the same agent and scope, or an earlier new item, that says the same: no
-   negation, number, date, name, literal or opposite differs): reinforce it. A near memory that
-   says something else is no duplicate: the write is stored (step 3).
+2. Near duplicate (``duplicates.dedup_plan``: a current memory of the same agent and scope, or an
+   earlier new item, near by the vectors that says the same, ``updates.relation``): reinforce it.
+   A near memory of the same data subject that the write restates with a new value is an update:
+   the write is stored (step 3) and supersedes it (``supersede.memories_supersede``), as does the
+   memory an item names in ``supersedes``. A near memory about something else is left alone.
 3. Otherwise insert (one statement for the batch). Two concurrent identical inserts meet the
    partial unique constraint; the batch is then planned again once, and the loser's items come
    back as exact duplicates of the winner's rows.

@@ -94,3 +94,21 @@ def test_erasure_by_subject_removes_every_version(scratch_tenant: Tenant) -> Non
         assert done.status == ErasureStatus.DONE, done.error
         left = set(SemanticMemory.objects.values_list("pk", flat=True))
     assert {str(pk) for pk in left} == {other["id"]}
+
+
+def test_context_assembly_holds_the_current_version_only(alice: Caller) -> None:
+    nine = written(alice, NINE)
+    eleven = written(alice, ELEVEN)
+    assert eleven["supersedes"] == nine["id"]
+    response = alice.post(
+        "/api/v1/context",
+        {"query": "When does Dana's return flight leave?", "session_id": "s-ctx", "budget": 2000},
+    )
+    assert response.status_code == 200, response.content
+    sources = [
+        s["id"]
+        for section in response.json()["sections"]
+        for item in section["items"]
+        for s in item["sources"]
+    ]
+    assert eleven["id"] in sources and nine["id"] not in sources
