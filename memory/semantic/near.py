@@ -15,7 +15,9 @@ from django.db import connection
 from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
-from .updates import UPDATE_FLOOR
+# no update nor duplicate is looked for below this cosine (``updates.relation`` decides above it:
+# a changed name or negation moves a sentence this far, decision 0072)
+UPDATE_FLOOR = 0.60
 
 
 @functools.cache
@@ -72,7 +74,7 @@ def near_params(
 ) -> list[Any]:
     """The parameters of ``near_sql``: item positions, ``owners`` (agent id, scope), the vectors'
     ``vector_text`` forms, the embedder's model and the lowest cosine the rule reads
-    (``updates.UPDATE_FLOOR``, or ``policy.near_duplicate_threshold`` when that is lower)."""
+    (``UPDATE_FLOOR``, or ``policy.near_duplicate_threshold`` when that is lower)."""
     return [
         list(range(len(texts))),
         [o[0] for o in owners],

@@ -42,12 +42,11 @@ import re
 from enum import StrEnum
 
 from .differences import differences
+from .near import UPDATE_FLOOR
 
 # below ``near_duplicate_threshold`` by up to this much, a rewording that changes words is still
 # the same statement (cosines of plain rewordings reach down to about 0.89 with all-MiniLM-L6-v2)
 WORDING_BAND = 0.08
-# no update nor duplicate is looked for below this cosine: the alignment decides above it
-UPDATE_FLOOR = 0.60
 
 
 class Relation(StrEnum):

@@ -16,8 +16,8 @@ import numpy as np
 from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
-from ..near import NearCandidate, near_duplicates, vector_text
-from ..updates import UPDATE_FLOOR, Relation, relation
+from ..near import UPDATE_FLOOR, NearCandidate, near_duplicates, vector_text
+from ..updates import Relation, relation
 
 _SPACES = re.compile(r"\s+")
 
@@ -203,7 +203,7 @@ def _batch_side(
         if current is not None and current.outcome == "update":
             if current.memory_id is not None:
                 claimed[current.memory_id] = j
-            else:  # an earlier item this one supersedes is no longer current for the items after it
+            elif current.item is not None:  # the earlier item it supersedes is current no more
                 is_new[position[current.item]] = False
         if plan[j] is None or plan[j].outcome == "update":  # type: ignore[union-attr]
             is_new[pos] = True
