@@ -120,6 +120,12 @@ def _content(words: list[str]) -> list[str]:
     return sorted(_stem(w) for w in words if w not in _FUNCTION)
 
 
+@functools.lru_cache(maxsize=8192)
+def _differ(a: str, b: str) -> bool:
+    """Whether ``differences`` finds anything between two stretches (short, often repeated)."""
+    return bool(differences(a, b))
+
+
 def _stretches(new: str, old: str) -> tuple[bool, bool, bool]:
     """``(subject changed, any value stretch, any wording stretch)`` of the aligned texts."""
     raw_a, raw_b = _tokens(old), _tokens(new)
@@ -133,7 +139,7 @@ def _stretches(new: str, old: str) -> tuple[bool, bool, bool]:
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        is_value = changed and bool(differences(" ".join(raw_b[j1:j2]), " ".join(raw_a[i1:i2])))
+        is_value = changed and _differ(" ".join(raw_b[j1:j2]), " ".join(raw_a[i1:i2]))
         if not is_value and _content(list(a[i1:i2])) == _content(list(b[j1:j2])):
             continue
         swapped = tag == "replace" and i2 - i1 == j2 - j1 == 1
@@ -149,11 +155,19 @@ def _stretches(new: str, old: str) -> tuple[bool, bool, bool]:
     return subject, value, wording
 
 
+@functools.lru_cache(maxsize=8192)
 def relation(new: str, old: str, *, similarity: float, threshold: float) -> Relation:
     """How the text ``new`` relates to ``old`` whose vectors have cosine ``similarity``, under the
-    tenant's ``near_duplicate_threshold`` ``threshold`` (the table of the module's docstring)."""
+    tenant's ``near_duplicate_threshold`` ``threshold`` (the table of the module's docstring).
+    Cached: a write asks it of the same candidate for a duplicate and for an update."""
     if similarity < min(UPDATE_FLOOR, threshold):
         return Relation.OTHER
+    if similarity < threshold - WORDING_BAND:
+        # the strict band wants the sentences alike but for values: half of the shorter one's words
+        # in common, checked before any alignment (most near pairs of a batch fail it)
+        a, b = set(_fold(_tokens(old))), set(_fold(_tokens(new)))
+        if 2 * len(a & b) < min(len(a), len(b)):
+            return Relation.OTHER
     subject, value, wording = _stretches(new, old)
     if not (value or wording):
         return Relation.SAME

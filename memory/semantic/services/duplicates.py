@@ -17,7 +17,7 @@ from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
 from ..near import UPDATE_FLOOR, NearCandidate, near_duplicates, vector_text
-from ..updates import Relation, relation
+from ..updates import WORDING_BAND, Relation, relation
 
 _SPACES = re.compile(r"\s+")
 
@@ -87,16 +87,22 @@ def _stored_side(
     subjects: Sequence[str],
     lookup: Callable[[Sequence[int], int], list[list[NearCandidate]]],
     threshold: float,
+    nearest: Sequence[list[NearCandidate]] | None,
 ) -> dict[int, Match]:
-    """``dedup_plan``'s matches among the stored memories: the nearest memory alone first, the
-    ``NEAR_CANDIDATES`` nearest for the few items whose nearest says something else."""
+    """``dedup_plan``'s matches among the stored memories: the nearest memory alone first
+    (``nearest`` when the caller looked it up already), the ``NEAR_CANDIDATES`` nearest for the few
+    items whose nearest says something else while near enough for a rewording or an update to be
+    farther (a nearest of lower cosine about something else ends the search)."""
     plan: dict[int, Match] = {}
     unmatched = []
-    for j, found in zip(todo, lookup(todo, 1), strict=True):
+    for j, found in zip(todo, nearest if nearest is not None else lookup(todo, 1), strict=True):
         same = same_statement(contents[j], found, threshold)
         if same is not None:
             plan[j] = Match("near", same.similarity, memory_id=same.memory_id)
-        elif found:  # its nearest says something else: a farther one may still say the same
+        elif found and (
+            found[0].similarity >= threshold - WORDING_BAND
+            or updated_statement(contents[j], subjects[j], found, threshold) is not None
+        ):
             unmatched.append(j)
     if unmatched:
         for j, found in zip(unmatched, lookup(unmatched, NEAR_CANDIDATES), strict=True):
@@ -120,6 +126,7 @@ def dedup_plan(
     skip: Sequence[bool] = (),
     texts: Sequence[str | None] = (),
     subjects: Sequence[str] = (),
+    nearest: Sequence[list[NearCandidate]] | None = None,
 ) -> list[Match | None]:
     """The near-duplicate rule over a batch, as if its items were written one after another: item
     ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored current memories of
@@ -133,7 +140,8 @@ def dedup_plan(
     whose nearest memory says something else, looks at ``NEAR_CANDIDATES`` of them); the batch's
     side is a dot product of unit vectors (NumPy). ``contents``: the items' texts; ``texts``: the
     vectors' ``vector_text`` by position, when the caller has them; ``subjects``: the items' data
-    subjects ("" for none, the default)."""
+    subjects ("" for none, the default); ``nearest``: the stored side's first lookup (each item's
+    nearest memory) when the caller made it (a single write's one-statement insert)."""
     n = len(vectors)
     subjects = list(subjects) or [""] * n
     todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
@@ -148,7 +156,9 @@ def dedup_plan(
             limit=limit,
         )
 
-    stored = _stored_side(todo, contents, subjects, lookup, policy.near_duplicate_threshold)
+    stored = _stored_side(
+        todo, contents, subjects, lookup, policy.near_duplicate_threshold, nearest if todo == [0] else None
+    )
     plan: list[Match | None] = [stored.get(j) for j in range(n)]
     if len(todo) > 1:
         _batch_side(plan, todo, vectors, contents, owners, subjects, policy.near_duplicate_threshold)
@@ -181,8 +191,9 @@ def _batch_side(
         earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
         floor = min(UPDATE_FLOOR, threshold)
         near = earlier[cosines[pos, earlier] >= floor] if earlier.size else earlier
-        # nearest first, the first of equals first (as written one after another)
-        ordered = near[np.argsort(-cosines[pos, near], kind="stable")]
+        # nearest first, the first of equals first (as written one after another); as many as the
+        # stored side reads
+        ordered = near[np.argsort(-cosines[pos, near], kind="stable")][:NEAR_CANDIDATES]
         candidates = [
             NearCandidate(int(k), float(cosines[pos, k]), contents[todo[k]], subjects[todo[k]])
             for k in ordered
