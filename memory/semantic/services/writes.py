@@ -215,6 +215,7 @@ def memories_create(
     supplied = _supplied_vectors(items, prefixes, embedder=embedder, batch=batch)
     vectors: dict[int, np.ndarray] = dict(supplied)
     stating = any(d.supersedes is not None for d in items)
+    one_statement = len(items) == 1 and not stating and not connection.in_atomic_block
     if write == "async" and len(items) == 1 and not supplied and not stating:
         memory = _pending_accept(
             agent=agent, data=items[0], digest=digests[0], audience=audiences[0], embedder=embedder
@@ -235,13 +236,7 @@ def memories_create(
             _embed_missing(vectors, items=items, exact=exact, embedder=embedder, early=early)
         try:
             written = vectors if write == "sync" else supplied
-            if (
-                len(items) == 1
-                and exact[0] is None
-                and 0 in written
-                and not stating
-                and not connection.in_atomic_block
-            ):
+            if one_statement and exact[0] is None and 0 in written:
                 fast = _create_unless_near(
                     agent=agent,
                     data=items[0],
