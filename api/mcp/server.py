@@ -277,13 +277,19 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
         session_id: Arg(SESSION, "the session it was learned in") = None,
         data_subject: Arg(SUBJECT, SUBJECT_WRITE) = None,
+        supersedes: Arg(
+            {"type": ["string", "null"], "format": "uuid"},
+            "the id of a memory this one updates (it leaves recall, kept as history)",
+        ) = None,
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
     ) -> CallToolResult:
         """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
-        already see reinforces it instead (`deduplicated: true`); a near one that differs in a
-        negation, number, date or name is stored as a memory of its own."""
+        already see reinforces it instead (`deduplicated: true`); a near one that restates it with a
+        new number, date, name or negation updates it (`outcome: updated`, `supersedes`: the old
+        one, which leaves recall); pass `supersedes` to state an update yourself."""
         body = _body(content=content, scope=scope, visible_to=visible_to, memory_type=memory_type)
         body |= _body(tags=tags, importance=importance, session_id=session_id, data_subject=data_subject)
+        body |= _body(supersedes=supersedes)
         return await call(ctx, "POST", "memories", body=body, idempotency_key=idempotency_key)
 
     @mcp.tool(annotations=READ_ONLY)

@@ -38,7 +38,9 @@ class MemoryFilters:
     ``created_at`` and ``importance`` map an operator in ``RANGE_OPERATORS`` to a bound.
     ``data_subject``: only the memories of that end user (``agents.subjects.subject_asked`` checks
     it against a bound key first). Archived memories (the forgetting curve) are left out unless
-    ``include_archived``.
+    ``include_archived``; superseded ones (an update replaced them) unless ``include_superseded``
+    (every version) or ``as_of`` (the versions current at that instant: created by then and not yet
+    superseded).
     """
 
     agent_name: str | None = None
@@ -52,10 +54,14 @@ class MemoryFilters:
     importance: dict[str, float] = field(default_factory=dict)
     include_archived: bool = False
     data_subject: str | None = None
+    include_superseded: bool = False
+    as_of: datetime | None = None
 
     def narrows(self) -> bool:
-        """Whether any filter but ``include_archived`` is given (a constraint with values)."""
-        return self != MemoryFilters(include_archived=self.include_archived)
+        """Whether any filter but the ``include_*`` ones is given (a constraint with values)."""
+        return self != MemoryFilters(
+            include_archived=self.include_archived, include_superseded=self.include_superseded
+        )
 
 
 def visibility_q(agent: Agent) -> Q:
@@ -76,6 +82,12 @@ def visibility_q(agent: Agent) -> Q:
 def filters_q(filters: MemoryFilters) -> Q:
     """The ``Q`` of search ``filters`` (every given one must hold)."""
     q = Q() if filters.include_archived else Q(archived_at__isnull=True)
+    if filters.as_of is not None:
+        q &= Q(created_at__lte=filters.as_of) & (
+            Q(superseded_at__isnull=True) | Q(superseded_at__gt=filters.as_of)
+        )
+    elif not filters.include_superseded:
+        q &= Q(superseded_at__isnull=True)
     if filters.agent_name is not None:
         q &= Q(agent_id__in=Agent.objects.filter(name=filters.agent_name).values("pk"))
     for column in ("scope", "memory_type", "session_id"):
@@ -138,9 +150,9 @@ def consolidation_policy() -> ConsolidationPolicy:
 def live_content_ids(
     *, agent: Agent, scopes: Iterable[str], subjects: Iterable[str], digests: Iterable[str]
 ) -> dict[tuple[str, str, str], Any]:
-    """``{(scope, data_subject, content_hash): id}`` of ``agent``'s live (not forgotten) memories in
-    ``scopes`` about ``subjects`` with one of ``digests``: the stored side of the exact-duplicate
-    rule (one query)."""
+    """``{(scope, data_subject, content_hash): id}`` of ``agent``'s live (not forgotten), current
+    (not superseded) memories in ``scopes`` about ``subjects`` with one of ``digests``: the stored
+    side of the exact-duplicate rule (one query)."""
     # scope and subject named too, so the lookup is the live-content unique index's: without
     # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
     # the filter for one write; a scan that grows with the agent's memories)
@@ -149,6 +161,7 @@ def live_content_ids(
         for pk, scope, subject, digest in SemanticMemory.objects.filter(
             agent=agent,
             forgotten_at__isnull=True,
+            superseded_at__isnull=True,
             scope__in=scopes,
             data_subject__in=subjects,
             content_hash__in=digests,

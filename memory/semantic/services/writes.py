@@ -1,17 +1,18 @@
 """The write pipeline of semantic memory: ``memory_create`` / ``memories_create``, the one statement
-that inserts memories with their access clocks (shared by its three insert paths), the reinforcement
-of what a write duplicates, and the schedule of the async worker's drain.
+that inserts memories with their access clocks (shared by its three insert paths), and the schedule
+of the async worker's drain.
 
 The pipeline (single writes, batches and, for step 2, the async worker ``pending.pending_embed``),
 applied as if a batch's items were written one after another:
 
-1. Exact duplicate (same ``normalise_text``, agent and scope, not forgotten; archived or still
+1. Exact duplicate (same ``normalise_text``, agent and scope, current; archived or still
    pending included) of a stored memory or of an earlier item: reinforce it (one query for the
    batch).
-2. Near duplicate (``duplicates.dedup_plan``: cosine >= ``policy.near_duplicate_threshold`` with a
-   stored memory of the same agent and scope, or an earlier new item, that says the same: no
-   negation, number, date, name, literal or opposite differs): reinforce it. A near memory that
-   says something else is no duplicate: the write is stored (step 3).
+2. Near duplicate (``duplicates.dedup_plan``: a current memory of the same agent and scope, or an
+   earlier new item, near by the vectors that says the same, ``updates.relation``): reinforce it.
+   A near memory of the same data subject that the write restates with a new value is an update:
+   the write is stored (step 3) and supersedes it (``supersede.memories_supersede``), as does the
+   memory an item names in ``supersedes``. A near memory about something else is left alone.
 3. Otherwise insert (one statement for the batch). Two concurrent identical inserts meet the
    partial unique constraint; the batch is then planned again once, and the loser's items come
    back as exact duplicates of the winner's rows.
@@ -53,10 +54,11 @@ from memory.episodic.models import Event
 from tenants.models import RetrievalPolicy
 
 from ..models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
-from ..near import NEAR_OPTIONS, NEAR_RESET, near_params, near_sql, vector_text
+from ..near import NEAR_OPTIONS, NEAR_RESET, NearCandidate, near_params, near_sql, vector_text
 from ..selectors import consolidation_policy, live_content_ids
-from .clocks import accesses_touch
 from .duplicates import Match, content_hash, dedup_plan
+from .reinforce import memories_reinforce
+from .supersede import Supersession, memories_supersede, stated_targets
 
 logger = logging.getLogger(__name__)
 # single writes' embeddings, run while their exact-duplicate lookup waits (one per core)
@@ -84,20 +86,27 @@ class MemoryData:
     fact_hint: dict[str, Any] | None = None
     source_event_id: int | None = None
     data_subject: str = ""
+    supersedes: Any = None  # the id of a memory this one replaces (an update the caller states)
 
 
 @dataclass(frozen=True)
 class WriteResult:
     """What ``memory_create`` did: ``created``, ``accepted`` (an async write, stored and queued for
-    embedding), or matched an ``exact`` / ``near`` duplicate."""
+    embedding), or matched an ``exact`` / ``near`` duplicate; ``supersedes``: the id of the memory
+    the write replaced (an update: stated by the caller or found by ``dedup_plan``), else None."""
 
     memory: SemanticMemory
     outcome: Literal["created", "accepted", "exact", "near"]
     similarity: float | None = None
+    supersedes: Any = None
 
     @property
     def deduplicated(self) -> bool:
         return self.outcome in ("exact", "near")
+
+    @property
+    def updated(self) -> bool:
+        return self.supersedes is not None
 
 
 def _audiences(items: Sequence[MemoryData], prefixes: Sequence[str]) -> list[tuple[list[int], list[str]]]:
@@ -168,49 +177,6 @@ def _validate_all(items: Sequence[MemoryData], prefixes: Sequence[str]) -> None:
             )
 
 
-def memories_reinforce(
-    targets: Sequence[tuple[Any, MemoryData, tuple[list[int], list[str]]]], *, agent: Agent | None
-) -> dict[Any, SemanticMemory]:
-    """One more sighting of each ``(memory id, the duplicate's data, its audience)``, in order: an
-    access each (``accesses_touch``: clock restarted, stability raised, restored if archived; a
-    memory seen twice counts twice), confidence and importance = max (one statement), new tags and
-    (hierarchical) new agents and roles added. Returns the memories as now stored, by id."""
-    if not targets:
-        return {}
-    ids = [t[0] for t in targets]
-    now = timezone.now()
-    remaining = list(ids)
-    while remaining:  # each round touches each id once: a memory met n times gets n accesses
-        distinct = list(dict.fromkeys(remaining))
-        accesses_touch(distinct, now=now, agent=agent)
-        for memory_id in distinct:
-            remaining.remove(memory_id)
-    best: dict[Any, tuple[float, float]] = {}
-    for memory_id, data, _ in targets:
-        c, i = best.get(memory_id, (0.0, 0.0))
-        best[memory_id] = (max(c, data.confidence), max(i, data.importance))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE memory_semanticmemory m SET confidence = GREATEST(m.confidence, v.c), "
-            "importance = GREATEST(m.importance, v.i) "
-            "FROM unnest(%s::uuid[], %s::float8[], %s::float8[]) AS v(id, c, i) "
-            "WHERE m.id = v.id AND (v.c > m.confidence OR v.i > m.importance)",
-            [[str(k) for k in best], [v[0] for v in best.values()], [v[1] for v in best.values()]],
-        )
-    current = SemanticMemory.objects.select_related("agent", "access").in_bulk(list(best))
-    for memory_id, data, (agent_ids, roles) in targets:
-        memory = current[memory_id]
-        new_tags = [t for t in dict.fromkeys(data.tags) if t not in memory.tags]
-        new_ids = [i for i in agent_ids if i not in memory.visible_to_agents]
-        new_roles = [r for r in roles if r not in memory.visible_to_roles]
-        if new_tags or new_ids or new_roles:  # rare: a duplicate that widens tags or audience
-            memory.tags = memory.tags + new_tags
-            memory.visible_to_agents = memory.visible_to_agents + new_ids
-            memory.visible_to_roles = memory.visible_to_roles + new_roles
-            memory.save(update_fields=["tags", "visible_to_agents", "visible_to_roles"])
-    return SemanticMemory.objects.select_related("agent", "access").in_bulk(list(best))
-
-
 def memory_create(
     *,
     agent: Agent,
@@ -255,7 +221,9 @@ def memories_create(
     digests = [content_hash(d.content) for d in items]
     supplied = _supplied_vectors(items, prefixes, embedder=embedder, batch=batch)
     vectors: dict[int, np.ndarray] = dict(supplied)
-    if write == "async" and len(items) == 1 and not supplied:
+    stating = any(d.supersedes is not None for d in items)
+    one_statement = len(items) == 1 and not stating and not connection.in_atomic_block
+    if write == "async" and len(items) == 1 and not supplied and not stating:
         memory = _pending_accept(
             agent=agent, data=items[0], digest=digests[0], audience=audiences[0], embedder=embedder
         )
@@ -269,12 +237,13 @@ def memories_create(
     if write == "sync" and len(items) == 1 and 0 not in vectors:
         early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
+        nearest: list[list[NearCandidate]] | None = None  # the single write's lookup, when made
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
             _embed_missing(vectors, items=items, exact=exact, embedder=embedder, early=early)
         try:
             written = vectors if write == "sync" else supplied
-            if len(items) == 1 and exact[0] is None and 0 in written and not connection.in_atomic_block:
+            if one_statement and exact[0] is None and 0 in written:
                 fast = _create_unless_near(
                     agent=agent,
                     data=items[0],
@@ -284,18 +253,21 @@ def memories_create(
                     embedder=embedder,
                     policy=policy,
                 )
-                if fast is not None:
+                if isinstance(fast, WriteResult):
                     return [fast]
+                nearest = [fast]
             with transaction.atomic():
                 return _write(
                     agent=agent,
                     items=items,
+                    prefixes=prefixes,
                     digests=digests,
                     audiences=audiences,
                     exact=exact,
                     vectors=written,
                     embedder=embedder,
                     policy=policy,
+                    nearest=nearest,
                 )
         except IntegrityError:
             if attempt:
@@ -485,13 +457,13 @@ def _create_unless_near(
     vector: np.ndarray,
     embedder: Embedder,
     policy: RetrievalPolicy,
-) -> WriteResult | None:
+) -> WriteResult | list[NearCandidate]:
     """A single write that is no exact duplicate, in one statement outside any transaction (its
     implicit one makes it all or nothing): the near-duplicate lookup (``near_sql``) and, when it
-    finds nothing, the row and its access clock. Returns the created memory, or None when the
-    lookup found a near memory (nothing written): the caller's transaction then applies the rule
-    (``dedup_plan``), which reinforces it or, when it says something else, stores the write. One
-    round trip for the common case (decision 0040)."""
+    finds nothing, the row and its access clock. Returns the created memory, or the near memory
+    the lookup found (nothing written): the caller's transaction then applies the rule
+    (``dedup_plan``, given that lookup), which reinforces it, updates it or stores the write beside
+    it. One round trip for the common case (decision 0040)."""
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
     memory = _new_memory(
@@ -509,16 +481,18 @@ def _create_unless_near(
     sql = (
         f"{NEAR_OPTIONS}; {near_sql(int(embedder.dimensions))}, "
         f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({_INSERT_ACCESS}) "
-        f"SELECT count(*) FROM near; {NEAR_RESET}"
+        f"SELECT id, similarity, content, data_subject FROM near; {NEAR_RESET}"
     )
     params = near_params([(agent.pk, data.scope, data.data_subject)], [text], embedder, policy)
     params += _insert_params(created, texts={0: text}, now=now, stability=stability)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         cursor.cursor.nextset()  # past the options' row
-        (near,) = cursor.fetchone()
+        near = [
+            NearCandidate(pk, float(sim), content, subject) for pk, sim, content, subject in cursor.fetchall()
+        ]
     if near:
-        return None
+        return near
     _mark_saved(created, agent=agent, now=now, stability=stability)
     return WriteResult(memory, "created")
 
@@ -563,53 +537,86 @@ def _write(
     *,
     agent: Agent,
     items: Sequence[MemoryData],
+    prefixes: Sequence[str],
     digests: Sequence[str],
     audiences: Sequence[tuple[list[int], list[str]]],
     exact: Sequence[Match | None],
     vectors: dict[int, np.ndarray],
     embedder: Embedder,
     policy: RetrievalPolicy,
+    nearest: list[list[NearCandidate]] | None = None,
 ) -> list[WriteResult]:
-    """Steps 2 and 3 of ``memories_create`` inside its transaction."""
+    """Steps 2 and 3 of ``memories_create`` inside its transaction, and the updates: the memories
+    the items state they supersede (locked first) and those ``dedup_plan`` finds (``nearest``:
+    the single write's lookup, made already)."""
     n = len(items)
-    owners = [(agent.pk, d.scope, d.data_subject) for d in items]
+    stated = stated_targets(
+        agent=agent, wanted=[(d.supersedes, d.data_subject, d.scope) for d in items], prefixes=prefixes
+    )
     texts = {i: vector_text(v) for i, v in vectors.items()}  # formatted once: lookup and insert
     near = dedup_plan(
-        owners=owners,
+        owners=[(agent.pk, d.scope, d.data_subject) for d in items],
         vectors=[vectors.get(i) for i in range(n)],
         contents=[d.content for d in items],
         embedder=embedder,
         policy=policy,
-        skip=[m is not None for m in exact],
+        # an update the caller states is stored as said (unless it repeats a memory word for word)
+        skip=[exact[i] is not None or i in stated for i in range(n)],
         texts=[texts.get(i) for i in range(n)],
+        nearest=nearest,
     )
-    plan = [exact[i] or near[i] for i in range(n)]
+    updates = {i: m for i, m in enumerate(near) if m is not None and m.outcome == "update"}
+    plan = [exact[i] or (None if i in updates else near[i]) for i in range(n)]
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
     created: dict[int, SemanticMemory] = {}
     for i, data in enumerate(items):
-        if plan[i] is not None:
-            continue
-        created[i] = _new_memory(
-            agent=agent,
-            data=data,
-            index=i,
-            digest=digests[i],
-            audience=audiences[i],
-            vector=vectors.get(i),
-            embedder=embedder,
-            now=now,
-        )
+        if plan[i] is None:
+            created[i] = _new_memory(
+                agent=agent,
+                data=data,
+                index=i,
+                digest=digests[i],
+                audience=audiences[i],
+                vector=vectors.get(i),
+                embedder=embedder,
+                now=now,
+            )
     if created:
         with connection.cursor() as cursor:
             cursor.execute(_INSERT_SQL, _insert_params(created, texts=texts, now=now, stability=stability))
         _mark_saved(created, agent=agent, now=now, stability=stability)
         if any(m.embedding is None for m in created.values()):
             transaction.on_commit(embed_schedule, robust=True)
+    return _results(
+        agent=agent,
+        items=items,
+        audiences=audiences,
+        plan=plan,
+        created=created,
+        updates=updates,
+        stated=stated,
+        now=now,
+    )
+
+
+def _results(
+    *,
+    agent: Agent,
+    items: Sequence[MemoryData],
+    audiences: Sequence[tuple[list[int], list[str]]],
+    plan: Sequence[Match | None],
+    created: dict[int, SemanticMemory],
+    updates: dict[int, Match],
+    stated: dict[int, SemanticMemory],
+    now: datetime,
+) -> list[WriteResult]:
+    """The end of ``_write``: the duplicates reinforce what they match, the updates supersede the
+    memories they replace (``memories_supersede``), one ``WriteResult`` per item."""
 
     def target(match: Match) -> Any:
-        """The memory a duplicate reinforces: a stored one, or the one an earlier item created (or,
-        when that item was itself a duplicate, what it reinforced)."""
+        """The memory a duplicate reinforces or an update replaces: a stored one, or the one an
+        earlier item created (or, when that item was itself a duplicate, what it reinforced)."""
         while match.item is not None:
             if match.item in created:
                 return created[match.item].pk
@@ -621,12 +628,27 @@ def _write(
     targets = [(target(m), items[i], audiences[i]) for i, m in enumerate(plan) if m is not None]
     reinforced = memories_reinforce(targets, agent=agent)
     results: list[WriteResult] = []
+    changes: list[Supersession] = []
     for i, match in enumerate(plan):
         if match is None:
             memory = created[i]
-            results.append(WriteResult(memory, "created" if memory.embedding is not None else "accepted"))
+            outcome: Literal["created", "accepted", "exact", "near"] = (
+                "created" if memory.embedding is not None else "accepted"
+            )
+            similarity = None
         else:
-            results.append(WriteResult(reinforced[target(match)], match.outcome, match.similarity))
+            assert match.outcome != "update"  # an update is created: no plan entry
+            memory, outcome, similarity = reinforced[target(match)], match.outcome, match.similarity
+        old: Any = None
+        if i in stated and stated[i].pk != memory.pk:
+            old = stated[i].pk
+            changes.append(Supersession(old, memory, "stated"))
+        elif i in updates:
+            old = target(updates[i])
+            changes.append(Supersession(old, memory, "detected", updates[i].similarity))
+            similarity = updates[i].similarity
+        results.append(WriteResult(memory, outcome, similarity, supersedes=old))
+    memories_supersede(agent=agent, changes=changes, now=now)
     return results
 
 

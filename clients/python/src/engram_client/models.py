@@ -135,6 +135,7 @@ class MemoryIn(TypedDict):
     source_event_id: NotRequired[int | None]
     write: NotRequired[Literal["sync", "async"]]
     data_subject: NotRequired[str]
+    supersedes: NotRequired[str | None]
 
 
 class Memory(TypedDict):
@@ -160,9 +161,24 @@ class Memory(TypedDict):
     pending: bool
     fact: FactHint | None
     source_event_id: int | None
+    superseded_by: str | None
+    superseded_at: str | None
+
+
+class MemoryDetail(Memory):
+    supersedes: str | None
+
+
+class MemoryVersions(TypedDict):
+    id: str
+    current: str | None
+    count: int
+    results: list[Memory]
 
 
 class MemoryWritten(Memory):
+    outcome: Literal["created", "accepted", "deduplicated", "updated"]
+    supersedes: str | None
     deduplicated: bool
     duplicate_of: NotRequired[Literal["exact", "near"]]
     similarity: NotRequired[float]
@@ -659,6 +675,8 @@ class SearchFilters(TypedDict, total=False):
     importance: Range
     include_archived: bool
     data_subject: str
+    include_superseded: bool
+    as_of: str
 
 
 class SearchWeights(TypedDict, total=False):
@@ -697,6 +715,8 @@ class MemoryFilters(TypedDict, total=False):
     until: str
     include_archived: bool
     data_subject: str
+    include_superseded: bool
+    as_of: str
     limit: int
 
 

@@ -30,6 +30,7 @@ export const OPERATIONS = {
   memories_get: { method: "GET", path: "/api/v1/memories/{memory_id}" },
   memories_list: { method: "GET", path: "/api/v1/memories" },
   memories_search: { method: "POST", path: "/api/v1/memories/search" },
+  memories_versions: { method: "GET", path: "/api/v1/memories/{memory_id}/versions" },
   scratchpad_clear: { method: "DELETE", path: "/api/v1/executions/{execution_id}/scratchpad" },
   scratchpad_delete: { method: "DELETE", path: "/api/v1/executions/{execution_id}/scratchpad/{key}" },
   scratchpad_get: { method: "GET", path: "/api/v1/executions/{execution_id}/scratchpad/{key}" },
