@@ -22,8 +22,8 @@ vectors and the tenant's ``near_duplicate_threshold`` ``t``:
 | cosine | same statement | update |
 |---|---|---|
 | ``c >= t`` | nothing ``differences`` finds differs and no value stretch | anything else |
-| ``t - WORDING_BAND <= c < t`` | no value stretch (a rewording may change words) | a value stretch |
-| ``UPDATE_FLOOR <= c < t - WORDING_BAND`` | only neutral stretches | value stretches only |
+| ``t - WORDING_BAND <= c < t`` | no value stretch (a rewording may change words) | one value slot: the only differing stretch, of at most ``VALUE_SLOT_WORDS`` words |
+| ``UPDATE_FLOOR <= c < t - WORDING_BAND`` | only neutral stretches | one value slot and nothing else |
 
 Anything else is another statement. The lower bands exist because a sentence embedding moves far
 for a changed name or a negation ("Dana's manager is Carol Ng" / "... Erik Sand": 0.72 with
@@ -39,10 +39,17 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 
 from .differences import differences
 from .near import UPDATE_FLOOR
+
+# below ``near_duplicate_threshold``, an update restates the sentence with one value slot changed: a
+# time, a price, a name, a negation ("does not allow"), at most this many words on either side; two
+# sentences that differ in a longer stretch, or in two places, are two statements (two events of one
+# kind: "Bart and his cousin went to the park" / "Bart and his dad went swimming"), both kept current
+VALUE_SLOT_WORDS = 4
 
 # below ``near_duplicate_threshold`` by up to this much, a rewording that changes words is still
 # the same statement (cosines of plain rewordings reach down to about 0.89 with all-MiniLM-L6-v2)
@@ -126,15 +133,33 @@ def _differ(a: str, b: str) -> bool:
     return bool(differences(a, b))
 
 
-def _stretches(new: str, old: str) -> tuple[bool, bool, bool]:
-    """``(subject changed, any value stretch, any wording stretch)`` of the aligned texts."""
+@dataclass(frozen=True)
+class _Reading:
+    """What the aligned texts' differing stretches say: whether one changes what the statement is
+    about (``subject``), whether any is a ``value`` or a ``wording`` stretch, how many stretches
+    differ in content (``count``) and the most words one of them spans on either side (``longest``)."""
+
+    subject: bool = False
+    value: bool = False
+    wording: bool = False
+    count: int = 0
+    longest: int = 0
+
+    def one_value_slot(self) -> bool:
+        """Whether the texts differ in one short stretch (at most ``VALUE_SLOT_WORDS`` words a side)."""
+        return self.count == 1 and self.longest <= VALUE_SLOT_WORDS
+
+
+def _stretches(new: str, old: str) -> _Reading:
+    """How the aligned texts differ (``_Reading``)."""
     raw_a, raw_b = _tokens(old), _tokens(new)
     a, b = _fold(raw_a), _fold(raw_b)
     changed = bool(differences(new, old))  # a value moved elsewhere in the sentence is no change
     if not changed and _content(list(a)) == _content(list(b)):
-        return False, False, False  # the same content words: another order or inflection
+        return _Reading()  # the same content words: another order or inflection
     verb_a, verb_b = _verb_at(a), _verb_at(b)
     subject = value = wording = False
+    count = longest = 0
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
@@ -142,6 +167,7 @@ def _stretches(new: str, old: str) -> tuple[bool, bool, bool]:
         is_value = changed and _differ(" ".join(raw_b[j1:j2]), " ".join(raw_a[i1:i2]))
         if not is_value and _content(list(a[i1:i2])) == _content(list(b[j1:j2])):
             continue
+        count, longest = count + 1, max(longest, i2 - i1, j2 - j1)
         swapped = tag == "replace" and i2 - i1 == j2 - j1 == 1
         # the sentence's last word swapped for another word is its value slot ("by email" / "by phone")
         if swapped and i2 == len(a) and j2 == len(b) and not any(c.isdigit() for c in a[i1] + b[j1]):
@@ -152,7 +178,7 @@ def _stretches(new: str, old: str) -> tuple[bool, bool, bool]:
         named = any(w not in _FUNCTION and w not in _NEGATING for w in a[i1:i2] + b[j1:j2])
         if (i1 < verb_a or j1 < verb_b) and named and (is_value or swapped):
             subject = True
-    return subject, value, wording
+    return _Reading(subject, value, wording, count, longest)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -168,13 +194,15 @@ def relation(new: str, old: str, *, similarity: float, threshold: float) -> Rela
         a, b = set(_fold(_tokens(old))), set(_fold(_tokens(new)))
         if 2 * len(a & b) < min(len(a), len(b)):
             return Relation.OTHER
-    subject, value, wording = _stretches(new, old)
-    if not (value or wording):
+    read = _stretches(new, old)
+    if not (read.value or read.wording):
         return Relation.SAME
-    if subject:
+    if read.subject:
         return Relation.OTHER
     if similarity >= threshold:
-        return Relation.UPDATE if value or differences(new, old) else Relation.SAME
+        return Relation.UPDATE if read.value or differences(new, old) else Relation.SAME
     if similarity >= threshold - WORDING_BAND:
-        return Relation.UPDATE if value else Relation.SAME
-    return Relation.UPDATE if value and not wording else Relation.OTHER
+        if not read.value:
+            return Relation.SAME
+        return Relation.UPDATE if read.one_value_slot() else Relation.OTHER
+    return Relation.UPDATE if read.value and not read.wording and read.one_value_slot() else Relation.OTHER
