@@ -33,6 +33,7 @@ QUICK: dict[str, list[str]] = {
     "cel_cost": "--repeat 1 --first 1".split(),
     "checkpoint_restore": "--sessions 50 --steps 2 --requests 50 --warmup 10".split(),
     "consolidation": "summarize --events 300".split(),
+    "conversation": "throughput --rounds 2 --batch 4 --warmup 0".split(),
     "context_assembly": "--memories 300 --queries 10 --jobs 1".split(),
     "context_refresh": "--sizes 50 --rounds 1".split(),
     "event_append": "--batches 20 --batch 10 --warmup 2 --server uvicorn --workers 1".split(),

@@ -18,6 +18,7 @@ from api.fields import (
     JSONObjectField,
     NullIfBlankCharField,
     StrictSerializer,
+    WrittenTextField,
 )
 from api.idempotency import idempotent
 from api.rest.events import MAX_EVENT_CONTENT_CHARS, EventOutputSerializer, event_json
@@ -34,16 +35,19 @@ class MessageInputSerializer(StrictSerializer):
     name = CleanCharField(
         max_length=200, required=False, default="", help_text="who spoke (default: the role)"
     )
-    content = CleanCharField(max_length=MAX_EVENT_CONTENT_CHARS, trim_whitespace=False)
+    content = WrittenTextField(max_length=MAX_EVENT_CONTENT_CHARS)
     occurred_at = AwareDateTimeField(required=False, help_text="when it was said (default: now)")
     metadata = JSONObjectField(
-        required=False, default=dict, help_text="kept in the message's event payload and its memory"
-    )
+        required=False,
+        default=dict,
+        numbers=True,
+        max_bytes=64 * 1024,
+    )  # kept in the message's event payload and its memory's metadata
 
 
 class ConversationInputSerializer(StrictSerializer):
-    messages = MessageInputSerializer(
-        many=True, allow_empty=False, max_length=settings.ENGRAM["MAX_MEMORY_BATCH"]
+    messages = serializers.ListField(
+        child=MessageInputSerializer(), min_length=1, max_length=settings.ENGRAM["MAX_MEMORY_BATCH"]
     )
     data_subject = CleanCharField(
         max_length=200, required=False, default="", help_text="the end user the conversation is with"
@@ -113,7 +117,7 @@ class MessagesView(ApiView):
         operation_id="messages_add",
         summary="Add a conversation's messages",
         description="Appends the messages to the session's episodic log (as `message` events, all or "
-        "nothing) and forms memories from them. Without a language model (`turns`), each user and "
+        "nothing; a message's `metadata` is kept in its event's payload) and forms memories from them. Without a language model (`turns`), each user and "
         "assistant message becomes an observation memory naming who said it and when, written as any "
         "memory is (a duplicate reinforces the memory it duplicates); `memories` lists them. With one "
         "(`llm`), the answer carries a queued `job`: poll `GET /api/v1/extractions/{id}`.",

@@ -113,6 +113,39 @@ def _event(message: Message, *, session_id: str, data_subject: str, extra: dict[
     )
 
 
+def _turn_memories(
+    turns: Sequence[Message],
+    *,
+    session_id: str,
+    data_subject: str,
+    scope: str,
+    tags: Sequence[str],
+    embedder: Embedder,
+) -> list[MemoryData]:
+    """The memory of each turn (``turn_content``), its vector computed here (one model call)."""
+    contents = [turn_content(m) for m in turns]
+    vectors = embedder.embed(contents) if contents else []
+    return [
+        MemoryData(
+            content=content,
+            memory_type=MemoryType.OBSERVATION,
+            scope=scope,
+            session_id=session_id,
+            tags=tags,
+            metadata={
+                **m.metadata,
+                "source": m.metadata.get("source", "conversation"),
+                "role": m.role,
+                **({"name": m.name} if m.name else {}),
+            },
+            embedding=vector.tolist(),
+            embedding_model=embedder.name,
+            data_subject=data_subject,
+        )
+        for m, content, vector in zip(turns, contents, vectors, strict=True)
+    ]
+
+
 def messages_add(
     *,
     agent: Agent,
@@ -152,27 +185,14 @@ def messages_add(
         )
     embedder = embedder or get_embedder()
     turns = [i for i, m in enumerate(messages) if m.role in TURN_ROLES]
-    contents = [turn_content(messages[i]) for i in turns]
-    vectors = embedder.embed(contents) if contents else []
-    items = [
-        MemoryData(
-            content=content,
-            memory_type=MemoryType.OBSERVATION,
-            scope=scope,
-            session_id=session_id,
-            tags=tags,
-            metadata={
-                **messages[i].metadata,
-                "source": messages[i].metadata.get("source", "conversation"),
-                "role": messages[i].role,
-                **({"name": messages[i].name} if messages[i].name else {}),
-            },
-            embedding=vector.tolist(),
-            embedding_model=embedder.name,
-            data_subject=data_subject,
-        )
-        for i, content, vector in zip(turns, contents, vectors, strict=True)
-    ]
+    items = _turn_memories(
+        [messages[i] for i in turns],
+        session_id=session_id,
+        data_subject=data_subject,
+        scope=scope,
+        tags=tags,
+        embedder=embedder,
+    )
     with transaction.atomic():
         results = (
             memories_create(agent=agent, items=items, policy=policy, embedder=embedder, batch=True)

@@ -136,3 +136,28 @@ def test_a_job_is_its_agents_own(
     assert bob.get(f"/api/v1/extractions/{job['id']}").status_code == 404
     assert mallory.get(f"/api/v1/extractions/{job['id']}").status_code == 404
     assert alice.get("/api/v1/extractions/not-a-uuid").status_code == 404
+
+
+def test_erasing_the_subject_removes_its_jobs(alice: Caller, chat_endpoint: ChatReplay) -> None:
+    import json
+
+    from compliance import services
+    from compliance.models import ErasureStatus
+
+    job = add_and_run(alice, "NOTHING-CASE my card ends in 4242")
+    other = alice.post(
+        URL, {"messages": [{"role": "user", "content": "NOTHING-CASE hi"}], "data_subject": "eve"}
+    )
+    with tenant_context(alice.tenant):
+        request = services.erasure_request(
+            kind="subject", value="dana", legal_basis="Art. 17", note="", username="olga"
+        )
+        services.erasure_approve(request_id=request.pk, username="pavel")
+        done = services.erasure_run(request_id=request.pk)
+        assert done.status == ErasureStatus.DONE, done.error
+        assert not ExtractionJob.objects.filter(pk=job["id"]).exists()
+        assert ExtractionJob.objects.filter(pk=other.json()["job"]["id"]).exists()  # another subject's stays
+        receipt = json.loads(done.receipt)
+        assert receipt["stores"]["postgres"]["extraction_job_ids"] == [job["id"]]
+        assert receipt["verification"]["postgres"]["extractions_left"] == 0
+    assert alice.get(f"/api/v1/extractions/{job['id']}").status_code == 404
