@@ -22,7 +22,8 @@ from api.rest.knowledge import (
     FactsView,
     GraphPathView,
 )
-from api.rest.memories import MemoriesView, MemoryDetailView, MemorySearchView
+from api.rest.memories import MemoriesView, MemoryDetailView, MemoryVersionsView
+from api.rest.memory_search import MemorySearchView
 from api.rest.procedural import (
     SkillDetailView,
     SkillRunsView,
@@ -67,6 +68,7 @@ urlpatterns = [
     path("memories", MemoriesView.as_view(), name="memories"),
     path("memories/search", MemorySearchView.as_view(), name="memory-search"),
     path("memories/<str:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
+    path("memories/<str:memory_id>/versions", MemoryVersionsView.as_view(), name="memory-versions"),
     path("sessions/<str:session_id>/summary", SessionSummaryView.as_view(), name="session-summary"),
     path("sessions/<str:session_id>/messages", MessagesView.as_view(), name="session-messages"),
     path("extractions/<str:job_id>", ExtractionView.as_view(), name="extraction"),

@@ -275,11 +275,16 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         tags: Arg({"type": "array", "items": text(64), "maxItems": 50}, "labels to filter recall by") = None,
         importance: Arg(UNIT, "0 to 1, default 0.5: how much it matters later") = None,
         session_id: Arg(SESSION, "the session it was learned in") = None,
+        supersedes: Arg(
+            {"type": ["string", "null"], "format": "uuid"},
+            "the id of a memory this one updates (it leaves recall, kept as history)",
+        ) = None,
         idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
     ) -> CallToolResult:
         """Store a long-term memory (semantic memory). An exact or near duplicate of a memory you can
-        already see reinforces it instead (`deduplicated: true`); a near one that differs in a
-        negation, number, date or name is stored as a memory of its own."""
+        already see reinforces it instead (`deduplicated: true`); a near one that restates it with a
+        new number, date, name or negation updates it (`outcome: updated`, `supersedes`: the old
+        one, which leaves recall); pass `supersedes` to state an update yourself."""
         body = _body(
             content=content,
             scope=scope,
@@ -288,6 +293,7 @@ def _semantic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
             tags=tags,
             importance=importance,
             session_id=session_id,
+            supersedes=supersedes,
         )
         return await call(ctx, "POST", "memories", body=body, idempotency_key=idempotency_key)
 

@@ -18,22 +18,21 @@ from api.fields import (
     CleanCharField,
     JSONObjectField,
     NullIfBlankCharField,
-    StrictBooleanField,
     StrictFloatField,
     StrictIntegerField,
     StrictQueryFloat,
     StrictSerializer,
 )
-from api.idempotency import idempotent, idempotent_read
+from api.idempotency import idempotent
 from api.pagination import CursorPage, PageParams, page_of
 from api.rest.knowledge import FactObjectDocSerializer, FactObjectField
 from api.schema import one_or_many
 from api.views import AgentRequest, ApiView
 from memory.knowledge.models import PREDICATE_PATTERN
-from memory.semantic import selectors
+from memory.semantic import selectors, versions
 from memory.semantic.forgetting import recall_probability
 from memory.semantic.models import AGENT_MEMORY_TYPES, MemoryScope, MemoryType, SemanticMemory
-from memory.semantic.services import erase, recall, writes
+from memory.semantic.services import erase, writes
 
 MAX_CONTENT_CHARS = settings.ENGRAM["MAX_CONTENT_CHARS"]
 
@@ -167,6 +166,12 @@ class MemoryInputSerializer(StrictSerializer):
         default="",
         help_text="the person this is about (erasure and legal holds target it)",
     )
+    supersedes = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="the id of a memory this one updates: it is superseded (kept as history, out of default "
+        "recall); 404 for a memory you cannot see, 409 for one already superseded (names the current one)",
+    )
 
     def validate_content(self, value: str) -> str:
         if not value.strip():
@@ -206,6 +211,12 @@ class MemoryOutputSerializer(serializers.Serializer):
     pending = serializers.BooleanField(help_text="written with write=async and not embedded (searchable) yet")
     fact = FactHintOutputSerializer(source="fact_hint", allow_null=True)
     source_event_id = serializers.IntegerField(allow_null=True)
+    superseded_by = serializers.UUIDField(
+        source="superseded_by_id", allow_null=True, help_text="the newer version that replaced it, if any"
+    )
+    superseded_at = serializers.DateTimeField(
+        allow_null=True, help_text="when an update replaced it (out of default recall since)"
+    )
 
     def get_recall_probability(self, memory: SemanticMemory) -> float:
         hours = (timezone.now() - memory.access.last_accessed_at).total_seconds() / 3600.0
@@ -270,6 +281,8 @@ def memory_json(
         # rare (a hint for promotion), and its nested object has optional keys: the serializer's
         "fact": None if fact is None else FactHintOutputSerializer(fact).data,
         "source_event_id": memory.source_event_id,
+        "superseded_by": None if memory.superseded_by_id is None else str(memory.superseded_by_id),
+        "superseded_at": _time_text(memory.superseded_at, zone),
     }
 
 
@@ -282,101 +295,30 @@ def memories_out(memories: list[SemanticMemory]) -> list[dict[str, Any]]:
     return [memory_json(m, names=names, zone=zone, now=now) for m in memories]
 
 
-class DateRangeSerializer(StrictSerializer):
-    unknown_key_message = "Unknown operator; use gt, gte, lt or lte."
-    gt = AwareDateTimeField(required=False)
-    gte = AwareDateTimeField(required=False)
-    lt = AwareDateTimeField(required=False)
-    lte = AwareDateTimeField(required=False)
-
-
-class UnitRangeSerializer(StrictSerializer):
-    unknown_key_message = "Unknown operator; use gt, gte, lt or lte."
-    gt = unit_float(required=False)
-    gte = unit_float(required=False)
-    lt = unit_float(required=False)
-    lte = unit_float(required=False)
-
-
-class FiltersSerializer(StrictSerializer):
-    unknown_key_message = "Unknown filter."
-    agent = CleanCharField(required=False, max_length=100)
-    scope = serializers.ChoiceField(choices=MemoryScope.choices, required=False)
-    memory_type = serializers.ChoiceField(choices=AGENT_MEMORY_TYPES, required=False)
-    session_id = CleanCharField(required=False, max_length=200)
-    tags_any = serializers.ListField(child=CleanCharField(max_length=64), required=False, max_length=50)
-    tags_all = serializers.ListField(child=CleanCharField(max_length=64), required=False, max_length=50)
-    min_confidence = unit_float(required=False)
-    created_at = DateRangeSerializer(required=False)
-    importance = UnitRangeSerializer(required=False)
-    include_archived = StrictBooleanField(
-        required=False, default=False, help_text="also memories the forgetting curve archived"
-    )
-
-
-class MMRSerializer(StrictSerializer):
-    # "lambda" is a keyword in Python, so the field is declared by name below
-    pass
-
-
-MMRSerializer._declared_fields["lambda"] = unit_float(help_text="1 = pure relevance, 0 = pure diversity")
-
-
-class WeightsSerializer(StrictSerializer):
-    """Score weights in [0, 1]; an absent one is the tenant's. At least one weight, as given or
-    defaulted, must be above 0 (else a 400 naming ``weights``); the document can say it only of
-    the weights given."""
-
-    schema_rules = {
-        "not": {
-            "required": ["similarity", "recency", "importance"],
-            "properties": {"similarity": {"const": 0}, "recency": {"const": 0}, "importance": {"const": 0}},
-        },
-        "description": "At least one weight, as given or the tenant's default, must be above 0.",
-    }
-    similarity = unit_float(required=False)
-    recency = unit_float(required=False)
-    importance = unit_float(required=False)
-
-
-class SearchInputSerializer(StrictSerializer):
-    query = CleanCharField(max_length=4000)
-    k = StrictIntegerField(min_value=1, max_value=100, default=10)
-    filters = FiltersSerializer(required=False)
-    mmr = MMRSerializer(required=False)
-    weights = WeightsSerializer(required=False)
-
-
 def _memory_body(memory: SemanticMemory, **extra: Any) -> dict[str, Any]:
     return {**memories_out([memory])[0], **extra}
 
 
 @extend_schema_serializer(component_name="MemoryWritten")
 class MemoryWrittenSerializer(MemoryOutputSerializer):
+    outcome = serializers.ChoiceField(
+        choices=["created", "accepted", "deduplicated", "updated"],
+        help_text="created; accepted (async, embedded soon); deduplicated (an existing memory reinforced); "
+        "updated (stored, and the memory `supersedes` names is superseded by it)",
+    )
+    supersedes = serializers.UUIDField(
+        allow_null=True, help_text="the memory this write updated (stated, or a near one that differs)"
+    )
     deduplicated = serializers.BooleanField(help_text="true: an existing memory was reinforced instead")
     duplicate_of = serializers.ChoiceField(choices=["exact", "near"], required=False)
     similarity = serializers.FloatField(required=False)
 
 
-class ScoreComponentsSerializer(serializers.Serializer):
-    relevance = serializers.FloatField()
-    similarity = serializers.FloatField()
-    text_relevance = serializers.FloatField()
-    recency = serializers.FloatField()
-    importance = serializers.FloatField()
-
-
-class SearchHitSerializer(serializers.Serializer):
-    memory = MemoryOutputSerializer()
-    score = serializers.FloatField(help_text="in [0, 1]: the weighted mean of the components")
-    components = ScoreComponentsSerializer()
-
-
-class SearchOutputSerializer(serializers.Serializer):
-    query = serializers.CharField()
-    k = serializers.IntegerField()
-    count = serializers.IntegerField()
-    results = SearchHitSerializer(many=True)
+@extend_schema_serializer(component_name="MemoryDetail")
+class MemoryDetailSerializer(MemoryOutputSerializer):
+    supersedes = serializers.UUIDField(
+        allow_null=True, help_text="the memory this one updated most recently (its older version), if any"
+    )
 
 
 class ForgetOutputSerializer(serializers.Serializer):
@@ -404,6 +346,12 @@ class MemoryListParams(StrictSerializer, PageParams):
     include_archived = serializers.ChoiceField(
         choices=["true", "false"], required=False, help_text="also memories the forgetting curve archived"
     )
+    include_superseded = serializers.ChoiceField(
+        choices=["true", "false"], required=False, help_text="also memories an update superseded (history)"
+    )
+    as_of = AwareDateTimeField(
+        required=False, help_text="the memories current then: created by then and not superseded by then"
+    )
 
 
 class MemoriesPage(CursorPage):
@@ -427,9 +375,24 @@ class MemoryBatchOutputSerializer(serializers.Serializer):
 
 
 def _written(result: writes.WriteResult, body: dict[str, Any]) -> dict[str, Any]:
-    extra: dict[str, Any] = {"deduplicated": result.deduplicated}
+    outcome = (
+        "updated"
+        if result.updated
+        else "deduplicated"
+        if result.deduplicated
+        else "accepted"
+        if result.outcome == "accepted"
+        else "created"
+    )
+    extra: dict[str, Any] = {
+        "outcome": outcome,
+        "supersedes": None if result.supersedes is None else str(result.supersedes),
+        "deduplicated": result.deduplicated,
+    }
     if result.deduplicated:
         extra.update(duplicate_of=result.outcome, similarity=round(result.similarity or 0.0, 6))
+    elif result.similarity is not None:
+        extra.update(similarity=round(result.similarity, 6))
     return {**body, **extra}
 
 
@@ -462,8 +425,10 @@ class MemoriesView(ApiView):
         description="One memory (an object) or a batch (an array of 1 to 500, all or nothing, embedded in "
         "one model call; every item written the same way, `sync` or `async`). A duplicate, exact or near, "
         "of a stored memory or of an earlier item of the batch reinforces it (`deduplicated: true`), a near one "
-        "only when it says the same: one that differs in a negation, number, date, name, literal (an address, "
-        "link, path or quoted text) or opposite is stored as a memory of its own. "
+        "only when it says the same. A near one of the same data subject that restates it with a new value "
+        "(a negation, number, date, name, literal or opposite changed, about the same thing) is an update "
+        "(`outcome: updated`, `supersedes` names the old memory, which leaves default recall); one about "
+        "something else is stored as a memory of its own. `supersedes` in the body states an update. "
         "Status: 201 when something was stored, 202 when an async write was accepted, else 200.",
         request=one_or_many(
             MemoryInputSerializer, "MemoryInput", max_items=settings.ENGRAM["MAX_MEMORY_BATCH"]
@@ -549,74 +514,13 @@ class MemoriesView(ApiView):
                 min_confidence=p.get("min_confidence"),
                 created_at=created,
                 include_archived=p.get("include_archived") == "true",
+                include_superseded=p.get("include_superseded") == "true",
+                as_of=p.get("as_of"),
             ),
         )
         paginator = MemoriesPage()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(memories_out(list(page or [])))
-
-
-class MemorySearchView(ApiView):
-    """Hybrid recall; a read, so it needs only the ``read`` scope."""
-
-    required_scope = "read"
-    error_statuses = (409, 503)
-
-    @extend_schema(
-        operation_id="memories_search",
-        summary="Recall memories",
-        request=SearchInputSerializer,
-        responses={200: SearchOutputSerializer},
-        examples=[
-            OpenApiExample("A question", value={"query": "Where does Alice live?", "k": 5}, request_only=True)
-        ],
-        tags=["semantic"],
-    )
-    @idempotent_read
-    def post(self, request: AgentRequest) -> Response:
-        serializer = SearchInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        f = data.get("filters", {})
-        filters = selectors.MemoryFilters(
-            agent_name=f.get("agent"),
-            scope=f.get("scope"),
-            memory_type=f.get("memory_type"),
-            session_id=f.get("session_id"),
-            tags_any=f.get("tags_any", ()),
-            tags_all=f.get("tags_all", ()),
-            min_confidence=f.get("min_confidence"),
-            created_at=dict(f.get("created_at", {})),
-            importance=dict(f.get("importance", {})),
-            include_archived=f.get("include_archived", False),
-        )
-        hits = recall.memory_search(
-            agent=request.user,
-            query=data["query"],
-            k=data["k"],
-            filters=filters,
-            policy=request.tenant.retrieval_policy,
-            weights=dict(data.get("weights", {})),
-            mmr_lambda=data["mmr"]["lambda"] if "mmr" in data else None,
-        )
-        memories = memories_out([hit.memory for hit in hits])
-        results = [
-            {
-                "memory": memory,
-                "score": round(hit.score, 6),
-                "components": {
-                    "relevance": round(hit.relevance, 6),
-                    "similarity": round(hit.similarity, 6),
-                    "text_relevance": round(hit.text_relevance, 6),
-                    "recency": round(hit.recency, 6),
-                    "importance": round(hit.importance, 6),
-                },
-            }
-            for hit, memory in zip(hits, memories, strict=True)
-        ]
-        # rendered piecewise above (the memories' audience names looked up once): SearchOutputSerializer
-        # is the schema of this body
-        return Response({"query": data["query"], "k": data["k"], "count": len(results), "results": results})
 
 
 class ForgetParams(StrictSerializer):
@@ -634,12 +538,15 @@ class MemoryDetailView(ApiView):
     @extend_schema(
         operation_id="memories_get",
         summary="One memory",
-        responses={200: MemoryOutputSerializer},
+        description="Superseded memories too (an update replaced them: `superseded_by`, `superseded_at`); "
+        "`supersedes` names the older version this one replaced.",
+        responses={200: MemoryDetailSerializer},
         tags=["semantic"],
     )
     def get(self, request: AgentRequest, memory_id: str) -> Response:
         memory = selectors.memory_get(agent=request.user, memory_id=memory_id)
-        return Response(_memory_body(memory))
+        older = versions.memory_supersedes(memory.pk)
+        return Response(_memory_body(memory, supersedes=None if older is None else str(older)))
 
     @extend_schema(
         operation_id="memories_forget",
@@ -663,3 +570,39 @@ class MemoryDetailView(ApiView):
             "event_seq": event.seq,
         }
         return Response(ForgetOutputSerializer(body).data)
+
+
+class MemoryVersionsSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text="the memory asked about")
+    current = serializers.UUIDField(
+        allow_null=True, help_text="the current version (superseded by none), null when you cannot see it"
+    )
+    count = serializers.IntegerField()
+    results = MemoryOutputSerializer(many=True, help_text="every version you can see, oldest first")
+
+
+class MemoryVersionsView(ApiView):
+    """The versions of a memory: the chain of updates it is part of (a read)."""
+
+    required_scope = "read"
+
+    @extend_schema(
+        operation_id="memories_versions",
+        summary="A memory's versions",
+        description="The memories an update chain links (`superseded_by`) that this one is part of, oldest "
+        "first: what it replaced, itself, and what replaced it up to the current version.",
+        responses={200: MemoryVersionsSerializer},
+        tags=["semantic"],
+    )
+    def get(self, request: AgentRequest, memory_id: str) -> Response:
+        chain = versions.memory_versions(agent=request.user, memory_id=memory_id)
+        current = next((m.pk for m in chain if m.superseded_at is None), None)
+        asked = selectors.memory_uuid(memory_id)
+        return Response(
+            {
+                "id": str(asked),
+                "current": None if current is None else str(current),
+                "count": len(chain),
+                "results": memories_out(chain),
+            }
+        )

@@ -57,6 +57,10 @@ class SemanticMemory(models.Model):
     worker finds to be a near duplicate is merged (``merged_into`` the memory it reinforced, and
     hidden like a forgotten one). ``fact_hint`` is an optional ``{"subject", "predicate", "object"}``
     the promotion to facts uses; ``source_event`` the event the memory came from.
+
+    An update supersedes a memory: ``superseded_by`` the newer version, at ``superseded_at``; the
+    row stays (history: ``include_superseded``, ``as_of``, the versions of a memory) and leaves
+    default recall, listing and every job.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -95,6 +99,12 @@ class SemanticMemory(models.Model):
         "memory.Event", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
     merged_into = models.ForeignKey("self", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # an update: the memory that replaced this one and when (``services.supersede``); set together,
+    # never cleared but by erasure of the newer version (``superseded_at`` then stays: still history)
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
+    superseded_at = models.DateTimeField(null=True, blank=True)
     forgotten_at = models.DateTimeField(null=True, blank=True)
     forgotten_by = models.ForeignKey(
         "agents.Agent", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
@@ -142,6 +152,12 @@ class SemanticMemory(models.Model):
                 condition=Q(embedding_dimensions=0, forgotten_at__isnull=True),
             ),
             models.Index(fields=["data_subject"], condition=~Q(data_subject=""), name="semantic_subject_idx"),
+            # a memory's older versions (the chain read backwards; erasure clears pointers to a row)
+            models.Index(
+                fields=["superseded_by"],
+                name="semantic_superseded_by_idx",
+                condition=Q(superseded_by__isnull=False),
+            ),
             # promotion's candidates (memory.consolidation): the few live embedded memories above a
             # confidence, found without reading the whole table (1% of 1M memories: a bitmap scan of
             # 10k entries instead of a walk of the primary key filtering every row). No

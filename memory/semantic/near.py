@@ -29,7 +29,7 @@ def vector_text(vector: np.ndarray) -> str:
 
 # The near-duplicate lookup, the SQL half of the rule (it proposes, ``dedup_plan`` decides): for each
 # vector ``i`` (text, parsed once each in a materialised CTE, not once per row compared), the
-# ``limit`` nearest embedded live memories of its agent and scope, kept when the cosine is at least
+# ``limit`` nearest embedded live, current (not superseded) memories of its agent and scope, kept when the cosine is at least
 # the threshold: CTE ``near(i, id, similarity, content)``. Each lookup walks the HNSW index
 # (iteratively, past rows of other agents and scopes), which the planner's estimate would pass over
 # for a sort of every row of the agent by distance; the options hold for the statement only
@@ -49,13 +49,13 @@ def near_sql(dims: int, limit: int = 1) -> str:
             SELECT i, agent_id, scope, v::vector({dims}) AS v
             FROM unnest(%s::int[], %s::bigint[], %s::text[], %s::text[]) AS u(i, agent_id, scope, v)
         ), near AS (
-            SELECT q.i, n.id, 1 - n.distance AS similarity, n.content
+            SELECT q.i, n.id, 1 - n.distance AS similarity, n.content, n.data_subject
             FROM q
             CROSS JOIN LATERAL (
-                SELECT m.id, m.content, m.embedding::vector({dims}) <=> q.v AS distance
+                SELECT m.id, m.content, m.data_subject, m.embedding::vector({dims}) <=> q.v AS distance
                 FROM memory_semanticmemory m
                 WHERE m.agent_id = q.agent_id AND m.scope = q.scope AND m.forgotten_at IS NULL
-                  AND m.memory_type <> 'store'
+                  AND m.superseded_at IS NULL AND m.memory_type <> 'store'
                   AND m.embedding_model = %s AND m.embedding_dimensions = {dims}
                 ORDER BY m.embedding::vector({dims}) <=> q.v
                 LIMIT {int(limit)}
@@ -82,12 +82,14 @@ def near_params(
 
 @dataclass(frozen=True)
 class NearCandidate:
-    """A live memory whose vector is within ``near_duplicate_threshold`` of a write's: its id, the
-    cosine and its text (what ``same_statement`` compares)."""
+    """A live, current memory whose vector is within ``near_duplicate_threshold`` of a write's: its
+    id, the cosine, its text (what ``same_statement`` compares) and its data subject (an update
+    never crosses end users)."""
 
     memory_id: Any
     similarity: float
     content: str
+    data_subject: str = ""
 
 
 def near_duplicates(
@@ -99,7 +101,8 @@ def near_duplicates(
     texts: Sequence[str] | None = None,
     limit: int = 1,
 ) -> list[list[NearCandidate]]:
-    """For each ``(agent id, scope)`` of ``owners`` and its vector, the ``limit`` embedded live
+    """For each ``(agent id, scope)`` of ``owners`` and its vector, the ``limit`` embedded live,
+    current (not superseded)
     memories of that agent in that scope nearest to the vector whose cosine is at least
     ``policy.near_duplicate_threshold``, nearest first (an empty list: none). One statement for all
     (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index), sent
@@ -109,7 +112,7 @@ def near_duplicates(
     if not vectors:
         return []
     dims = int(embedder.dimensions)
-    sql = f"{NEAR_OPTIONS}; {near_sql(dims, limit)} SELECT i, id, similarity, content FROM near; {NEAR_RESET}"
+    sql = f"{NEAR_OPTIONS}; {near_sql(dims, limit)} SELECT i, id, similarity, content, data_subject FROM near; {NEAR_RESET}"
     params = near_params(
         owners, texts if texts is not None else [vector_text(v) for v in vectors], embedder, policy
     )
@@ -118,8 +121,8 @@ def near_duplicates(
         cursor.execute(sql, params)
         cursor.cursor.nextset()  # past the options' row
         rows = cursor.fetchall()
-    for i, memory_id, similarity, content in rows:
-        out[i].append(NearCandidate(memory_id, float(similarity), content))
+    for i, memory_id, similarity, content, subject in rows:
+        out[i].append(NearCandidate(memory_id, float(similarity), content, subject))
     for found in out:
         found.sort(key=lambda c: -c.similarity)
     return out

@@ -7,7 +7,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,9 @@ class MemoryFilters:
     """Search filters; ``None`` or empty means "no constraint".
 
     ``created_at`` and ``importance`` map an operator in ``RANGE_OPERATORS`` to a bound.
-    Archived memories (the forgetting curve) are left out unless ``include_archived``.
+    Archived memories (the forgetting curve) are left out unless ``include_archived``; superseded
+    ones (an update replaced them) unless ``include_superseded`` (every version) or ``as_of`` (the
+    versions current at that instant: created by then and not yet superseded).
     """
 
     agent_name: str | None = None
@@ -46,10 +48,14 @@ class MemoryFilters:
     created_at: dict[str, datetime] = field(default_factory=dict)
     importance: dict[str, float] = field(default_factory=dict)
     include_archived: bool = False
+    include_superseded: bool = False
+    as_of: datetime | None = None
 
     def narrows(self) -> bool:
-        """Whether any filter but ``include_archived`` is given (a constraint with values)."""
-        return self != MemoryFilters(include_archived=self.include_archived)
+        """Whether any filter but the ``include_*`` ones is given (a constraint with values)."""
+        return self != MemoryFilters(
+            include_archived=self.include_archived, include_superseded=self.include_superseded
+        )
 
 
 def visibility_q(agent: Agent) -> Q:
@@ -69,6 +75,12 @@ def visibility_q(agent: Agent) -> Q:
 def filters_q(filters: MemoryFilters) -> Q:
     """The ``Q`` of search ``filters`` (every given one must hold)."""
     q = Q() if filters.include_archived else Q(archived_at__isnull=True)
+    if filters.as_of is not None:
+        q &= Q(created_at__lte=filters.as_of) & (
+            Q(superseded_at__isnull=True) | Q(superseded_at__gt=filters.as_of)
+        )
+    elif not filters.include_superseded:
+        q &= Q(superseded_at__isnull=True)
     if filters.agent_name is not None:
         q &= Q(agent_id__in=Agent.objects.filter(name=filters.agent_name).values("pk"))
     for column in ("scope", "memory_type", "session_id"):
@@ -275,6 +287,8 @@ def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
         tuple(sorted(filters.created_at.items())),
         tuple(sorted(filters.importance.items())),
         filters.include_archived,
+        filters.include_superseded,
+        filters.as_of,
     )
 
 
@@ -282,29 +296,11 @@ def _filters_key(filters: MemoryFilters) -> tuple[Any, ...]:
 def _compiled_filter(
     agent_id: int, role: str, key: tuple[Any, ...], model: str, dimensions: int
 ) -> tuple[str, tuple[Any, ...]]:
-    (
-        agent_name,
-        scope,
-        memory_type,
-        session_id,
-        tags_any,
-        tags_all,
-        min_confidence,
-        created,
-        importance,
-        include_archived,
-    ) = key
+    # the key is ``_filters_key``'s: the fields in order, the two ranges as sorted item tuples
+    names = [f.name for f in fields(MemoryFilters)]
+    values = dict(zip(names, key, strict=True))
     filters = MemoryFilters(
-        agent_name,
-        scope,
-        memory_type,
-        session_id,
-        tags_any,
-        tags_all,
-        min_confidence,
-        dict(created),
-        dict(importance),
-        include_archived,
+        **{**values, "created_at": dict(values["created_at"]), "importance": dict(values["importance"])}
     )
     where, params = rows_filter_sql(
         visibility_q(Agent(pk=agent_id, role=role)) & filters_q(filters), model=model, dimensions=dimensions

@@ -49,6 +49,9 @@ export class EngramClient extends EngramTransport {
     list: (query?: Q<"memories_list">, o?: O): R<"memories_list"> => this.call("memories_list", { query }, o),
     get: (memoryId: string, o?: O): R<"memories_get"> =>
       this.call("memories_get", { path: { memory_id: memoryId } }, o),
+    /** The versions of a memory's update chain, oldest first, and the current one. */
+    versions: (memoryId: string, o?: O): R<"memories_versions"> =>
+      this.call("memories_versions", { path: { memory_id: memoryId } }, o),
     /** Forget a memory (erasure of that one memory). */
     forget: (memoryId: string, query?: Q<"memories_forget">, o?: O): R<"memories_forget"> =>
       this.call("memories_forget", { path: { memory_id: memoryId } as never, query }, o),
@@ -201,6 +204,7 @@ export const OPERATION_METHODS = {
   memories_create: "memories.create",
   memories_list: "memories.list",
   memories_get: "memories.get",
+  memories_versions: "memories.versions",
   memories_forget: "memories.forget",
   memories_search: "memories.search",
   events_append: "events.append",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from tenants.models import RetrievalPolicy
 
 from ..differences import differences
 from ..near import NearCandidate, near_duplicates, vector_text
+from ..updates import is_update
 
 _SPACES = re.compile(r"\s+")
 
@@ -49,51 +50,40 @@ def same_statement(content: str, candidates: Sequence[NearCandidate]) -> NearCan
     return None
 
 
+def updated_statement(
+    content: str, subject: str, candidates: Sequence[NearCandidate]
+) -> NearCandidate | None:
+    """The rule that makes a near memory that says something else an update: the nearest of
+    ``candidates`` of the same data ``subject`` that ``content`` restates with a new value
+    (``memory.semantic.updates.is_update``: a changed number, date, name, negation or opposite about
+    the same thing, not a statement about someone or something else); None when there is none
+    (the write is a memory of its own beside them)."""
+    for candidate in candidates:
+        if candidate.data_subject == subject and is_update(content, candidate.content):
+            return candidate
+    return None
+
+
 @dataclass(frozen=True)
 class Match:
-    """Item ``index`` of a batch duplicates ``memory_id`` (stored) or ``item`` (an earlier item)."""
+    """Item ``index`` of a batch duplicates (``exact``, ``near``: reinforces) or updates
+    (``update``: supersedes) ``memory_id`` (stored) or ``item`` (an earlier item)."""
 
-    outcome: Literal["exact", "near"]
+    outcome: Literal["exact", "near", "update"]
     similarity: float
     memory_id: Any = None
     item: int | None = None
 
 
-def dedup_plan(
-    *,
-    owners: Sequence[tuple[int, str]],
-    vectors: Sequence[np.ndarray | None],
+def _stored_side(
+    todo: Sequence[int],
     contents: Sequence[str],
-    embedder: Embedder,
-    policy: RetrievalPolicy,
-    skip: Sequence[bool] = (),
-    texts: Sequence[str | None] = (),
-) -> list[Match | None]:
-    """The near-duplicate rule over a batch, as if its items were written one after another: item
-    ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored memories of its
-    agent and scope (``near_duplicates``) and of the batch's earlier items of the same owner that
-    are themselves new, among those whose cosine is at least ``policy.near_duplicate_threshold``
-    and whose text says the same (``same_statement``: a near memory that differs in a negation,
-    number, date, name, literal or opposite is no duplicate). The one place a near duplicate is
-    decided: single writes, batches and the async worker's drain all come here. One statement for
-    the stored side (a second, for the few items whose nearest memory says something else, looks
-    at ``NEAR_CANDIDATES`` of them); the batch's side is a dot product of unit vectors (NumPy).
-    ``contents``: the items' texts; ``texts``: the vectors' ``vector_text`` by position, when the
-    caller has them."""
-    n = len(vectors)
-    todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
-
-    def lookup(positions: Sequence[int], limit: int) -> list[list[NearCandidate]]:
-        return near_duplicates(
-            owners=[owners[j] for j in positions],
-            vectors=[vectors[j] for j in positions],  # type: ignore[misc]
-            embedder=embedder,
-            policy=policy,
-            texts=[texts[j] or vector_text(vectors[j]) for j in positions] if texts else None,  # type: ignore[arg-type]
-            limit=limit,
-        )
-
-    plan: list[Match | None] = [None] * n
+    subjects: Sequence[str],
+    lookup: Callable[[Sequence[int], int], list[list[NearCandidate]]],
+) -> dict[int, Match]:
+    """``dedup_plan``'s matches among the stored memories: the nearest memory alone first, the
+    ``NEAR_CANDIDATES`` nearest for the few items whose nearest says something else."""
+    plan: dict[int, Match] = {}
     unmatched = []
     for j, found in zip(todo, lookup(todo, 1), strict=True):
         same = same_statement(contents[j], found)
@@ -106,30 +96,102 @@ def dedup_plan(
             same = same_statement(contents[j], found)
             if same is not None:
                 plan[j] = Match("near", same.similarity, memory_id=same.memory_id)
-    if len(todo) > 1:
-        matrix = np.stack([vectors[j] for j in todo])  # type: ignore[misc]
-        cosines = matrix @ matrix.T
-        # per item, the earlier items of its owner still new, compared as one row of the matrix
-        group_of = {o: k for k, o in enumerate(dict.fromkeys(owners[j] for j in todo))}
-        groups = np.array([group_of[owners[j]] for j in todo])
-        is_new = np.zeros(len(todo), dtype=bool)
-        for pos, j in enumerate(todo):
-            best = None
-            earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
-            if earlier.size:
-                sims = cosines[pos, earlier]
-                near = earlier[sims >= policy.near_duplicate_threshold]
-                # nearest first, the first of equals first (as written one after another)
-                ordered = near[np.argsort(-cosines[pos, near], kind="stable")]
-                same = same_statement(
-                    contents[j],
-                    [NearCandidate(int(k), float(cosines[pos, k]), contents[todo[k]]) for k in ordered],
-                )
-                if same is not None:
-                    best = int(same.memory_id)
-            current = plan[j]
-            if best is not None and (current is None or cosines[pos, best] > current.similarity):
-                plan[j] = Match("near", float(cosines[pos, best]), item=todo[best])
-            if plan[j] is None:
-                is_new[pos] = True
+                continue
+            old = updated_statement(contents[j], subjects[j], found)
+            if old is not None:
+                plan[j] = Match("update", old.similarity, memory_id=old.memory_id)
     return plan
+
+
+def dedup_plan(
+    *,
+    owners: Sequence[tuple[int, str]],
+    vectors: Sequence[np.ndarray | None],
+    contents: Sequence[str],
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+    skip: Sequence[bool] = (),
+    texts: Sequence[str | None] = (),
+    subjects: Sequence[str] = (),
+) -> list[Match | None]:
+    """The near-duplicate rule over a batch, as if its items were written one after another: item
+    ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored current memories of
+    its agent and scope (``near_duplicates``) and of the batch's earlier items of the same owner
+    that are themselves new, among those whose cosine is at least ``policy.near_duplicate_threshold``
+    and whose text says the same (``same_statement``); when none says the same, it updates the
+    nearest of them of its data subject that it restates with a new value (``updated_statement``:
+    ``update``, the write is stored and supersedes it), else it is new (None). The one place a
+    near duplicate or an update is decided: single writes, batches, the async worker's drain and
+    consolidation all come here. One statement for the stored side (a second, for the few items
+    whose nearest memory says something else, looks at ``NEAR_CANDIDATES`` of them); the batch's
+    side is a dot product of unit vectors (NumPy). ``contents``: the items' texts; ``texts``: the
+    vectors' ``vector_text`` by position, when the caller has them; ``subjects``: the items' data
+    subjects ("" for none, the default)."""
+    n = len(vectors)
+    subjects = list(subjects) or [""] * n
+    todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
+
+    def lookup(positions: Sequence[int], limit: int) -> list[list[NearCandidate]]:
+        return near_duplicates(
+            owners=[owners[j] for j in positions],
+            vectors=[vectors[j] for j in positions],  # type: ignore[misc]
+            embedder=embedder,
+            policy=policy,
+            texts=[texts[j] or vector_text(vectors[j]) for j in positions] if texts else None,  # type: ignore[arg-type]
+            limit=limit,
+        )
+
+    stored = _stored_side(todo, contents, subjects, lookup)
+    plan: list[Match | None] = [stored.get(j) for j in range(n)]
+    if len(todo) > 1:
+        _batch_side(plan, todo, vectors, contents, owners, subjects, policy.near_duplicate_threshold)
+    return plan
+
+
+def _batch_side(
+    plan: list[Match | None],
+    todo: Sequence[int],
+    vectors: Sequence[np.ndarray | None],
+    contents: Sequence[str],
+    owners: Sequence[tuple[int, str]],
+    subjects: Sequence[str],
+    threshold: float,
+) -> None:
+    """``dedup_plan``'s matches among the batch's earlier new items, written into ``plan``: a
+    same-statement item beats a stored match of lower cosine and any update; an update of an
+    earlier item beats a stored update of lower cosine; a stored memory an earlier item updates is
+    no longer current for the items after it (they compare with that item's memory instead), as
+    if the batch were written in order."""
+    matrix = np.stack([vectors[j] for j in todo])  # type: ignore[misc]
+    cosines = matrix @ matrix.T
+    # per item, the earlier items of its owner still new, compared as one row of the matrix
+    group_of = {o: k for k, o in enumerate(dict.fromkeys(owners[j] for j in todo))}
+    groups = np.array([group_of[owners[j]] for j in todo])
+    is_new = np.zeros(len(todo), dtype=bool)
+    claimed: dict[Any, int] = {}  # stored memory -> the first item updating it
+    for pos, j in enumerate(todo):
+        earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
+        near = earlier[cosines[pos, earlier] >= threshold] if earlier.size else earlier
+        # nearest first, the first of equals first (as written one after another)
+        ordered = near[np.argsort(-cosines[pos, near], kind="stable")]
+        candidates = [
+            NearCandidate(int(k), float(cosines[pos, k]), contents[todo[k]], subjects[todo[k]])
+            for k in ordered
+        ]
+        current = plan[j]
+        if current is not None and current.memory_id in claimed:  # superseded by an earlier item
+            current = plan[j] = None
+        same = same_statement(contents[j], candidates)
+        if same is not None and (
+            current is None or current.outcome == "update" or same.similarity > current.similarity
+        ):
+            plan[j] = Match("near", same.similarity, item=todo[same.memory_id])
+        elif same is None and (current is None or current.outcome == "update"):
+            old = updated_statement(contents[j], subjects[j], candidates)
+            if old is not None and (current is None or old.similarity > current.similarity):
+                plan[j] = Match("update", old.similarity, item=todo[old.memory_id])
+        current = plan[j]
+        if current is not None and current.outcome == "update" and current.memory_id is not None:
+            claimed[current.memory_id] = j
+        if plan[j] is None or plan[j].outcome == "update":  # type: ignore[union-attr]
+            is_new[pos] = True

@@ -79,6 +79,7 @@ def memories_erase(*, memory_ids: Sequence[uuid.UUID | str]) -> list[str]:
     full-text vector and embedding (vectors can be inverted into text), and its access clock; the
     delete's trigger (memory/sql/memory_context_deleted.sql) removes its context and rebuilds its neighbours' contexts
     without its words (``MemoryContext``). Unlike ``memory_forget`` nothing stays for audit.
+    An older version of a deleted memory stays superseded (``superseded_at``) without its pointer.
     Returns the ids deleted (as strings); ids already gone are skipped. Index entries go when the
     table is vacuumed (the caller does it).
 
@@ -87,6 +88,12 @@ def memories_erase(*, memory_ids: Sequence[uuid.UUID | str]) -> list[str]:
         return []
     ids = [str(i) for i in memory_ids]
     with transaction.atomic(), connection.cursor() as cursor:
+        # an older version left behind stays superseded (history), pointing at no row
+        cursor.execute(
+            f"UPDATE {SemanticMemory._meta.db_table} SET superseded_by_id = NULL "
+            "WHERE superseded_by_id = ANY(%s::uuid[]) AND NOT id = ANY(%s::uuid[])",
+            [ids, ids],
+        )
         cursor.execute(f"DELETE FROM {MemoryAccess._meta.db_table} WHERE memory_id = ANY(%s::uuid[])", [ids])
         cursor.execute(
             f"DELETE FROM {SemanticMemory._meta.db_table} WHERE id = ANY(%s::uuid[]) RETURNING id", [ids]

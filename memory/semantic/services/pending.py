@@ -17,16 +17,20 @@ from tenants.models import RetrievalPolicy
 
 from ..models import SemanticMemory
 from ..near import vector_text
-from .duplicates import dedup_plan
-from .writes import MemoryData, memories_reinforce
+from .duplicates import Match, dedup_plan
+from .reinforce import memories_reinforce
+from .supersede import Supersession, memories_supersede
+from .writes import MemoryData
 
 
 @dataclass(frozen=True)
 class PendingReport:
-    """What one ``pending_embed`` batch did: memories embedded, merged into a near duplicate."""
+    """What one ``pending_embed`` batch did: memories embedded (updates included), merged into a
+    near duplicate, updates (each supersedes a memory)."""
 
     embedded: int = 0
     merged: int = 0
+    updated: int = 0
 
 
 def pending_embed(
@@ -59,12 +63,13 @@ def pending_embed(
         vectors = list(embedder.embed([m.content for m in rows]))
         plan = dedup_plan(
             owners=[(m.agent_id, m.scope) for m in rows],
+            subjects=[m.data_subject for m in rows],
             vectors=vectors,
             contents=[m.content for m in rows],
             embedder=embedder,
             policy=policy,
         )
-        keep = [i for i, match in enumerate(plan) if match is None]
+        keep = [i for i, match in enumerate(plan) if match is None or match.outcome == "update"]
         with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE memory_semanticmemory m SET embedding = v.e::vector({dims}), "
@@ -77,8 +82,11 @@ def pending_embed(
                     [vector_text(vectors[i]) for i in keep],
                 ],
             )
+        _updates_apply(rows, plan)
         merged = [
-            (rows[i], m.memory_id if m.item is None else rows[m.item].pk) for i, m in enumerate(plan) if m
+            (rows[i], m.memory_id if m.item is None else rows[m.item].pk)
+            for i, m in enumerate(plan)
+            if m and m.outcome != "update"
         ]
         if merged:
             now = timezone.now()
@@ -99,4 +107,20 @@ def pending_embed(
             agents = Agent.objects.in_bulk(list(by_agent))
             for agent_id, targets in by_agent.items():
                 memories_reinforce(targets, agent=agents[agent_id])
-    return PendingReport(len(keep), len(merged))
+    return PendingReport(len(keep), len(merged), sum(1 for m in plan if m and m.outcome == "update"))
+
+
+def _updates_apply(rows: list[SemanticMemory], plan: list[Match | None]) -> None:
+    """The drain's updates: each pending memory ``dedup_plan`` found to update a memory (stored, or
+    an earlier one of the batch, which is kept) supersedes it (``memories_supersede``, recorded in
+    the trail as the agent's)."""
+    by_agent: dict[int, list[Supersession]] = {}
+    for i, match in enumerate(plan):
+        if match is not None and match.outcome == "update":
+            old = match.memory_id if match.item is None else rows[match.item].pk
+            change = Supersession(old, rows[i], "detected", match.similarity)
+            by_agent.setdefault(rows[i].agent_id, []).append(change)
+    if by_agent:
+        agents = Agent.objects.in_bulk(list(by_agent))
+        for agent_id, changes in by_agent.items():
+            memories_supersede(agent=agents[agent_id], changes=changes)

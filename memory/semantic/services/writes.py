@@ -54,8 +54,9 @@ from tenants.models import RetrievalPolicy
 from ..models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
 from ..near import NEAR_OPTIONS, NEAR_RESET, near_params, near_sql, vector_text
 from ..selectors import consolidation_policy, live_content_ids
-from .clocks import accesses_touch
 from .duplicates import Match, content_hash, dedup_plan
+from .reinforce import memories_reinforce
+from .supersede import Supersession, memories_supersede, stated_targets
 
 logger = logging.getLogger(__name__)
 # single writes' embeddings, run while their exact-duplicate lookup waits (one per core)
@@ -83,20 +84,27 @@ class MemoryData:
     fact_hint: dict[str, Any] | None = None
     source_event_id: int | None = None
     data_subject: str = ""
+    supersedes: Any = None  # the id of a memory this one replaces (an update the caller states)
 
 
 @dataclass(frozen=True)
 class WriteResult:
     """What ``memory_create`` did: ``created``, ``accepted`` (an async write, stored and queued for
-    embedding), or matched an ``exact`` / ``near`` duplicate."""
+    embedding), or matched an ``exact`` / ``near`` duplicate; ``supersedes``: the id of the memory
+    the write replaced (an update: stated by the caller or found by ``dedup_plan``), else None."""
 
     memory: SemanticMemory
     outcome: Literal["created", "accepted", "exact", "near"]
     similarity: float | None = None
+    supersedes: Any = None
 
     @property
     def deduplicated(self) -> bool:
         return self.outcome in ("exact", "near")
+
+    @property
+    def updated(self) -> bool:
+        return self.supersedes is not None
 
 
 def _audiences(items: Sequence[MemoryData], prefixes: Sequence[str]) -> list[tuple[list[int], list[str]]]:
@@ -167,49 +175,6 @@ def _validate_all(items: Sequence[MemoryData], prefixes: Sequence[str]) -> None:
             )
 
 
-def memories_reinforce(
-    targets: Sequence[tuple[Any, MemoryData, tuple[list[int], list[str]]]], *, agent: Agent | None
-) -> dict[Any, SemanticMemory]:
-    """One more sighting of each ``(memory id, the duplicate's data, its audience)``, in order: an
-    access each (``accesses_touch``: clock restarted, stability raised, restored if archived; a
-    memory seen twice counts twice), confidence and importance = max (one statement), new tags and
-    (hierarchical) new agents and roles added. Returns the memories as now stored, by id."""
-    if not targets:
-        return {}
-    ids = [t[0] for t in targets]
-    now = timezone.now()
-    remaining = list(ids)
-    while remaining:  # each round touches each id once: a memory met n times gets n accesses
-        distinct = list(dict.fromkeys(remaining))
-        accesses_touch(distinct, now=now, agent=agent)
-        for memory_id in distinct:
-            remaining.remove(memory_id)
-    best: dict[Any, tuple[float, float]] = {}
-    for memory_id, data, _ in targets:
-        c, i = best.get(memory_id, (0.0, 0.0))
-        best[memory_id] = (max(c, data.confidence), max(i, data.importance))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE memory_semanticmemory m SET confidence = GREATEST(m.confidence, v.c), "
-            "importance = GREATEST(m.importance, v.i) "
-            "FROM unnest(%s::uuid[], %s::float8[], %s::float8[]) AS v(id, c, i) "
-            "WHERE m.id = v.id AND (v.c > m.confidence OR v.i > m.importance)",
-            [[str(k) for k in best], [v[0] for v in best.values()], [v[1] for v in best.values()]],
-        )
-    current = SemanticMemory.objects.select_related("agent", "access").in_bulk(list(best))
-    for memory_id, data, (agent_ids, roles) in targets:
-        memory = current[memory_id]
-        new_tags = [t for t in dict.fromkeys(data.tags) if t not in memory.tags]
-        new_ids = [i for i in agent_ids if i not in memory.visible_to_agents]
-        new_roles = [r for r in roles if r not in memory.visible_to_roles]
-        if new_tags or new_ids or new_roles:  # rare: a duplicate that widens tags or audience
-            memory.tags = memory.tags + new_tags
-            memory.visible_to_agents = memory.visible_to_agents + new_ids
-            memory.visible_to_roles = memory.visible_to_roles + new_roles
-            memory.save(update_fields=["tags", "visible_to_agents", "visible_to_roles"])
-    return SemanticMemory.objects.select_related("agent", "access").in_bulk(list(best))
-
-
 def memory_create(
     *,
     agent: Agent,
@@ -248,7 +213,8 @@ def memories_create(
     digests = [content_hash(d.content) for d in items]
     supplied = _supplied_vectors(items, prefixes, embedder=embedder, batch=batch)
     vectors: dict[int, np.ndarray] = dict(supplied)
-    if write == "async" and len(items) == 1 and not supplied:
+    stating = any(d.supersedes is not None for d in items)
+    if write == "async" and len(items) == 1 and not supplied and not stating:
         memory = _pending_accept(
             agent=agent, data=items[0], digest=digests[0], audience=audiences[0], embedder=embedder
         )
@@ -267,7 +233,13 @@ def memories_create(
             _embed_missing(vectors, items=items, exact=exact, embedder=embedder, early=early)
         try:
             written = vectors if write == "sync" else supplied
-            if len(items) == 1 and exact[0] is None and 0 in written and not connection.in_atomic_block:
+            if (
+                len(items) == 1
+                and exact[0] is None
+                and 0 in written
+                and not stating
+                and not connection.in_atomic_block
+            ):
                 fast = _create_unless_near(
                     agent=agent,
                     data=items[0],
@@ -283,6 +255,7 @@ def memories_create(
                 return _write(
                     agent=agent,
                     items=items,
+                    prefixes=prefixes,
                     digests=digests,
                     audiences=audiences,
                     exact=exact,
@@ -551,6 +524,7 @@ def _write(
     *,
     agent: Agent,
     items: Sequence[MemoryData],
+    prefixes: Sequence[str],
     digests: Sequence[str],
     audiences: Sequence[tuple[list[int], list[str]]],
     exact: Sequence[Match | None],
@@ -558,46 +532,76 @@ def _write(
     embedder: Embedder,
     policy: RetrievalPolicy,
 ) -> list[WriteResult]:
-    """Steps 2 and 3 of ``memories_create`` inside its transaction."""
+    """Steps 2 and 3 of ``memories_create`` inside its transaction, and the updates: the memories
+    the items state they supersede (locked first) and those ``dedup_plan`` finds."""
     n = len(items)
-    owners = [(agent.pk, d.scope) for d in items]
+    stated = stated_targets(
+        agent=agent, wanted=[(d.supersedes, d.data_subject, d.scope) for d in items], prefixes=prefixes
+    )
     texts = {i: vector_text(v) for i, v in vectors.items()}  # formatted once: lookup and insert
     near = dedup_plan(
-        owners=owners,
+        owners=[(agent.pk, d.scope) for d in items],
+        subjects=[d.data_subject for d in items],
         vectors=[vectors.get(i) for i in range(n)],
         contents=[d.content for d in items],
         embedder=embedder,
         policy=policy,
-        skip=[m is not None for m in exact],
+        # an update the caller states is stored as said (unless it repeats a memory word for word)
+        skip=[exact[i] is not None or i in stated for i in range(n)],
         texts=[texts.get(i) for i in range(n)],
     )
-    plan = [exact[i] or near[i] for i in range(n)]
+    updates = {i: m for i, m in enumerate(near) if m is not None and m.outcome == "update"}
+    plan = [exact[i] or (None if i in updates else near[i]) for i in range(n)]
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
     created: dict[int, SemanticMemory] = {}
     for i, data in enumerate(items):
-        if plan[i] is not None:
-            continue
-        created[i] = _new_memory(
-            agent=agent,
-            data=data,
-            index=i,
-            digest=digests[i],
-            audience=audiences[i],
-            vector=vectors.get(i),
-            embedder=embedder,
-            now=now,
-        )
+        if plan[i] is None:
+            created[i] = _new_memory(
+                agent=agent,
+                data=data,
+                index=i,
+                digest=digests[i],
+                audience=audiences[i],
+                vector=vectors.get(i),
+                embedder=embedder,
+                now=now,
+            )
     if created:
         with connection.cursor() as cursor:
             cursor.execute(_INSERT_SQL, _insert_params(created, texts=texts, now=now, stability=stability))
         _mark_saved(created, agent=agent, now=now, stability=stability)
         if any(m.embedding is None for m in created.values()):
             transaction.on_commit(embed_schedule, robust=True)
+    return _results(
+        agent=agent,
+        items=items,
+        audiences=audiences,
+        plan=plan,
+        created=created,
+        updates=updates,
+        stated=stated,
+        now=now,
+    )
+
+
+def _results(
+    *,
+    agent: Agent,
+    items: Sequence[MemoryData],
+    audiences: Sequence[tuple[list[int], list[str]]],
+    plan: Sequence[Match | None],
+    created: dict[int, SemanticMemory],
+    updates: dict[int, Match],
+    stated: dict[int, SemanticMemory],
+    now: datetime,
+) -> list[WriteResult]:
+    """The end of ``_write``: the duplicates reinforce what they match, the updates supersede the
+    memories they replace (``memories_supersede``), one ``WriteResult`` per item."""
 
     def target(match: Match) -> Any:
-        """The memory a duplicate reinforces: a stored one, or the one an earlier item created (or,
-        when that item was itself a duplicate, what it reinforced)."""
+        """The memory a duplicate reinforces or an update replaces: a stored one, or the one an
+        earlier item created (or, when that item was itself a duplicate, what it reinforced)."""
         while match.item is not None:
             if match.item in created:
                 return created[match.item].pk
@@ -609,12 +613,27 @@ def _write(
     targets = [(target(m), items[i], audiences[i]) for i, m in enumerate(plan) if m is not None]
     reinforced = memories_reinforce(targets, agent=agent)
     results: list[WriteResult] = []
+    changes: list[Supersession] = []
     for i, match in enumerate(plan):
         if match is None:
             memory = created[i]
-            results.append(WriteResult(memory, "created" if memory.embedding is not None else "accepted"))
+            outcome: Literal["created", "accepted", "exact", "near"] = (
+                "created" if memory.embedding is not None else "accepted"
+            )
+            similarity = None
         else:
-            results.append(WriteResult(reinforced[target(match)], match.outcome, match.similarity))
+            assert match.outcome != "update"  # an update is created: no plan entry
+            memory, outcome, similarity = reinforced[target(match)], match.outcome, match.similarity
+        old: Any = None
+        if i in stated and stated[i].pk != memory.pk:
+            old = stated[i].pk
+            changes.append(Supersession(old, memory, "stated"))
+        elif i in updates:
+            old = target(updates[i])
+            changes.append(Supersession(old, memory, "detected", updates[i].similarity))
+            similarity = updates[i].similarity
+        results.append(WriteResult(memory, outcome, similarity, supersedes=old))
+    memories_supersede(agent=agent, changes=changes, now=now)
     return results
 
 

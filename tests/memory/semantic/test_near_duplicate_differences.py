@@ -195,13 +195,15 @@ def became(caller: Caller, memory_id: str) -> str:
 def test_every_write_path_stores_a_contradiction_and_merges_a_rewording(
     scratch_tenant: Tenant, path: Path
 ) -> None:
+    """The rewording first (it reinforces the memory it rewords), then the contradiction: stored
+    beside it, never merged, and an update of it (the stored memory is superseded by it, kept)."""
     caller = make_caller(scratch_tenant, "writer")
     if path.against == "stored":
         (stored,) = write(caller, path, [STORED])
         drain(scratch_tenant)
-        contradicting, reworded = write(caller, path, [CONTRADICTING, REWORDED])
+        reworded, contradicting = write(caller, path, [REWORDED, CONTRADICTING])
     else:
-        stored, contradicting, reworded = write(caller, path, [STORED, CONTRADICTING, REWORDED])
+        stored, reworded, contradicting = write(caller, path, [STORED, REWORDED, CONTRADICTING])
     drain(scratch_tenant)
     assert became(caller, stored) == stored
     assert became(caller, contradicting) == contradicting != stored  # stored beside it
@@ -213,6 +215,8 @@ def test_every_write_path_stores_a_contradiction_and_merges_a_rewording(
         assert rows[stored].access.access_count == 1  # reinforced once: by the rewording only
         assert rows[contradicting].access.access_count == 0
         assert rows[contradicting].embedding_dimensions > 0
+        assert str(rows[stored].superseded_by_id) == contradicting and rows[stored].superseded_at
+        assert rows[contradicting].superseded_at is None
 
 
 def test_mcp_store_memory_stores_a_contradiction_and_merges_a_rewording(scratch_tenant: Tenant) -> None:
@@ -229,10 +233,11 @@ def test_mcp_store_memory_stores_a_contradiction_and_merges_a_rewording(scratch_
             async with streamable_http_client(url, http_client=http) as (read, write_, _):
                 async with ClientSession(read, write_) as session:
                     await session.initialize()
-                    return [await store(session, text) for text in (STORED, CONTRADICTING, REWORDED)]
+                    return [await store(session, text) for text in (STORED, REWORDED, CONTRADICTING)]
 
     with asgi_server() as port:
-        stored, contradicting, reworded = asyncio.run(run(f"http://127.0.0.1:{port}/mcp"))
+        stored, reworded, contradicting = asyncio.run(run(f"http://127.0.0.1:{port}/mcp"))
     assert stored["deduplicated"] is False
-    assert contradicting["deduplicated"] is False and contradicting["id"] != stored["id"]
     assert reworded["deduplicated"] is True and reworded["id"] == stored["id"]
+    assert contradicting["deduplicated"] is False and contradicting["id"] != stored["id"]
+    assert contradicting["outcome"] == "updated" and contradicting["supersedes"] == stored["id"]

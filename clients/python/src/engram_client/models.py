@@ -174,6 +174,7 @@ class MemoryIn(TypedDict):
     source_event_id: NotRequired[int | None]
     write: NotRequired[Literal["sync", "async"]]
     data_subject: NotRequired[str]
+    supersedes: NotRequired[str | None]
 
 
 class Memory(TypedDict):
@@ -199,9 +200,24 @@ class Memory(TypedDict):
     pending: bool
     fact: FactHint | None
     source_event_id: int | None
+    superseded_by: str | None
+    superseded_at: str | None
+
+
+class MemoryDetail(Memory):
+    supersedes: str | None
+
+
+class MemoryVersions(TypedDict):
+    id: str
+    current: str | None
+    count: int
+    results: list[Memory]
 
 
 class MemoryWritten(Memory):
+    outcome: Literal["created", "accepted", "deduplicated", "updated"]
+    supersedes: str | None
     deduplicated: bool
     duplicate_of: NotRequired[Literal["exact", "near"]]
     similarity: NotRequired[float]
@@ -696,6 +712,8 @@ class SearchFilters(TypedDict, total=False):
     created_at: Range
     importance: Range
     include_archived: bool
+    include_superseded: bool
+    as_of: str
 
 
 class SearchWeights(TypedDict, total=False):
@@ -732,6 +750,8 @@ class MemoryFilters(TypedDict, total=False):
     since: str
     until: str
     include_archived: bool
+    include_superseded: bool
+    as_of: str
     limit: int
 
 

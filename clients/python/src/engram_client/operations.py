@@ -72,7 +72,9 @@ class Operations:
 
     @operation("POST", "memories", body="memory")
     def memory_store(memory: m.MemoryIn, *, idempotency_key: str | None = None) -> m.MemoryWritten:
-        """Store a memory (a near duplicate reinforces or supersedes, see ``deduplicated``)."""
+        """Store a memory: ``outcome`` created, accepted (async), deduplicated (a duplicate reinforced
+        a memory) or updated (``supersedes``: the memory it replaced; state one with the input's
+        ``supersedes``)."""
 
     @operation("POST", "memories", body="memories")
     def memories_store(memories: list[m.MemoryIn], *, idempotency_key: str | None = None) -> m.MemoryBatch:
@@ -95,8 +97,12 @@ class Operations:
         """Hybrid recall (vector + full text), ``k`` hits scored as the tenant's weights say."""
 
     @operation("GET", "memories/{memory_id}")
-    def memory_get(memory_id: str) -> m.Memory:
-        """One memory (a read restarts its forgetting clock)."""
+    def memory_get(memory_id: str) -> m.MemoryDetail:
+        """One memory, superseded ones too (``superseded_by``; ``supersedes``: what it replaced)."""
+
+    @operation("GET", "memories/{memory_id}/versions")
+    def memory_versions(memory_id: str) -> m.MemoryVersions:
+        """The versions of a memory's update chain, oldest first, and the ``current`` one."""
 
     @operation("DELETE", "memories/{memory_id}")
     def memory_forget(memory_id: str, *, session_id: str | None = None) -> m.Forgotten:

@@ -358,7 +358,7 @@ export interface paths {
         put?: never;
         /**
          * Store a memory, or a batch
-         * @description One memory (an object) or a batch (an array of 1 to 500, all or nothing, embedded in one model call; every item written the same way, `sync` or `async`). A duplicate, exact or near, of a stored memory or of an earlier item of the batch reinforces it (`deduplicated: true`), a near one only when it says the same: one that differs in a negation, number, date, name, literal (an address, link, path or quoted text) or opposite is stored as a memory of its own. Status: 201 when something was stored, 202 when an async write was accepted, else 200.
+         * @description One memory (an object) or a batch (an array of 1 to 500, all or nothing, embedded in one model call; every item written the same way, `sync` or `async`). A duplicate, exact or near, of a stored memory or of an earlier item of the batch reinforces it (`deduplicated: true`), a near one only when it says the same. A near one of the same data subject that restates it with a new value (a negation, number, date, name, literal or opposite changed, about the same thing) is an update (`outcome: updated`, `supersedes` names the old memory, which leaves default recall); one about something else is stored as a memory of its own. `supersedes` in the body states an update. Status: 201 when something was stored, 202 when an async write was accepted, else 200.
          */
         post: operations["memories_create"];
         delete?: never;
@@ -376,9 +376,7 @@ export interface paths {
         };
         /**
          * One memory
-         * @description GET a memory the agent may see; DELETE forgets it (kept for audit, logged as a decision in
-         *     the memory's session, or ``?session_id=`` for a memory stored without one): the memory's author
-         *     may, or a key with the ``curate`` scope.
+         * @description Superseded memories too (an update replaced them: `superseded_by`, `superseded_at`); `supersedes` names the older version this one replaced.
          */
         get: operations["memories_get"];
         put?: never;
@@ -390,6 +388,26 @@ export interface paths {
          *     may, or a key with the ``curate`` scope.
          */
         delete: operations["memories_forget"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/memories/{memory_id}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A memory's versions
+         * @description The memories an update chain links (`superseded_by`) that this one is part of, oldest first: what it replaced, itself, and what replaced it up to the current version.
+         */
+        get: operations["memories_versions"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1549,6 +1567,11 @@ export interface components {
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         FiltersRequest: {
             agent?: string;
+            /**
+             * Format: date-time
+             * @description the memories current then: created by then and not superseded by then
+             */
+            as_of?: string;
             created_at?: components["schemas"]["DateRangeRequest"];
             importance?: components["schemas"]["UnitRangeRequest"];
             /**
@@ -1556,6 +1579,11 @@ export interface components {
              * @default false
              */
             include_archived?: boolean;
+            /**
+             * @description also memories an update superseded (history)
+             * @default false
+             */
+            include_superseded?: boolean;
             memory_type?: components["schemas"]["MemoryTypeEnum"];
             /** Format: double */
             min_confidence?: number;
@@ -1649,6 +1677,68 @@ export interface components {
             count: number;
             results: components["schemas"]["MemoryWritten"][];
         };
+        /**
+         * @description A memory; ``visible_to`` lists the agents (by name) and roles a hierarchical memory names
+         *     (empty lists otherwise). Pass ``context={"agent_names": {id: name}}`` for lists of memories.
+         */
+        MemoryDetail: {
+            access_count: number;
+            agent: string;
+            /**
+             * Format: date-time
+             * @description set when the forgetting curve archived it (hidden from default recall)
+             */
+            archived_at: string | null;
+            /** Format: double */
+            confidence: number;
+            content: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the person this is about, null when none */
+            data_subject: string | null;
+            embedding_model: string;
+            fact: components["schemas"]["FactHintOutput"] | null;
+            /** Format: uuid */
+            id: string;
+            /** Format: double */
+            importance: number;
+            /** Format: date-time */
+            last_accessed_at: string;
+            memory_type: components["schemas"]["MemoryTypeEnum"];
+            metadata: unknown;
+            /** @description written with write=async and not embedded (searchable) yet */
+            pending: boolean;
+            /**
+             * Format: double
+             * @description exp(-hours since last access / stability), now
+             */
+            readonly recall_probability: number;
+            scope: components["schemas"]["MemoryScopeEnum"];
+            session_id: string | null;
+            source_event_id: number | null;
+            /**
+             * Format: double
+             * @description S of the forgetting curve p = exp(-t/S)
+             */
+            stability_hours: number;
+            /**
+             * Format: date-time
+             * @description when an update replaced it (out of default recall since)
+             */
+            superseded_at: string | null;
+            /**
+             * Format: uuid
+             * @description the newer version that replaced it, if any
+             */
+            superseded_by: string | null;
+            /**
+             * Format: uuid
+             * @description the memory this one updated most recently (its older version), if any
+             */
+            supersedes: string | null;
+            tags: string[];
+            readonly visible_to: components["schemas"]["VisibleTo"];
+        };
         MemoryInputOneOrBatchRequest: components["schemas"]["MemoryInputRequest"] | components["schemas"]["MemoryInputRequest"][];
         /** @description A hierarchical memory names at least one agent or role in visible_to; a private or shared one names none. */
         MemoryInputRequest: {
@@ -1678,6 +1768,11 @@ export interface components {
             session_id?: string | null;
             /** @description the event it was learned from */
             source_event_id?: number | null;
+            /**
+             * Format: uuid
+             * @description the id of a memory this one updates: it is superseded (kept as history, out of default recall); 404 for a memory you cannot see, 409 for one already superseded (names the current one)
+             */
+            supersedes?: string | null;
             tags?: string[];
             /** @description hierarchical scope only: the agents and roles that may recall it too */
             visible_to?: components["schemas"]["VisibleToRequest"];
@@ -1748,6 +1843,16 @@ export interface components {
              * @description S of the forgetting curve p = exp(-t/S)
              */
             stability_hours: number;
+            /**
+             * Format: date-time
+             * @description when an update replaced it (out of default recall since)
+             */
+            superseded_at: string | null;
+            /**
+             * Format: uuid
+             * @description the newer version that replaced it, if any
+             */
+            superseded_by: string | null;
             tags: string[];
             readonly visible_to: components["schemas"]["VisibleTo"];
         };
@@ -1781,6 +1886,21 @@ export interface components {
          * @enum {string}
          */
         MemoryTypeEnum: "fact" | "preference" | "observation" | "experience" | "instruction" | "summary";
+        MemoryVersions: {
+            count: number;
+            /**
+             * Format: uuid
+             * @description the current version (superseded by none), null when you cannot see it
+             */
+            current: string | null;
+            /**
+             * Format: uuid
+             * @description the memory asked about
+             */
+            id: string;
+            /** @description every version you can see, oldest first */
+            results: components["schemas"]["MemoryOutput"][];
+        };
         /**
          * @description A memory; ``visible_to`` lists the agents (by name) and roles a hierarchical memory names
          *     (empty lists otherwise). Pass ``context={"agent_names": {id: name}}`` for lists of memories.
@@ -1813,6 +1933,15 @@ export interface components {
             last_accessed_at: string;
             memory_type: components["schemas"]["MemoryTypeEnum"];
             metadata: unknown;
+            /**
+             * @description created; accepted (async, embedded soon); deduplicated (an existing memory reinforced); updated (stored, and the memory `supersedes` names is superseded by it)
+             *
+             *     * `created` - created
+             *     * `accepted` - accepted
+             *     * `deduplicated` - deduplicated
+             *     * `updated` - updated
+             */
+            outcome: components["schemas"]["OutcomeEnum"];
             /** @description written with write=async and not embedded (searchable) yet */
             pending: boolean;
             /**
@@ -1830,6 +1959,21 @@ export interface components {
              * @description S of the forgetting curve p = exp(-t/S)
              */
             stability_hours: number;
+            /**
+             * Format: date-time
+             * @description when an update replaced it (out of default recall since)
+             */
+            superseded_at: string | null;
+            /**
+             * Format: uuid
+             * @description the newer version that replaced it, if any
+             */
+            superseded_by: string | null;
+            /**
+             * Format: uuid
+             * @description the memory this write updated (stated, or a near one that differs)
+             */
+            supersedes: string | null;
             tags: string[];
             readonly visible_to: components["schemas"]["VisibleTo"];
         };
@@ -1870,6 +2014,14 @@ export interface components {
              */
             lambda: number;
         };
+        /**
+         * @description * `created` - created
+         *     * `accepted` - accepted
+         *     * `deduplicated` - deduplicated
+         *     * `updated` - updated
+         * @enum {string}
+         */
+        OutcomeEnum: "created" | "accepted" | "deduplicated" | "updated";
         PathOutput: {
             backend: string;
             entities: components["schemas"]["EntityOutput"][];
@@ -3928,6 +4080,8 @@ export interface operations {
             query?: {
                 /** @description the name of the agent that wrote it */
                 agent?: string;
+                /** @description the memories current then: created by then and not superseded by then */
+                as_of?: string;
                 /** @description from a page's `next` or `previous` link */
                 cursor?: string;
                 /**
@@ -3937,6 +4091,13 @@ export interface operations {
                  *     * `false` - false
                  */
                 include_archived?: "true" | "false";
+                /**
+                 * @description also memories an update superseded (history)
+                 *
+                 *     * `true` - true
+                 *     * `false` - false
+                 */
+                include_superseded?: "true" | "false";
                 /** @description items per page (default 100) */
                 limit?: number;
                 /**
@@ -4133,7 +4294,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MemoryOutput"];
+                    "application/json": components["schemas"]["MemoryDetail"];
                 };
             };
             /** @description Bad input: `errors` names each field by its path (`events[1].occurred_at`). */
@@ -4193,6 +4354,63 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ForgetOutput"];
+                };
+            };
+            /** @description Bad input: `errors` names each field by its path (`events[1].occurred_at`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or a malformed, unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key lacks the scope this operation needs, or the caller may not act on this object. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    memories_versions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                memory_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryVersions"];
                 };
             };
             /** @description Bad input: `errors` names each field by its path (`events[1].occurred_at`). */
