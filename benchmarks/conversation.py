@@ -116,7 +116,7 @@ def send(client: httpx.Client, requests: list[tuple[str, Any]]) -> float:
 def throughput(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    ways = {"operation": as_operation, "events+memories": as_two_requests}
+    ways = {"operation": as_operation, "separate": as_two_requests}
     seconds: dict[str, list[float]] = {name: [] for name in ways}
     with (
         scratch_tenant("bench_conv", list(ways)) as (_, _, keys),
@@ -138,7 +138,7 @@ def throughput(args: argparse.Namespace) -> None:
         for client in clients.values():
             client.close()
     rates = {name: args.batch * len(s) / sum(s) for name, s in seconds.items()}
-    ratio = rates["operation"] / rates["events+memories"]
+    ratio = rates["operation"] / rates["separate"]
     print(f"\nConversation operation over HTTP, one client ({args.server}, {args.workers} workers)")
     print(f"  {args.rounds} rounds x {args.batch} messages (user and assistant alternating), A/B interleaved")
     for name, s in seconds.items():
@@ -202,12 +202,12 @@ def locomo_both(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             locomo_http(server.url, keys["locomo"], args.path)
             figures["operation_ingest_seconds"] = time.perf_counter() - t0
-        figures["operation"] = _eval(args.path, tenant.schema_name, "locomo")  # type: ignore[attr-defined]
+        figures["operation"] = _eval(args.path, tenant.schema_name, "locomo")
     with scratch_tenant("bench_conv_command", ["locomo"]) as (tenant, _, _):
         t0 = time.perf_counter()
-        call_command("locomo_ingest", args.path, tenant=tenant.schema_name, stdout=io.StringIO())  # type: ignore[attr-defined]
+        call_command("locomo_ingest", args.path, tenant=tenant.schema_name, stdout=io.StringIO())
         figures["command_ingest_seconds"] = time.perf_counter() - t0
-        figures["command"] = _eval(args.path, tenant.schema_name, "locomo")  # type: ignore[attr-defined]
+        figures["command"] = _eval(args.path, tenant.schema_name, "locomo")
     for name in ("operation", "command"):
         scores = figures[name]
         print(

@@ -22,6 +22,7 @@ from api.fields import (
 )
 from api.idempotency import idempotent
 from api.rest.events import MAX_EVENT_CONTENT_CHARS, EventOutputSerializer, event_json
+from api.rest.memories import write_outcome
 from api.views import AgentRequest, ApiView
 from core.errors import NotFound
 from memory.conversations import selectors, services
@@ -69,7 +70,12 @@ class ConversationInputSerializer(StrictSerializer):
 class FormedMemorySerializer(serializers.Serializer):
     message = serializers.IntegerField(help_text="the index of the message in the request")
     id = serializers.UUIDField(help_text="the memory stored or reinforced")
-    outcome = serializers.CharField(help_text="created, or exact / near: an existing memory reinforced")
+    outcome = serializers.ChoiceField(
+        choices=["created", "deduplicated", "updated"],
+        help_text="created; deduplicated (an existing memory reinforced); updated (stored, and the "
+        "memory `supersedes` names is superseded by it)",
+    )
+    supersedes = serializers.UUIDField(allow_null=True, help_text="the memory this one replaced")
 
 
 class JobOutputSerializer(serializers.Serializer):
@@ -119,7 +125,8 @@ class MessagesView(ApiView):
         description="Appends the messages to the session's episodic log (as `message` events, all or "
         "nothing; a message's `metadata` is kept in its event's payload) and forms memories from them. Without a language model (`turns`), each user and "
         "assistant message becomes an observation memory naming who said it and when, written as any "
-        "memory is (a duplicate reinforces the memory it duplicates); `memories` lists them. With one "
+        "memory is (a duplicate reinforces the memory it duplicates, a near one that restates it with a "
+        "new value supersedes it); `memories` lists them. With one "
         "(`llm`), the answer carries a queued `job`: poll `GET /api/v1/extractions/{id}`.",
         request=ConversationInputSerializer,
         responses={201: MessagesAddedSerializer},
@@ -157,7 +164,13 @@ class MessagesView(ApiView):
             "data_subject": attrs["data_subject"] or None,
             "events": [event_json(e, zone) for e in added.events],
             "memories": [
-                {"message": i, "id": str(r.memory.pk), "outcome": r.outcome} for i, r in added.memories
+                {
+                    "message": i,
+                    "id": str(r.memory.pk),
+                    "outcome": write_outcome(r),
+                    "supersedes": None if r.supersedes is None else str(r.supersedes),
+                }
+                for i, r in added.memories
             ],
             "job": None if added.job is None else JobOutputSerializer(added.job).data,
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,7 @@ def _document(answer: str) -> dict[str, Any]:
     return document
 
 
-def _memory(item: Any, where: str, known: Mapping[str, str]) -> ExtractedMemory:
+def _memory(item: Any, where: str, known: Collection[str]) -> ExtractedMemory:
     if not isinstance(item, dict) or not set(item) <= {"text", "action", "id"}:
         raise AnswerRefused(f"malformed answer: {where} is not {{text, action, id?}}")
     text, action, target = item.get("text"), item.get("action"), item.get("id")
@@ -117,7 +117,7 @@ def _fact(item: Any, where: str) -> ExtractedFact:
     return ExtractedFact(subject, predicate, obj)
 
 
-def answer_read(answer: str, *, known: Mapping[str, str]) -> Extracted:
+def answer_read(answer: str, *, known: Collection[str]) -> Extracted:
     """The items of ``answer`` (the model's text): memories and facts, each checked; ``known``: the
     prompt ids of the existing memories shown. Raises ``AnswerRefused`` (``"empty answer"``,
     ``"malformed answer: ..."`` naming the first bad item) unless every item is well formed."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -17,7 +18,7 @@ from agents.models import Agent
 from core.errors import DomainError, InvalidInput
 from core.tasks import queue_on_commit
 from core.tenancy import current_tenant
-from memory.consolidation.llm import LLMUnavailable, chat, llm_configured
+from memory.consolidation.llm import chat, llm_configured
 from memory.embeddings import Embedder, get_embedder
 from memory.episodic.models import Event, EventKind, EventRole
 from memory.episodic.services import EventData, events_append
@@ -100,6 +101,15 @@ def _check(messages: Sequence[Message], scope: str) -> None:
         raise InvalidInput("Use private or shared.", field="scope")
 
 
+def _formed(result: WriteResult) -> dict[str, Any]:
+    """What a turn's event payload says of its memory: its id, the write's outcome and, for an
+    update, the memory it superseded."""
+    formed = {"memory_id": str(result.memory.pk), "memory_outcome": result.outcome}
+    if result.supersedes is not None:
+        formed["memory_supersedes"] = str(result.supersedes)
+    return formed
+
+
 def _event(message: Message, *, session_id: str, data_subject: str, extra: dict[str, Any]) -> EventData:
     payload = {**message.metadata, **({"name": message.name} if message.name else {}), **extra}
     return EventData(
@@ -124,7 +134,7 @@ def _turn_memories(
 ) -> list[MemoryData]:
     """The memory of each turn (``turn_content``), its vector computed here (one model call)."""
     contents = [turn_content(m) for m in turns]
-    vectors = embedder.embed(contents) if contents else []
+    vectors = embedder.embed(contents) if contents else np.empty((0, embedder.dimensions))
     return [
         MemoryData(
             content=content,
@@ -207,11 +217,7 @@ def messages_add(
                     message,
                     session_id=session_id,
                     data_subject=data_subject,
-                    extra=(
-                        {"memory_id": str(formed[i].memory.pk), "memory_outcome": formed[i].outcome}
-                        if i in formed
-                        else {}
-                    ),
+                    extra=(_formed(formed[i]) if i in formed else {}),
                 )
                 for i, message in enumerate(messages)
             ],
@@ -296,8 +302,8 @@ def extraction_run(*, job_id: Any) -> ExtractionJob:
     the chat endpoint; the answer is read whole (``answer_read``) and applied in one transaction
     (``_decisions_apply``) that also ends the job ``done`` with its decisions. The prompt and the
     raw answer are kept either way. A timed-out or unreachable endpoint, an empty or malformed
-    answer, or an item a write refuses ends the job ``failed`` with the reason, and nothing of the
-    answer is stored (the messages stay in the log). Raises ``ExtractionJob.DoesNotExist``."""
+    answer, the embedder unavailable, or an item a write refuses ends the job ``failed`` with the
+    reason, and nothing of the answer is stored (the messages stay in the log). Raises ``ExtractionJob.DoesNotExist``."""
     job = ExtractionJob.objects.select_related("agent").get(pk=job_id)
     if job.status in (JobStatus.DONE, JobStatus.FAILED):
         return job
@@ -308,16 +314,16 @@ def extraction_run(*, job_id: Any) -> ExtractionJob:
     if not events:
         return _job_end(job, error="the messages were erased")
     policy = current_tenant().retrieval_policy
-    neighbours = _neighbours(job, events, policy)
-    user = prompt_user(_transcript(events), {key: m.content for key, m in neighbours.items()})
-    job.prompt = f"{EXTRACTION_PROMPT}\n\n{user}"
     try:
+        neighbours = _neighbours(job, events, policy)
+        user = prompt_user(_transcript(events), {key: m.content for key, m in neighbours.items()})
+        job.prompt = f"{EXTRACTION_PROMPT}\n\n{user}"
         job.answer = chat(EXTRACTION_PROMPT, user)
         extracted = answer_read(job.answer, known=neighbours)
-    except LLMUnavailable as exc:
-        return _job_end(job, error=exc.message)
     except AnswerRefused as exc:
         return _job_end(job, error=str(exc))
+    except DomainError as exc:  # the chat endpoint (LLMUnavailable) or the embedder unavailable
+        return _job_end(job, error=exc.message)
     try:
         with transaction.atomic():
             decisions = _decisions_apply(job, extracted, neighbours, events, policy)
@@ -355,10 +361,13 @@ def _decisions_apply(
                     metadata={"source": "extraction", "job": str(job.pk)},
                     source_event_id=source,
                     data_subject=job.data_subject,
+                    supersedes=old.pk if item.action == "update" and old is not None else None,
                 ),
                 policy=policy,
             )
             decision.update(memory_id=str(result.memory.pk), outcome=result.outcome)
+            if result.supersedes is not None:
+                decision["supersedes"] = str(result.supersedes)
         decisions.append(decision)
     for fact in extracted.facts:
         asserted = fact_assert(

@@ -80,7 +80,9 @@ def test_the_job_applies_its_decisions_and_keeps_prompt_answer_and_decisions(
     ]
     assert decisions[0]["existing_id"] == old["id"] and decisions[2]["existing_id"] == old["id"]
     assert "memory_id" not in decisions[2]
+    assert decisions[0]["supersedes"] == old["id"]
     with tenant_context(alice.tenant):
+        assert str(SemanticMemory.objects.get(pk=old["id"]).superseded_by_id) == decisions[0]["memory_id"]
         update = SemanticMemory.objects.get(pk=decisions[0]["memory_id"])
         assert update.content == "Dana's return flight departs at 11:05 on Sunday."
         assert (update.data_subject, update.session_id) == ("dana", "trip-7")

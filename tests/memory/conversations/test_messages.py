@@ -39,7 +39,10 @@ def test_each_turn_becomes_a_memory_and_every_message_an_event(alice: Caller) ->
     assert [e["role"] for e in body["events"]] == ["system", "user", "assistant", "tool"]
     assert {e["data_subject"] for e in body["events"]} == {"dana"}
     assert body["job"] is None and body["data_subject"] == "dana"
-    assert [(m["message"], m["outcome"]) for m in body["memories"]] == [(1, "created"), (2, "created")]
+    assert [(m["message"], m["outcome"], m["supersedes"]) for m in body["memories"]] == [
+        (1, "created", None),
+        (2, "created", None),
+    ]
     with tenant_context(alice.tenant):
         user_turn = SemanticMemory.objects.get(pk=body["memories"][0]["id"])
         assert (
@@ -62,7 +65,7 @@ def test_each_turn_becomes_a_memory_and_every_message_an_event(alice: Caller) ->
 def test_a_repeated_turn_reinforces_its_memory(alice: Caller) -> None:
     first = alice.post(URL, {"messages": TURNS[1:2]}).json()
     again = alice.post(URL, {"messages": TURNS[1:2]}).json()
-    assert again["memories"][0]["outcome"] == "exact"
+    assert again["memories"][0]["outcome"] == "deduplicated"
     assert again["memories"][0]["id"] == first["memories"][0]["id"]
 
 
@@ -100,3 +103,17 @@ def test_another_tenant_sees_nothing(alice: Caller, mallory: Caller) -> None:
 def test_llm_extraction_without_an_endpoint_is_refused(alice: Caller) -> None:
     response = alice.post(URL, {"messages": TURNS[1:2], "extraction": "llm"})
     assert response.status_code == 400 and "extraction" in response.json()["errors"]
+
+
+def test_a_turn_that_changes_a_value_supersedes_the_older_turn(alice: Caller) -> None:
+    first = alice.post(URL, {"messages": TURNS[1:2], "data_subject": "dana"}).json()
+    changed = {**TURNS[1], "content": "My return flight departs at 11:05 on Sunday."}
+    second = alice.post(URL, {"messages": [changed], "data_subject": "dana"}).json()
+    formed = second["memories"][0]
+    assert (formed["outcome"], formed["supersedes"]) == ("updated", first["memories"][0]["id"])
+    with tenant_context(alice.tenant):
+        old = SemanticMemory.objects.get(pk=first["memories"][0]["id"])
+        assert str(old.superseded_by_id) == formed["id"]
+        assert Event.objects.get(pk=second["events"][0]["id"]).payload["memory_supersedes"] == str(old.pk)
+    hits = search(alice, "When does Dana's flight leave?")
+    assert [h["memory"]["id"] for h in hits] == [formed["id"]]

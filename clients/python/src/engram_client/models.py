@@ -82,7 +82,8 @@ class MessageIn(TypedDict):
 class FormedMemory(TypedDict):
     message: int  # the index of the message in the request
     id: str
-    outcome: str  # created, or exact / near: an existing memory reinforced
+    outcome: Literal["created", "deduplicated", "updated"]
+    supersedes: str | None  # the memory this one replaced (an update)
 
 
 class ExtractionJob(TypedDict):

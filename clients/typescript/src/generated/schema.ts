@@ -564,7 +564,7 @@ export interface paths {
         put?: never;
         /**
          * Add a conversation's messages
-         * @description Appends the messages to the session's episodic log (as `message` events, all or nothing; a message's `metadata` is kept in its event's payload) and forms memories from them. Without a language model (`turns`), each user and assistant message becomes an observation memory naming who said it and when, written as any memory is (a duplicate reinforces the memory it duplicates); `memories` lists them. With one (`llm`), the answer carries a queued `job`: poll `GET /api/v1/extractions/{id}`.
+         * @description Appends the messages to the session's episodic log (as `message` events, all or nothing; a message's `metadata` is kept in its event's payload) and forms memories from them. Without a language model (`turns`), each user and assistant message becomes an observation memory naming who said it and when, written as any memory is (a duplicate reinforces the memory it duplicates, a near one that restates it with a new value supersedes it); `memories` lists them. With one (`llm`), the answer carries a queued `job`: poll `GET /api/v1/extractions/{id}`.
          */
         post: operations["messages_add"];
         delete?: never;
@@ -1609,9 +1609,27 @@ export interface components {
             id: string;
             /** @description the index of the message in the request */
             message: number;
-            /** @description created, or exact / near: an existing memory reinforced */
-            outcome: string;
+            /**
+             * @description created; deduplicated (an existing memory reinforced); updated (stored, and the memory `supersedes` names is superseded by it)
+             *
+             *     * `created` - created
+             *     * `deduplicated` - deduplicated
+             *     * `updated` - updated
+             */
+            outcome: components["schemas"]["FormedMemoryOutcomeEnum"];
+            /**
+             * Format: uuid
+             * @description the memory this one replaced
+             */
+            supersedes: string | null;
         };
+        /**
+         * @description * `created` - created
+         *     * `deduplicated` - deduplicated
+         *     * `updated` - updated
+         * @enum {string}
+         */
+        FormedMemoryOutcomeEnum: "created" | "deduplicated" | "updated";
         GraphSlice: {
             backend: string;
             depth: number;
@@ -1941,7 +1959,7 @@ export interface components {
              *     * `deduplicated` - deduplicated
              *     * `updated` - updated
              */
-            outcome: components["schemas"]["OutcomeEnum"];
+            outcome: components["schemas"]["MemoryWrittenOutcomeEnum"];
             /** @description written with write=async and not embedded (searchable) yet */
             pending: boolean;
             /**
@@ -1978,6 +1996,14 @@ export interface components {
             readonly visible_to: components["schemas"]["VisibleTo"];
         };
         MemoryWrittenOneOrBatch: components["schemas"]["MemoryWritten"] | components["schemas"]["MemoryBatch"];
+        /**
+         * @description * `created` - created
+         *     * `accepted` - accepted
+         *     * `deduplicated` - deduplicated
+         *     * `updated` - updated
+         * @enum {string}
+         */
+        MemoryWrittenOutcomeEnum: "created" | "accepted" | "deduplicated" | "updated";
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         MessageInputRequest: {
             content: string;
@@ -2014,14 +2040,6 @@ export interface components {
              */
             lambda: number;
         };
-        /**
-         * @description * `created` - created
-         *     * `accepted` - accepted
-         *     * `deduplicated` - deduplicated
-         *     * `updated` - updated
-         * @enum {string}
-         */
-        OutcomeEnum: "created" | "accepted" | "deduplicated" | "updated";
         PathOutput: {
             backend: string;
             entities: components["schemas"]["EntityOutput"][];
