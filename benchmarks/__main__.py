@@ -55,6 +55,7 @@ QUICK: dict[str, list[str]] = {
     "skill_match": "--skills 50 --queries 10".split(),
     "tenant_backup": "--memories 500 --events 50".split(),
     "tenant_roles": "--statements 200 --blocks 2 --requests 20 --tenants 2".split(),
+    "updates": "--limit 3".split(),
     "writes_ab": "facts --base {root} --rounds 2 --warmup 0".split(),
 }
 # management commands of the benchmarks app (benchmarks/management/commands)

@@ -217,7 +217,7 @@ def _episode_items(*, agent: Agent, session_id: str, latest: Sequence[Event]) ->
     ]
     summaries = (
         memories_visible_to(agent)
-        .filter(session_id=session_id, memory_type=MemoryType.SUMMARY)
+        .filter(session_id=session_id, memory_type=MemoryType.SUMMARY, superseded_at__isnull=True)
         .only("id", "content")
         .order_by("-created_at")[:SUMMARIES]
     )

@@ -36,6 +36,7 @@ class SemanticMemoryAdmin(ServiceSaveAdmin):
         "agent",
         ("archived_at", admin.EmptyFieldListFilter),
         ("forgotten_at", admin.EmptyFieldListFilter),
+        ("superseded_at", admin.EmptyFieldListFilter),
     ]
     list_select_related = ["agent", "access"]
     search_fields = ["content", "session_id", "tags"]
@@ -63,6 +64,8 @@ class SemanticMemoryAdmin(ServiceSaveAdmin):
         "source_event",
         "archived_at",
         "merged_into",
+        "superseded_by",
+        "superseded_at",
         "forgotten_at",
         "forgotten_by",
     ]

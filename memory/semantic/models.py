@@ -116,10 +116,11 @@ class SemanticMemory(models.Model):
         ordering = ["-created_at"]
         permissions = [("restore_semanticmemory", "Can restore archived memories to recall")]
         constraints = [
-            # one live row per (agent, scope, normalised text): concurrent identical writes meet here
+            # one live, current row per (agent, scope, normalised text): concurrent identical writes
+            # meet here; a superseded version leaves it (the text may become current again)
             models.UniqueConstraint(
                 fields=["agent", "scope", "content_hash"],
-                condition=Q(forgotten_at__isnull=True),
+                condition=Q(forgotten_at__isnull=True, superseded_at__isnull=True),
                 name="semantic_live_content_uniq",
             ),
             models.CheckConstraint(

@@ -15,6 +15,10 @@ from django.db import connection
 from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
+# no update nor duplicate is looked for below this cosine (``updates.relation`` decides above it:
+# a changed name or negation moves a sentence this far, decision 0072)
+UPDATE_FLOOR = 0.60
+
 
 @functools.cache
 def _vector_format(dimensions: int) -> str:
@@ -69,20 +73,21 @@ def near_params(
     owners: Sequence[tuple[int, str]], texts: Sequence[str], embedder: Embedder, policy: RetrievalPolicy
 ) -> list[Any]:
     """The parameters of ``near_sql``: item positions, ``owners`` (agent id, scope), the vectors'
-    ``vector_text`` forms, the embedder's model and ``policy.near_duplicate_threshold``."""
+    ``vector_text`` forms, the embedder's model and the lowest cosine the rule reads
+    (``UPDATE_FLOOR``, or ``policy.near_duplicate_threshold`` when that is lower)."""
     return [
         list(range(len(texts))),
         [o[0] for o in owners],
         [o[1] for o in owners],
         list(texts),
         embedder.name,
-        policy.near_duplicate_threshold,
+        min(UPDATE_FLOOR, policy.near_duplicate_threshold),
     ]
 
 
 @dataclass(frozen=True)
 class NearCandidate:
-    """A live, current memory whose vector is within ``near_duplicate_threshold`` of a write's: its
+    """A live, current memory whose vector is near a write's (cosine >= ``near_params``' floor): its
     id, the cosine, its text (what ``same_statement`` compares) and its data subject (an update
     never crosses end users)."""
 
@@ -103,8 +108,8 @@ def near_duplicates(
 ) -> list[list[NearCandidate]]:
     """For each ``(agent id, scope)`` of ``owners`` and its vector, the ``limit`` embedded live,
     current (not superseded)
-    memories of that agent in that scope nearest to the vector whose cosine is at least
-    ``policy.near_duplicate_threshold``, nearest first (an empty list: none). One statement for all
+    memories of that agent in that scope nearest to the vector whose cosine is at least the floor
+    of ``near_params``, nearest first (an empty list: none). One statement for all
     (a lateral nearest-neighbour lookup per vector, on the dimension's HNSW expression index), sent
     with its planner options in one round trip. ``texts``: the vectors' ``vector_text`` when the
     caller has them already. Candidates only: whether one is a duplicate is ``dedup_plan``'s

@@ -133,7 +133,7 @@ def consolidation_policy() -> ConsolidationPolicy:
 def live_content_ids(
     *, agent: Agent, scopes: Iterable[str], digests: Iterable[str]
 ) -> dict[tuple[str, str], Any]:
-    """``{(scope, content_hash): id}`` of ``agent``'s live (not forgotten) memories in ``scopes`` with
+    """``{(scope, content_hash): id}`` of ``agent``'s live, current memories in ``scopes`` with
     one of ``digests``: the stored side of the exact-duplicate rule (one query)."""
     # scope named too, so the lookup is the live-content unique index's (agent, scope, hash): without
     # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
@@ -143,6 +143,7 @@ def live_content_ids(
         for pk, scope, digest in SemanticMemory.objects.filter(
             agent=agent,
             forgotten_at__isnull=True,
+            superseded_at__isnull=True,
             scope__in=scopes,
             content_hash__in=digests,
         ).values_list("pk", "scope", "content_hash")

@@ -205,3 +205,22 @@ def test_the_async_client(scratch_tenant: Tenant, base_url: str) -> None:
                 await engram.memory_store({"content": " "})
 
     asyncio.run(run())
+
+
+def test_an_update_through_the_client_and_its_history(scratch_tenant: Tenant, base_url: str) -> None:
+    caller = make_caller(scratch_tenant, "client-updates")
+    with EngramClient(base_url, caller.key) as engram:
+        old = engram.memory_store({"content": "The Oslo office opens at 8am."})
+        new = engram.memory_store(
+            {"content": "The Oslo office is moving to Bergen.", "supersedes": old["id"]}
+        )
+        assert new["outcome"] == "updated" and new["supersedes"] == old["id"]
+        assert engram.memory_get(old["id"])["superseded_by"] == new["id"]
+        assert engram.memory_get(new["id"])["supersedes"] == old["id"]
+        chain = engram.memory_versions(old["id"])
+        assert [m["id"] for m in chain["results"]] == [old["id"], new["id"]] and chain["current"] == new["id"]
+        assert [m["id"] for m in engram.memories()] == [new["id"]]
+        assert {m["id"] for m in engram.memories(include_superseded=True)} == {old["id"], new["id"]}
+        with pytest.raises(Conflict) as conflict:
+            engram.memory_store({"content": "The Oslo office closed.", "supersedes": old["id"]})
+        assert "supersedes" in conflict.value.errors

@@ -218,6 +218,7 @@ def promotion_pass(*, now: datetime | None = None, batch: int | None = None) -> 
             SemanticMemory.objects.filter(
                 forgotten_at__isnull=True,
                 archived_at__isnull=True,
+                superseded_at__isnull=True,  # an older version's fact would come back as current
                 embedding_dimensions__gt=0,
                 confidence__gt=policy.promote_min_confidence,
                 access__access_count__gte=policy.promote_min_accesses,

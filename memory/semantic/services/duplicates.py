@@ -16,9 +16,8 @@ import numpy as np
 from memory.embeddings import Embedder
 from tenants.models import RetrievalPolicy
 
-from ..differences import differences
-from ..near import NearCandidate, near_duplicates, vector_text
-from ..updates import is_update
+from ..near import UPDATE_FLOOR, NearCandidate, near_duplicates, vector_text
+from ..updates import WORDING_BAND, Relation, relation
 
 _SPACES = re.compile(r"\s+")
 
@@ -39,27 +38,34 @@ def content_hash(text: str) -> str:
 NEAR_CANDIDATES = 5
 
 
-def same_statement(content: str, candidates: Sequence[NearCandidate]) -> NearCandidate | None:
-    """The rule that makes a near duplicate a duplicate: the nearest of ``candidates`` (near
-    memories, nearest first) whose text says what ``content`` says, i.e. differs from it in no
-    negation, number, date, name, literal or opposite (``memory.semantic.differences``); None when
-    each of them says something else (the write is an update: stored, never merged)."""
+def same_statement(
+    content: str, candidates: Sequence[NearCandidate], threshold: float
+) -> NearCandidate | None:
+    """The rule that makes a near memory a duplicate: the nearest of ``candidates`` (near memories,
+    nearest first) whose text says what ``content`` says (``updates.relation``: the same statement
+    at its cosine, under the ``threshold`` of the tenant's policy); None when each of them says
+    something else."""
     for candidate in candidates:
-        if not differences(content, candidate.content):
+        if (
+            relation(content, candidate.content, similarity=candidate.similarity, threshold=threshold)
+            is Relation.SAME
+        ):
             return candidate
     return None
 
 
 def updated_statement(
-    content: str, subject: str, candidates: Sequence[NearCandidate]
+    content: str, subject: str, candidates: Sequence[NearCandidate], threshold: float
 ) -> NearCandidate | None:
     """The rule that makes a near memory that says something else an update: the nearest of
-    ``candidates`` of the same data ``subject`` that ``content`` restates with a new value
-    (``memory.semantic.updates.is_update``: a changed number, date, name, negation or opposite about
-    the same thing, not a statement about someone or something else); None when there is none
-    (the write is a memory of its own beside them)."""
+    ``candidates`` of the same data ``subject`` that ``content`` restates with a new value about the
+    same thing (``updates.relation``: an update, not a statement about someone or something else);
+    None when there is none (the write is a memory of its own beside them)."""
     for candidate in candidates:
-        if candidate.data_subject == subject and is_update(content, candidate.content):
+        if candidate.data_subject == subject and (
+            relation(content, candidate.content, similarity=candidate.similarity, threshold=threshold)
+            is Relation.UPDATE
+        ):
             return candidate
     return None
 
@@ -80,24 +86,31 @@ def _stored_side(
     contents: Sequence[str],
     subjects: Sequence[str],
     lookup: Callable[[Sequence[int], int], list[list[NearCandidate]]],
+    threshold: float,
+    nearest: Sequence[list[NearCandidate]] | None,
 ) -> dict[int, Match]:
-    """``dedup_plan``'s matches among the stored memories: the nearest memory alone first, the
-    ``NEAR_CANDIDATES`` nearest for the few items whose nearest says something else."""
+    """``dedup_plan``'s matches among the stored memories: the nearest memory alone first
+    (``nearest`` when the caller looked it up already), the ``NEAR_CANDIDATES`` nearest for the few
+    items whose nearest says something else while near enough for a rewording or an update to be
+    farther (a nearest of lower cosine about something else ends the search)."""
     plan: dict[int, Match] = {}
     unmatched = []
-    for j, found in zip(todo, lookup(todo, 1), strict=True):
-        same = same_statement(contents[j], found)
+    for j, found in zip(todo, nearest if nearest is not None else lookup(todo, 1), strict=True):
+        same = same_statement(contents[j], found, threshold)
         if same is not None:
             plan[j] = Match("near", same.similarity, memory_id=same.memory_id)
-        elif found:  # its nearest says something else: a farther one may still say the same
+        elif found and (
+            found[0].similarity >= threshold - WORDING_BAND
+            or updated_statement(contents[j], subjects[j], found, threshold) is not None
+        ):
             unmatched.append(j)
     if unmatched:
         for j, found in zip(unmatched, lookup(unmatched, NEAR_CANDIDATES), strict=True):
-            same = same_statement(contents[j], found)
+            same = same_statement(contents[j], found, threshold)
             if same is not None:
                 plan[j] = Match("near", same.similarity, memory_id=same.memory_id)
                 continue
-            old = updated_statement(contents[j], subjects[j], found)
+            old = updated_statement(contents[j], subjects[j], found, threshold)
             if old is not None:
                 plan[j] = Match("update", old.similarity, memory_id=old.memory_id)
     return plan
@@ -113,6 +126,7 @@ def dedup_plan(
     skip: Sequence[bool] = (),
     texts: Sequence[str | None] = (),
     subjects: Sequence[str] = (),
+    nearest: Sequence[list[NearCandidate]] | None = None,
 ) -> list[Match | None]:
     """The near-duplicate rule over a batch, as if its items were written one after another: item
     ``j`` (with a vector, not in ``skip``) duplicates the nearest of the stored current memories of
@@ -126,7 +140,8 @@ def dedup_plan(
     whose nearest memory says something else, looks at ``NEAR_CANDIDATES`` of them); the batch's
     side is a dot product of unit vectors (NumPy). ``contents``: the items' texts; ``texts``: the
     vectors' ``vector_text`` by position, when the caller has them; ``subjects``: the items' data
-    subjects ("" for none, the default)."""
+    subjects ("" for none, the default); ``nearest``: the stored side's first lookup (each item's
+    nearest memory) when the caller made it (a single write's one-statement insert)."""
     n = len(vectors)
     subjects = list(subjects) or [""] * n
     todo = [j for j in range(n) if vectors[j] is not None and not (skip and skip[j])]
@@ -141,7 +156,9 @@ def dedup_plan(
             limit=limit,
         )
 
-    stored = _stored_side(todo, contents, subjects, lookup)
+    stored = _stored_side(
+        todo, contents, subjects, lookup, policy.near_duplicate_threshold, nearest if todo == [0] else None
+    )
     plan: list[Match | None] = [stored.get(j) for j in range(n)]
     if len(todo) > 1:
         _batch_side(plan, todo, vectors, contents, owners, subjects, policy.near_duplicate_threshold)
@@ -168,12 +185,15 @@ def _batch_side(
     group_of = {o: k for k, o in enumerate(dict.fromkeys(owners[j] for j in todo))}
     groups = np.array([group_of[owners[j]] for j in todo])
     is_new = np.zeros(len(todo), dtype=bool)
+    position = {j: pos for pos, j in enumerate(todo)}
     claimed: dict[Any, int] = {}  # stored memory -> the first item updating it
     for pos, j in enumerate(todo):
         earlier = np.flatnonzero(is_new[:pos] & (groups[:pos] == groups[pos]))
-        near = earlier[cosines[pos, earlier] >= threshold] if earlier.size else earlier
-        # nearest first, the first of equals first (as written one after another)
-        ordered = near[np.argsort(-cosines[pos, near], kind="stable")]
+        floor = min(UPDATE_FLOOR, threshold)
+        near = earlier[cosines[pos, earlier] >= floor] if earlier.size else earlier
+        # nearest first, the first of equals first (as written one after another); as many as the
+        # stored side reads
+        ordered = near[np.argsort(-cosines[pos, near], kind="stable")][:NEAR_CANDIDATES]
         candidates = [
             NearCandidate(int(k), float(cosines[pos, k]), contents[todo[k]], subjects[todo[k]])
             for k in ordered
@@ -181,17 +201,20 @@ def _batch_side(
         current = plan[j]
         if current is not None and current.memory_id in claimed:  # superseded by an earlier item
             current = plan[j] = None
-        same = same_statement(contents[j], candidates)
+        same = same_statement(contents[j], candidates, threshold)
         if same is not None and (
             current is None or current.outcome == "update" or same.similarity > current.similarity
         ):
             plan[j] = Match("near", same.similarity, item=todo[same.memory_id])
         elif same is None and (current is None or current.outcome == "update"):
-            old = updated_statement(contents[j], subjects[j], candidates)
+            old = updated_statement(contents[j], subjects[j], candidates, threshold)
             if old is not None and (current is None or old.similarity > current.similarity):
                 plan[j] = Match("update", old.similarity, item=todo[old.memory_id])
         current = plan[j]
-        if current is not None and current.outcome == "update" and current.memory_id is not None:
-            claimed[current.memory_id] = j
+        if current is not None and current.outcome == "update":
+            if current.memory_id is not None:
+                claimed[current.memory_id] = j
+            elif current.item is not None:  # the earlier item it supersedes is current no more
+                is_new[position[current.item]] = False
         if plan[j] is None or plan[j].outcome == "update":  # type: ignore[union-attr]
             is_new[pos] = True

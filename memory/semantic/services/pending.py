@@ -64,6 +64,8 @@ def pending_embed(
         plan = dedup_plan(
             owners=[(m.agent_id, m.scope) for m in rows],
             subjects=[m.data_subject for m in rows],
+            # one a stated update replaced already is embedded only (it is history)
+            skip=[m.superseded_at is not None for m in rows],
             vectors=vectors,
             contents=[m.content for m in rows],
             embedder=embedder,

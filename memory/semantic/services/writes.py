@@ -1,17 +1,18 @@
 """The write pipeline of semantic memory: ``memory_create`` / ``memories_create``, the one statement
-that inserts memories with their access clocks (shared by its three insert paths), the reinforcement
-of what a write duplicates, and the schedule of the async worker's drain.
+that inserts memories with their access clocks (shared by its three insert paths), and the schedule
+of the async worker's drain.
 
 The pipeline (single writes, batches and, for step 2, the async worker ``pending.pending_embed``),
 applied as if a batch's items were written one after another:
 
-1. Exact duplicate (same ``normalise_text``, agent and scope, not forgotten; archived or still
+1. Exact duplicate (same ``normalise_text``, agent and scope, current; archived or still
    pending included) of a stored memory or of an earlier item: reinforce it (one query for the
    batch).
-2. Near duplicate (``duplicates.dedup_plan``: cosine >= ``policy.near_duplicate_threshold`` with a
-   stored memory of the same agent and scope, or an earlier new item, that says the same: no
-   negation, number, date, name, literal or opposite differs): reinforce it. A near memory that
-   says something else is no duplicate: the write is stored (step 3).
+2. Near duplicate (``duplicates.dedup_plan``: a current memory of the same agent and scope, or an
+   earlier new item, near by the vectors that says the same, ``updates.relation``): reinforce it.
+   A near memory of the same data subject that the write restates with a new value is an update:
+   the write is stored (step 3) and supersedes it (``supersede.memories_supersede``), as does the
+   memory an item names in ``supersedes``. A near memory about something else is left alone.
 3. Otherwise insert (one statement for the batch). Two concurrent identical inserts meet the
    partial unique constraint; the batch is then planned again once, and the loser's items come
    back as exact duplicates of the winner's rows.
@@ -52,7 +53,7 @@ from memory.episodic.models import Event
 from tenants.models import RetrievalPolicy
 
 from ..models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
-from ..near import NEAR_OPTIONS, NEAR_RESET, near_params, near_sql, vector_text
+from ..near import NEAR_OPTIONS, NEAR_RESET, NearCandidate, near_params, near_sql, vector_text
 from ..selectors import consolidation_policy, live_content_ids
 from .duplicates import Match, content_hash, dedup_plan
 from .reinforce import memories_reinforce
@@ -214,6 +215,7 @@ def memories_create(
     supplied = _supplied_vectors(items, prefixes, embedder=embedder, batch=batch)
     vectors: dict[int, np.ndarray] = dict(supplied)
     stating = any(d.supersedes is not None for d in items)
+    one_statement = len(items) == 1 and not stating and not connection.in_atomic_block
     if write == "async" and len(items) == 1 and not supplied and not stating:
         memory = _pending_accept(
             agent=agent, data=items[0], digest=digests[0], audience=audiences[0], embedder=embedder
@@ -228,18 +230,13 @@ def memories_create(
     if write == "sync" and len(items) == 1 and 0 not in vectors:
         early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
+        nearest: list[list[NearCandidate]] | None = None  # the single write's lookup, when made
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
             _embed_missing(vectors, items=items, exact=exact, embedder=embedder, early=early)
         try:
             written = vectors if write == "sync" else supplied
-            if (
-                len(items) == 1
-                and exact[0] is None
-                and 0 in written
-                and not stating
-                and not connection.in_atomic_block
-            ):
+            if one_statement and exact[0] is None and 0 in written:
                 fast = _create_unless_near(
                     agent=agent,
                     data=items[0],
@@ -249,8 +246,9 @@ def memories_create(
                     embedder=embedder,
                     policy=policy,
                 )
-                if fast is not None:
+                if isinstance(fast, WriteResult):
                     return [fast]
+                nearest = [fast]
             with transaction.atomic():
                 return _write(
                     agent=agent,
@@ -262,6 +260,7 @@ def memories_create(
                     vectors=written,
                     embedder=embedder,
                     policy=policy,
+                    nearest=nearest,
                 )
         except IntegrityError:
             if attempt:
@@ -446,13 +445,13 @@ def _create_unless_near(
     vector: np.ndarray,
     embedder: Embedder,
     policy: RetrievalPolicy,
-) -> WriteResult | None:
+) -> WriteResult | list[NearCandidate]:
     """A single write that is no exact duplicate, in one statement outside any transaction (its
     implicit one makes it all or nothing): the near-duplicate lookup (``near_sql``) and, when it
-    finds nothing, the row and its access clock. Returns the created memory, or None when the
-    lookup found a near memory (nothing written): the caller's transaction then applies the rule
-    (``dedup_plan``), which reinforces it or, when it says something else, stores the write. One
-    round trip for the common case (decision 0040)."""
+    finds nothing, the row and its access clock. Returns the created memory, or the near memory
+    the lookup found (nothing written): the caller's transaction then applies the rule
+    (``dedup_plan``, given that lookup), which reinforces it, updates it or stores the write beside
+    it. One round trip for the common case (decision 0040)."""
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
     memory = _new_memory(
@@ -470,16 +469,18 @@ def _create_unless_near(
     sql = (
         f"{NEAR_OPTIONS}; {near_sql(int(embedder.dimensions))}, "
         f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({_INSERT_ACCESS}) "
-        f"SELECT count(*) FROM near; {NEAR_RESET}"
+        f"SELECT id, similarity, content, data_subject FROM near; {NEAR_RESET}"
     )
     params = near_params([(agent.pk, data.scope)], [text], embedder, policy)
     params += _insert_params(created, texts={0: text}, now=now, stability=stability)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         cursor.cursor.nextset()  # past the options' row
-        (near,) = cursor.fetchone()
+        near = [
+            NearCandidate(pk, float(sim), content, subject) for pk, sim, content, subject in cursor.fetchall()
+        ]
     if near:
-        return None
+        return near
     _mark_saved(created, agent=agent, now=now, stability=stability)
     return WriteResult(memory, "created")
 
@@ -531,9 +532,11 @@ def _write(
     vectors: dict[int, np.ndarray],
     embedder: Embedder,
     policy: RetrievalPolicy,
+    nearest: list[list[NearCandidate]] | None = None,
 ) -> list[WriteResult]:
     """Steps 2 and 3 of ``memories_create`` inside its transaction, and the updates: the memories
-    the items state they supersede (locked first) and those ``dedup_plan`` finds."""
+    the items state they supersede (locked first) and those ``dedup_plan`` finds (``nearest``:
+    the single write's lookup, made already)."""
     n = len(items)
     stated = stated_targets(
         agent=agent, wanted=[(d.supersedes, d.data_subject, d.scope) for d in items], prefixes=prefixes
@@ -549,6 +552,7 @@ def _write(
         # an update the caller states is stored as said (unless it repeats a memory word for word)
         skip=[exact[i] is not None or i in stated for i in range(n)],
         texts=[texts.get(i) for i in range(n)],
+        nearest=nearest,
     )
     updates = {i: m for i, m in enumerate(near) if m is not None and m.outcome == "update"}
     plan = [exact[i] or (None if i in updates else near[i]) for i in range(n)]

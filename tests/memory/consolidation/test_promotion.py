@@ -115,7 +115,10 @@ def test_a_retracted_fact_does_not_come_back(alice: Caller) -> None:
 def test_without_a_hint_or_a_model_the_memory_is_skipped_and_counted(alice: Caller) -> None:
     well_used(alice, "Alice lives in Lisbon.", confidence=0.95)
     forgotten = well_used(
-        alice, "Alice lives in Porto.", confidence=0.95, fact={**LISBON, "object": {"entity": "Porto"}}
+        alice,
+        "Bob lives in Porto.",
+        confidence=0.95,
+        fact={**LISBON, "subject": "Bob", "object": {"entity": "Porto"}},
     )
     assert alice.client.delete(f"/api/v1/memories/{forgotten['id']}").status_code == 200
     with tenant_context(alice.tenant):
@@ -146,10 +149,16 @@ def test_a_batch_of_promotions_records_one_decision_per_session_naming_each_memo
 ) -> None:
     """Set-based batches: the Promotion rows and their provenance are written per batch, and the
     trail gets one decision per (author, session) listing every memory, fact and outcome."""
+    # three statements, not versions of one (near ones that differ in a number are updates)
+    trips = [
+        "Alice toured the old town on foot.",
+        "Alice hiked along the coast.",
+        "Alice took a cooking class.",
+    ]
     home = [
         well_used(
             alice,
-            f"Alice visited city {i}.",
+            trips[i],
             times=3,
             confidence=0.95,
             session_id="s-home",
@@ -201,3 +210,14 @@ def test_a_batch_of_promotions_records_one_decision_per_session_naming_each_memo
         assert [
             i["memory_id"] for i in by_session[(alice.agent.pk, "s-home")].payload["promotions"]
         ] == sorted(m["id"] for m in home)
+
+
+def test_a_superseded_memory_is_never_promoted(alice: Caller) -> None:
+    """Its fact would come back as current: only the newer version may be promoted."""
+    old = well_used(alice, "Alice lives in Lisbon.", confidence=0.95, fact=LISBON)
+    response = remember(alice, "Alice lives in Porto now.", supersedes=old["id"])
+    assert response.status_code == 201 and response.json()["outcome"] == "updated", response.content
+    with tenant_context(alice.tenant):
+        run = promotion_pass()
+        assert run is not None and run.counts == {}
+        assert not Fact.objects.exists() and not Promotion.objects.exists()

@@ -9,11 +9,12 @@ from datetime import timedelta
 import numpy as np
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.db.migrations.loader import MigrationLoader
 from django.utils import timezone
 from django_tenants.utils import tenant_context
 
 from memory.embeddings import get_embedder
-from memory.semantic.models import MemoryScope, SemanticMemory
+from memory.semantic.models import MemoryScope
 from memory.semantic.services.duplicates import content_hash
 from tenants.models import Tenant
 from tests.factories import make_caller, requires_model
@@ -42,6 +43,12 @@ def _migrate(tenant: Tenant, *target: str) -> None:
 
 def test_migration_0020_gives_what_the_triggers_give(scratch_tenant: Tenant) -> None:
     _migrate(scratch_tenant, "memory", "0019")
+    # the rows are written as the table was at 0019 (the model of that state: later columns absent)
+    SemanticMemory = (
+        MigrationLoader(connection)
+        .project_state(("memory", "0019_store_items"))
+        .apps.get_model("memory", "SemanticMemory")
+    )
     alice, bob = make_caller(scratch_tenant, "alice"), make_caller(scratch_tenant, "bob")
     embedder = get_embedder()
     rng = np.random.default_rng(7)
@@ -52,7 +59,7 @@ def test_migration_0020_gives_what_the_triggers_give(scratch_tenant: Tenant) -> 
             v = rng.standard_normal(embedder.dimensions).astype(np.float32)
             content = " ".join(rng.choice(words, size=1 + i % 7)) + f" turn {i}"
             SemanticMemory.objects.create(
-                agent=(alice, bob)[i % 2].agent,
+                agent_id=(alice, bob)[i % 2].agent.pk,
                 scope=(
                     MemoryScope.HIERARCHICAL
                     if i % 13 == 0
@@ -111,7 +118,7 @@ def test_migration_0020_gives_what_the_triggers_give(scratch_tenant: Tenant) -> 
         ]
         # the triggers are live after the migration: a new turn becomes its neighbours' context
         s2 = SemanticMemory.objects.filter(session_id="s2", forgotten_at=None, memory_type="fact")
-        last = s2.filter(agent=alice.agent, scope=MemoryScope.SHARED, visible_to_agents=[]).latest(
+        last = s2.filter(agent_id=alice.agent.pk, scope=MemoryScope.SHARED, visible_to_agents=[]).latest(
             "created_at"
         )
         SemanticMemory.objects.filter(pk=last.pk).update(content="a brand new word: xylophone")

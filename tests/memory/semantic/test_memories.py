@@ -146,13 +146,16 @@ def test_filters(alice: Caller, bob: Caller) -> None:
 
 
 def test_weights_and_mmr(alice: Caller) -> None:
-    for text in [
+    texts = [
         "Paris is the capital of France.",
         "The capital of France is Paris.",
         "France's capital city is Paris.",
         "Berlin is the capital of Germany.",
-    ]:
-        remember(alice, text, scope="shared")
+    ]
+    # each by an agent of its own: one agent's rewordings reinforce one memory (near duplicates)
+    for i, text in enumerate(texts):
+        writer = alice if i == 0 else make_caller(alice.tenant, f"geographer-{i}")
+        assert remember(writer, text, scope="shared").status_code == 201
     plain = contents(search(alice, "capital of France", k=2))
     assert all("Paris" in text for text in plain)
     diverse = contents(search(alice, "capital of France", k=2, mmr={"lambda": 0.3}))

@@ -11,7 +11,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0004_idempotency_reads_and_withdrawals"),
-        ("memory", "0028_memory_superseded"),
+        ("memory", "0029_memory_current_content"),
     ]
 
     operations = [
