@@ -134,6 +134,20 @@ class CleanCharField(serializers.CharField):
         return value
 
 
+class WrittenTextField(CleanCharField):
+    """A ``CleanCharField`` kept as written (whitespace not trimmed) that may not be only
+    whitespace; the document gives it the not-blank pattern (``api.schema``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return value
+
+
 class CleanRegexField(CleanCharField):
     """A ``CleanCharField`` that must match ``regex`` (``message`` otherwise); the document shows
     the pattern."""

@@ -30,6 +30,7 @@ def id_pattern(longest: int) -> str:
 PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     **{name: {"type": "string", "pattern": id_pattern(longest)} for name, longest in CLIENT_IDS.items()},
     "memory_id": {"type": "string", "format": "uuid"},
+    "job_id": {"type": "string", "format": "uuid"},
     "fact_id": {"type": "integer", "minimum": 1},
     "step_index": {"type": "integer", "minimum": 0},
     "name": {"type": "string", "minLength": 1, "maxLength": 300},

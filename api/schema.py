@@ -21,7 +21,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_seri
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 
-from api.fields import StrictSerializer
+from api.fields import StrictSerializer, WrittenTextField
 from api.parameters import PATH_PARAMETERS
 
 # a string without NUL characters (ECMA and Python regex alike)
@@ -114,7 +114,9 @@ class EngramAutoSchema(AutoSchema):
         if direction == "request" and isinstance(schema, dict) and _is_free_text(field, schema):
             # every text input refuses NUL (PostgreSQL cannot hold it); a trimmed one that may not be
             # blank also refuses only whitespace
-            trimmed = getattr(field, "trim_whitespace", False) and not getattr(field, "allow_blank", True)
+            trimmed = (
+                getattr(field, "trim_whitespace", False) or isinstance(field, WrittenTextField)
+            ) and not getattr(field, "allow_blank", True)
             schema["pattern"] = NOT_BLANK if trimmed else NO_NUL
         if direction == "request" and isinstance(schema, dict) and "default" in schema:
             try:

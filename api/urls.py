@@ -14,6 +14,7 @@ from api.rest.checkpoints import (
 )
 from api.rest.consolidation import SessionSummaryView
 from api.rest.context import ContextView
+from api.rest.conversations import ExtractionView, MessagesView
 from api.rest.events import EventsView
 from api.rest.knowledge import (
     ContradictionsView,
@@ -70,6 +71,8 @@ urlpatterns = [
     path("memories/<str:memory_id>", MemoryDetailView.as_view(), name="memory-detail"),
     path("memories/<str:memory_id>/versions", MemoryVersionsView.as_view(), name="memory-versions"),
     path("sessions/<str:session_id>/summary", SessionSummaryView.as_view(), name="session-summary"),
+    path("sessions/<str:session_id>/messages", MessagesView.as_view(), name="session-messages"),
+    path("extractions/<str:job_id>", ExtractionView.as_view(), name="extraction"),
     path("store/items", ItemsView.as_view(), name="store-items"),
     path("store/search", StoreSearchView.as_view(), name="store-search"),
     path("store/namespaces", StoreNamespacesView.as_view(), name="store-namespaces"),

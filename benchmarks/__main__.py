@@ -37,6 +37,7 @@ QUICK: dict[str, list[str]] = {
     "console_pages": (
         "--tenant bench_console_quick --contradictions 60 --events 100 --waiting 3 --requests 5 --warmup 1 --drop"
     ).split(),
+    "conversation": "throughput --rounds 2 --batch 4 --warmup 0".split(),
     "context_assembly": "--memories 300 --queries 10 --jobs 1".split(),
     "context_refresh": "--sizes 50 --rounds 1".split(),
     "event_append": "--batches 20 --batch 10 --warmup 2 --server uvicorn --workers 1".split(),

@@ -15,7 +15,15 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()  # <app>.tasks of every installed app
 # core's fan-out and the layers' own tasks modules (memory/<layer>/tasks.py), found by package
 app.autodiscover_tasks(
-    ["core", "memory.episodic", "memory.knowledge", "memory.semantic", "memory.consolidation", "memory.store"]
+    [
+        "core",
+        "memory.episodic",
+        "memory.knowledge",
+        "memory.semantic",
+        "memory.consolidation",
+        "memory.conversations",
+        "memory.store",
+    ]
 )
 
 

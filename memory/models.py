@@ -2,6 +2,7 @@
 
 from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.consolidation.models import ConsolidationRun, Promotion, SummaryNode
+from memory.conversations.models import ExtractionJob
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
 from memory.knowledge.models import (
     Contradiction,
@@ -25,6 +26,7 @@ __all__ = [
     "Event",
     "EventKind",
     "EventRole",
+    "ExtractionJob",
     "Fact",
     "FactProvenance",
     "GraphOutbox",

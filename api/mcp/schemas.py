@@ -125,3 +125,20 @@ def event_batch() -> dict[str, Any]:
     """A batch of events: 1 to ``ENGRAM["MAX_EVENT_BATCH"]`` of them (read when the tools are built,
     as the REST document reads it when it is generated)."""
     return {"type": "array", "items": EVENT, "minItems": 1, "maxItems": settings.ENGRAM["MAX_EVENT_BATCH"]}
+
+
+MESSAGE = closed(
+    {
+        "role": {"type": "string", "enum": list(EventRole.values)},
+        "name": {**text(200), "description": "who spoke (default: the role)"},
+        "content": text(MAX_EVENT_CONTENT_CHARS),
+        "occurred_at": {"type": "string", "format": "date-time", "description": "default: now"},
+        "metadata": {**JSON_OBJECT, "description": "kept in the message's event payload"},
+    },
+    required=["role", "content"],
+)
+
+
+def message_batch() -> dict[str, Any]:
+    """A conversation's messages: 1 to ``ENGRAM["MAX_MEMORY_BATCH"]`` of them."""
+    return {"type": "array", "items": MESSAGE, "minItems": 1, "maxItems": settings.ENGRAM["MAX_MEMORY_BATCH"]}

@@ -43,6 +43,7 @@ from .schemas import (
     VISIBLE_TO,
     WEIGHTS,
     event_batch,
+    message_batch,
     path,
     text,
 )
@@ -358,7 +359,7 @@ async def _recall_working(
 
 
 def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
-    """``append_events``."""
+    """``append_events``, ``add_messages`` and ``extraction_status``."""
 
     @mcp.tool(annotations=WRITES)
     @refusals
@@ -373,6 +374,41 @@ def _episodic_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
         """Append events to the episodic log (append-only, hash-chained: the audit trail). All or
         nothing: one bad event and none is stored."""
         return await call(ctx, "POST", "events", body=events, idempotency_key=idempotency_key)
+
+    @mcp.tool(annotations=WRITES)
+    @refusals
+    async def add_messages(
+        ctx: Context[Any, Any, Any],
+        session_id: Arg(path("session_id"), "the conversation's session"),
+        messages: Arg(message_batch(), "the new messages, oldest first: role, name, content, occurred_at"),
+        data_subject: Arg(text(200), "the end user the conversation is with") = None,
+        scope: Arg({"type": "string", "enum": ["private", "shared"]}, "of the memories formed") = None,
+        tags: Arg({"type": "array", "items": text(64), "maxItems": 50}, "labels of the memories") = None,
+        extraction: Arg(
+            {"type": "string", "enum": ["auto", "turns", "llm"]},
+            "turns: each user and assistant message a memory now; llm: a job extracts them (auto)",
+        ) = None,
+        idempotency_key: Arg(STR, "repeat a call safely: the same key replays the first answer") = None,
+    ) -> CallToolResult:
+        """Add a conversation's messages: appended to the episodic log (all or nothing) and turned
+        into memories, one per user and assistant turn, or, with a language model configured, by an
+        extraction job (`job`: check it with extraction_status)."""
+        body = _body(
+            messages=messages, data_subject=data_subject, scope=scope, tags=tags, extraction=extraction
+        )
+        session = _segment(session_id, "session_id")
+        return await call(
+            ctx, "POST", f"sessions/{session}/messages", body=body, idempotency_key=idempotency_key
+        )
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def extraction_status(
+        ctx: Context[Any, Any, Any], job_id: Arg(path("job_id"), "the job's id (from add_messages)")
+    ) -> CallToolResult:
+        """An extraction job of add_messages: its status (queued, running, done, failed), the error,
+        and the decisions applied (memories added, updated or left, facts asserted)."""
+        return await call(ctx, "GET", f"extractions/{_segment(job_id, 'job_id')}")
 
 
 def _knowledge_tools(mcp: FastMCP[Any], call: ToolCall) -> None:
@@ -611,6 +647,8 @@ TOOL_OPERATIONS: dict[str, tuple[RestOperation, ...]] = {
     ),
     "forget_memory": (RestOperation("memories_forget", left_out=frozenset({"session_id"})),),
     "append_events": (RestOperation("events_append", headers=IDEMPOTENT, body="events"),),
+    "add_messages": (RestOperation("messages_add", headers=IDEMPOTENT),),
+    "extraction_status": (RestOperation("extractions_get"),),
     "assert_fact": (RestOperation("facts_assert", left_out=frozenset({"subject_type"})),),
     "entity_facts": (
         RestOperation(

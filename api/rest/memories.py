@@ -372,18 +372,18 @@ class MemoryBatchOutputSerializer(serializers.Serializer):
     results = MemoryWrittenSerializer(many=True)
 
 
+def write_outcome(result: writes.WriteResult) -> str:
+    """A write's ``outcome`` as the API answers it: updated, deduplicated, accepted or created."""
+    if result.updated:
+        return "updated"
+    if result.deduplicated:
+        return "deduplicated"
+    return "accepted" if result.outcome == "accepted" else "created"
+
+
 def _written(result: writes.WriteResult, body: dict[str, Any]) -> dict[str, Any]:
-    outcome = (
-        "updated"
-        if result.updated
-        else "deduplicated"
-        if result.deduplicated
-        else "accepted"
-        if result.outcome == "accepted"
-        else "created"
-    )
     extra: dict[str, Any] = {
-        "outcome": outcome,
+        "outcome": write_outcome(result),
         "supersedes": None if result.supersedes is None else str(result.supersedes),
         "deduplicated": result.deduplicated,
     }

@@ -16,6 +16,7 @@ from agents.models import IdempotencyRecord
 from core.fulltext import identifier_pattern
 from memory.checkpoints.models import Checkpoint
 from memory.consolidation.models import Promotion, SummaryNode
+from memory.conversations.models import ExtractionJob
 from memory.episodic.models import Event
 from memory.knowledge.models import Entity, Fact, entity_key
 from memory.procedural.models import SkillRun
@@ -185,6 +186,12 @@ def verify_summaries(target: Target) -> Counts:
             "summaries_stale": SummaryNode.objects.filter(summaries_stale(timezone.now(), "")).count(),
         }
     }
+
+
+def verify_extractions(target: Target) -> Counts:
+    """The target's extraction jobs left, erased jobs."""
+    jobs = ExtractionJob.objects.filter(pk__in=target.ids("extractions")).count()
+    return {"postgres": {"extractions_left": _left("extractions", target), "extraction_jobs": jobs}}
 
 
 def verify_procedural(target: Target) -> Counts:

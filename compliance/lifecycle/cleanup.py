@@ -17,6 +17,7 @@ from core.locks import advisory_lock
 from core.tenancy import maintenance
 from memory.checkpoints.models import Checkpoint, CheckpointWrite
 from memory.consolidation.models import Promotion, SummaryNode
+from memory.conversations.models import ExtractionJob
 from memory.episodic.models import Event
 from memory.knowledge.models import Entity, Fact, FactProvenance
 from memory.procedural.models import SkillRun
@@ -110,6 +111,8 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
         tables.append(SummaryNode)
     if did("procedural"):
         tables.append(SkillRun)
+    if did("extractions"):
+        tables.append(ExtractionJob)
     if did("semantic", "promotion_ids") or did("knowledge", "promotions_detached"):
         tables.append(Promotion)
     if progress.get("replay", {}).get("withdrawn"):

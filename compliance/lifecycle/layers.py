@@ -18,6 +18,8 @@ from memory.checkpoints.models import Checkpoint
 from memory.checkpoints.services import checkpoints_erase
 from memory.consolidation.models import Promotion, PromotionOutcome, SummaryNode
 from memory.consolidation.services.lifecycle import promotions_detach, promotions_erase, summaries_erase
+from memory.conversations.models import ExtractionJob
+from memory.conversations.services import jobs_erase
 from memory.episodic.models import REDACTION_ACTION, Event, EventKind
 from memory.knowledge.models import Fact, FactStatus, entity_key
 from memory.knowledge.services import facts_erase
@@ -115,6 +117,10 @@ def _summaries_remove(rows: list[Any]) -> Removed:
     return Removed(
         erased.node_ids, set(), {"memory_ids": erased.memory_ids, "rebuilt_sessions": erased.sessions}
     )
+
+
+def _extraction_jobs_remove(rows: list[Any]) -> Removed:
+    return Removed(jobs_erase(job_ids=[r["pk"] for r in rows]), {r["session_id"] for r in rows})
 
 
 def _skill_runs_remove(rows: list[Any]) -> Removed:
@@ -307,6 +313,21 @@ LAYERS: tuple[Layer, ...] = (
         },
         aged=summaries_stale,
         remove=_summaries_remove,
+    ),
+    Layer(
+        name="extractions",
+        label="conversation extraction jobs",
+        model=ExtractionJob,
+        counts_from="when the job was queued (its prompt and the model's answer quote the messages)",
+        default_days={"": 365},
+        targets={
+            TargetKind.SUBJECT: lambda v: Q(data_subject=v),
+            TargetKind.SESSION: lambda v: Q(session_id=v),
+            TargetKind.AGENT: lambda v: Q(agent__name=v),
+        },
+        aged=lambda cutoff, _kind: Q(created_at__lt=cutoff),
+        load=("pk", "session_id"),
+        remove=_extraction_jobs_remove,
     ),
     Layer(
         name="procedural",

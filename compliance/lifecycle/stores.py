@@ -28,6 +28,7 @@ from .checks import (
     verify_checkpoints,
     verify_episodic,
     verify_exports,
+    verify_extractions,
     verify_graph,
     verify_index_keys,
     verify_knowledge,
@@ -89,6 +90,7 @@ STORES: tuple[Store, ...] = (
     Store("graph", "the Neo4j projection", "neo4j", "with the facts and entities it projects", verify_graph),
     _layer_store("checkpoints", "postgres", verify_checkpoints, CheckpointWrite),
     _layer_store("summaries", "postgres", verify_summaries),
+    _layer_store("extractions", "postgres", verify_extractions),
     _layer_store("procedural", "postgres", verify_procedural),
     _layer_store("store", "postgres", verify_store),
     Store(

@@ -117,7 +117,16 @@ def erasure_approve(*, request_id: Any, username: str) -> ErasureRequest:
 # knowledge before semantic: a fact promoted from a memory of the target is found through it;
 # procedural before episodic: a subject's skill runs are found through the sessions of its events;
 # summaries after episodic, with the summary job paused over both (see ``erasure_run``)
-ERASURE_STEPS = ("checkpoints", "knowledge", "semantic", "store", "procedural", "episodic", "summaries")
+ERASURE_STEPS = (
+    "checkpoints",
+    "knowledge",
+    "semantic",
+    "store",
+    "procedural",
+    "extractions",
+    "episodic",
+    "summaries",
+)
 PAUSED_STEPS = ("episodic", "summaries")
 
 
@@ -397,6 +406,8 @@ def _receipt_postgres(progress: dict[str, Any]) -> dict[str, Any]:
         "promotions_detached": progress.get("knowledge", {}).get("promotions_detached", []),
         "skill_runs_deleted": len(progress.get("procedural", {}).get("ids", [])),
         "skill_run_ids": progress.get("procedural", {}).get("ids", []),
+        "extraction_jobs_deleted": len(progress.get("extractions", {}).get("ids", [])),
+        "extraction_job_ids": progress.get("extractions", {}).get("ids", []),
         "store_items_deleted": len(progress.get("store", {}).get("ids", [])),
         "store_item_ids": progress.get("store", {}).get("ids", []),
         "store_memory_ids": progress.get("store", {}).get("memory_ids", []),

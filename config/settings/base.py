@@ -331,6 +331,7 @@ SPECTACULAR_SETTINGS = {
         "MemoryTypeEnum": "memory.semantic.models.MemoryType",
         "EventKindEnum": "memory.episodic.models.EventKind",
         "EventRoleEnum": "memory.episodic.models.EventRole",
+        "ConversationScopeEnum": ["private", "shared"],
     },
     "SWAGGER_UI_DIST": "SIDECAR",  # no CDN: the UI's files come from drf-spectacular-sidecar
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

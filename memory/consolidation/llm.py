@@ -47,8 +47,9 @@ def llm_configured() -> bool:
 
 def chat(system: str, user: str) -> str:
     """POST ``{base}/chat/completions`` (OpenAI's chat API shape, ``temperature`` 0) and return the
-    first choice's message text. Raises ``LLMUnavailable`` on a transport error, an error status,
-    or a body without ``choices[0].message.content``."""
+    first choice's message text. Raises ``LLMUnavailable`` on a timeout (``ENGRAM["LLM_TIMEOUT"]``
+    seconds; its message says so), a transport error, an error status, or a body without
+    ``choices[0].message.content``."""
     conf = settings.ENGRAM
     headers = {"Authorization": f"Bearer {conf['LLM_API_KEY']}"} if conf.get("LLM_API_KEY") else {}
     body = {
@@ -65,6 +66,9 @@ def chat(system: str, user: str) -> str:
         )
         response.raise_for_status()
         text = response.json()["choices"][0]["message"]["content"]
+    except httpx.TimeoutException as exc:
+        logger.warning("chat endpoint timed out: %s", exc)
+        raise LLMUnavailable("The language model endpoint timed out.") from exc
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
         logger.warning("chat endpoint failed: %s", exc)
         raise LLMUnavailable("The language model endpoint is unavailable.") from exc

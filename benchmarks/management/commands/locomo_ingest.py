@@ -1,15 +1,17 @@
-"""``manage.py locomo_ingest PATH --tenant SLUG [--agent NAME]``: load LoCoMo through the services.
+"""``manage.py locomo_ingest PATH --tenant SLUG [--agent NAME]``: load LoCoMo through the product.
 
-Per conversation: every turn becomes one semantic memory (``memory_create``: shared scope, session
-``"<sample_id>:<session_key>"``, tag ``<sample_id>``, metadata with the ``dia_id``) and then one episodic
-``message`` event (``events_append``, one all-or-nothing batch per conversation) whose payload records
-``sample_id``, ``dia_id``, ``speaker`` and the id of the memory the write returned. When a write is
-merged into an existing memory (exact or near duplicate, the product's dedupe) that id is the merged
-memory's, so ``locomo_eval`` can credit it with every turn it stands for.
+Every LoCoMo session is one call of the conversation operation's service
+(``memory.conversations.services.messages_add``, what ``POST /api/v1/sessions/{id}/messages``
+runs, without a language model): session ``"<sample_id>:<session_key>"``, each turn a ``user``
+message named by its speaker at the session's date and time, shared memories tagged
+``<sample_id>``. Each turn becomes one semantic memory (``"Caroline (1:56 pm on 8 May, 2023): ..."``)
+and one episodic ``message`` event whose payload records ``sample_id``, ``dia_id`` and the id of the
+memory the write returned. When a write is merged into an existing memory (exact or near duplicate,
+the product's dedupe) that id is the merged memory's, so ``locomo_eval`` can credit it with every
+turn it stands for.
 
-Re-runs are idempotent: a conversation whose events exist is skipped whole. A run that died between
-the memories and the events redoes the memories (exact duplicates: reinforced, not copied) and then
-writes the events.
+Re-runs are idempotent: a session whose events exist is skipped (a session is one all-or-nothing
+call).
 """
 
 from __future__ import annotations
@@ -21,26 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
+from django.db import connection
 from django_tenants.utils import tenant_context
 
 from agents.models import Agent
 from agents.services import agent_create
 from benchmarks import locomo
 from core.tenancy import current_schema, maintenance
-from memory.embeddings import get_embedder
-from memory.episodic.models import Event, EventKind, EventRole
-from memory.episodic.services import EventData, events_append
+from memory.conversations.services import Message, messages_add
+from memory.embeddings import Embedder, get_embedder
+from memory.episodic.models import Event, EventRole
 from memory.semantic import selectors
-from memory.semantic.models import MemoryScope, MemoryType
-from memory.semantic.services.writes import MemoryData, memory_create
+from memory.semantic.models import MemoryScope
+from tenants.models import RetrievalPolicy
 from tenants.selectors import tenant_get
 from tenants.services import tenant_create
-
-# Texts are embedded shortest first in small batches: a batch is padded to its longest text, so
-# grouping similar lengths halves the transformer's work (the vectors are the same).
-EMBED_BATCH = 32
-EVENT_BATCH = 1000  # settings.ENGRAM["MAX_EVENT_BATCH"]: the API's largest batch
 
 
 def load_samples(path: str) -> list[dict[str, Any]]:
@@ -52,6 +49,9 @@ def load_samples(path: str) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise CommandError(f"{path}: expected a JSON list of samples")
     return data
+
+
+EMBED_BATCH = 32  # texts per embedding call
 
 
 def embed_by_length(embedder: Any, texts: list[str]) -> list[Any]:
@@ -99,20 +99,14 @@ class Command(BaseCommand):
             embedder = get_embedder()
             policy = obj.retrieval_policy
             for sample in samples:
-                sample_id = str(sample["sample_id"])
-                if Event.objects.filter(
-                    agent=owner, kind=EventKind.MESSAGE, payload_index__sample_id=sample_id
-                ).exists():
-                    self.stdout.write(f"{sample_id}: events exist, skipped")
-                    totals["skipped_conversations"] += 1
-                    continue
                 t0 = time.perf_counter()
                 counts = self._ingest(sample, owner, embedder, policy)
                 totals.update(counts)
                 self.stdout.write(
-                    f"{sample_id}: {counts['turns']} turns -> {counts['created']} new memories "
+                    f"{sample['sample_id']}: {counts['turns']} turns -> {counts['created']} new memories "
                     f"({counts['exact']} exact, {counts['near']} near duplicates merged), "
-                    f"{counts['events']} events, {time.perf_counter() - t0:.1f}s"
+                    f"{counts['events']} events, {counts['skipped_sessions']} sessions skipped, "
+                    f"{time.perf_counter() - t0:.1f}s"
                 )
             if totals["turns"]:
                 statistics_refresh()
@@ -121,60 +115,42 @@ class Command(BaseCommand):
                 f"done in {time.perf_counter() - started:.1f}s: {totals['turns']} turns, "
                 f"{totals['created']} memories created, {totals['exact']} exact and {totals['near']} "
                 f"near duplicates merged, {totals['events']} events, "
-                f"{totals['skipped_conversations']} conversations skipped"
+                f"{totals['skipped_sessions']} sessions skipped (already ingested)"
             )
         )
 
-    def _ingest(self, sample: dict[str, Any], owner: Agent, embedder: Any, policy: Any) -> Counter[str]:
-        turns = list(locomo.iter_turns(sample))
-        contents = [locomo.memory_content(t) for t in turns]
-        vectors = embed_by_length(embedder, contents)
-        counts: Counter[str] = Counter(turns=len(turns))
-        events: list[EventData] = []
-        for turn, content, vector in zip(turns, contents, vectors, strict=True):
-            session_id = f"{turn.sample_id}:{turn.session_key}"
-            result = memory_create(
+    def _ingest(
+        self, sample: dict[str, Any], owner: Agent, embedder: Embedder, policy: RetrievalPolicy
+    ) -> Counter[str]:
+        """One conversation, a ``messages_add`` call per session not ingested before."""
+        counts: Counter[str] = Counter()
+        sessions: dict[str, list[locomo.Turn]] = {}
+        for turn in locomo.iter_turns(sample):
+            sessions.setdefault(f"{turn.sample_id}:{turn.session_key}", []).append(turn)
+        for session_id, turns in sessions.items():
+            if Event.objects.filter(agent=owner, session_id=session_id).exists():
+                counts["skipped_sessions"] += 1
+                continue
+            added = messages_add(
                 agent=owner,
-                data=MemoryData(
-                    content=content,
-                    memory_type=MemoryType.OBSERVATION,
-                    scope=MemoryScope.SHARED,
-                    session_id=session_id,
-                    tags=[turn.sample_id],
-                    metadata={
-                        "source": "locomo",
-                        "sample_id": turn.sample_id,
-                        "dia_id": turn.dia_id,
-                        "speaker": turn.speaker,
-                    },
-                    embedding=vector.tolist(),
-                    embedding_model=embedder.name,
-                ),
+                session_id=session_id,
+                messages=[
+                    Message(
+                        role=EventRole.USER,
+                        name=turn.speaker,
+                        content=turn.text,
+                        occurred_at=turn.occurred_at,
+                        metadata={"source": "locomo", "sample_id": turn.sample_id, "dia_id": turn.dia_id},
+                    )
+                    for turn in turns
+                ],
                 policy=policy,
+                scope=MemoryScope.SHARED,
+                tags=[turns[0].sample_id],
+                extraction="turns",
                 embedder=embedder,
             )
-            counts[result.outcome] += 1
-            events.append(
-                EventData(
-                    session_id=session_id,
-                    kind=EventKind.MESSAGE,
-                    role=EventRole.USER,
-                    content=turn.text,
-                    occurred_at=turn.occurred_at,
-                    payload={
-                        "source": "locomo",
-                        "sample_id": turn.sample_id,
-                        "dia_id": turn.dia_id,
-                        "speaker": turn.speaker,
-                        "session_date_time": turn.when,
-                        "memory_id": str(result.memory.pk),
-                        "memory_outcome": result.outcome,
-                    },
-                )
-            )
-        with transaction.atomic():  # all of a conversation's events or none: the skip test stays exact
-            for start in range(0, len(events), EVENT_BATCH):
-                counts["events"] += len(
-                    events_append(agent=owner, events=events[start : start + EVENT_BATCH])
-                )
+            counts["turns"] += len(turns)
+            counts["events"] += len(added.events)
+            counts.update(result.outcome for _, result in added.memories)
         return counts

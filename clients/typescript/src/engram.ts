@@ -151,6 +151,12 @@ export class EngramClient extends EngramTransport {
   readonly sessions = {
     summary: (sessionId: string, query?: Q<"session_summary">, o?: O): R<"session_summary"> =>
       this.call("session_summary", { path: { session_id: sessionId }, query }, o),
+    /** A conversation's messages in one call: appended to the log and made into memories (or a `job`). */
+    addMessages: (sessionId: string, body: B<"messages_add">, o?: O): R<"messages_add"> =>
+      this.call("messages_add", { path: { session_id: sessionId }, body }, o),
+    /** The extraction job an `addMessages` call queued: its status, prompt, answer and decisions. */
+    extraction: (jobId: string, o?: O): R<"extractions_get"> =>
+      this.call("extractions_get", { path: { job_id: jobId } as never }, o),
     window: (sessionId: string, query?: Q<"window_read">, o?: O): R<"window_read"> =>
       this.call("window_read", { path: { session_id: sessionId }, query }, o),
     windowAppend: (sessionId: string, body: B<"window_append">, o?: O): R<"window_append"> =>
@@ -237,6 +243,8 @@ export const OPERATION_METHODS = {
   scratchpad_clear: "scratchpad.clear",
   execution_close: "executions.close",
   session_summary: "sessions.summary",
+  messages_add: "sessions.addMessages",
+  extractions_get: "sessions.extraction",
   window_read: "sessions.window",
   window_append: "sessions.windowAppend",
   context_build: "context.build",

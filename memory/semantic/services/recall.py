@@ -118,8 +118,13 @@ def memory_search(
     dims = embedder.dimensions
     w = {"similarity": policy.w_similarity, "recency": policy.w_recency, "importance": policy.w_importance}
     w.update(weights or {})
-    if sum(w.values()) <= 0:
+    total = sum(w.values())
+    if total <= 0:
         raise InvalidInput("At least one weight must be above 0, or every score is 0.", field="weights")
+    # the score divides by the weights' sum, so only their ratios count: a weight under a billionth
+    # of the sum adds less than float precision to a score in [0, 1], and its products would
+    # underflow in PostgreSQL (an error there, not a 0), so it counts as 0
+    w = {name: value / total if value / total >= 1e-9 else 0.0 for name, value in w.items()}
     now = now or timezone.now()
 
     qvec = list(recall_vector(query))

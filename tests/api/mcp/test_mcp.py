@@ -43,6 +43,8 @@ TOOLS = {
     "recall",
     "forget_memory",
     "append_events",
+    "add_messages",
+    "extraction_status",
     "assert_fact",
     "entity_facts",
     "find_skill",
@@ -125,6 +127,21 @@ async def exercise(session: ClientSession, caller: Caller) -> set[str]:
     episodic = await ok(session, "recall", layer="episodic", session_id=session_id)
     assert [e["content"] for e in episodic["results"]] == ["Alice moved to Lisbon"]
 
+    turns = [
+        {
+            "role": "user",
+            "name": "Carol",
+            "content": "I prefer window seats.",
+            "occurred_at": "2026-03-01T10:01:00Z",
+        }
+    ]
+    added = await ok(
+        session, "add_messages", session_id=f"{session_id}-chat", messages=turns, data_subject="carol"
+    )
+    assert [m["outcome"] for m in added["memories"]] == ["created"] and added["job"] is None
+    missing = await refused(session, "extraction_status", job_id=str(uuid.uuid4()))
+    assert missing["code"] == "not_found"
+
     asserted = await ok(
         session, "assert_fact", subject="Alice", predicate="works_at", object={"entity": "Acme"}
     )
@@ -177,6 +194,8 @@ async def exercise(session: ClientSession, caller: Caller) -> set[str]:
         "store_memory",
         "recall",
         "append_events",
+        "add_messages",
+        "extraction_status",
         "assert_fact",
         "entity_facts",
         "write_blackboard",

@@ -48,6 +48,8 @@ BASES: dict[str, list[dict[str, Any]]] = {
             ]
         }
     ],
+    "add_messages": [{"session_id": "s1", "messages": [{"role": "user", "content": "I live in Lisbon"}]}],
+    "extraction_status": [{"job_id": str(uuid.uuid4())}],
     "assert_fact": [{"subject": "Earth", "predicate": "orbits", "object": {"entity": "Sun"}}],
     "entity_facts": [{"name": "Earth"}],
     "find_skill": [{"intent": "reset my password"}],

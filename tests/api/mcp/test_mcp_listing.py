@@ -34,7 +34,7 @@ def test_the_tool_listing_is_the_recorded_one() -> None:
     tools = listing()
     if os.environ.get("ENGRAM_MCP_LISTING") == "write":
         RECORDED.write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n")
-    assert len(tools) == 12, [tool["name"] for tool in tools]
+    assert len(tools) == 14, [tool["name"] for tool in tools]
     assert tools == json.loads(RECORDED.read_text()), (
         "the tool listing changed; if intended, rerun with ENGRAM_MCP_LISTING=write and commit tools.json"
     )

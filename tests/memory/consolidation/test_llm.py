@@ -1,5 +1,5 @@
 """With an OpenAI-compatible chat endpoint: fact extraction for memories without a hint, abstractive
-summaries; responses replayed from ``recorded/chat.json`` by a local HTTP server (no network). Those
+summaries; responses replayed from ``recorded/chat.json`` by a local HTTP server (``tests.chat_replay``) (no network). Those
 replies are hand-written in the shape of OpenAI's ``/chat/completions`` answers (no model can be
 called where this is built): they test the requests, the parsing and the fallbacks, not what a
 real model would extract or write. An
@@ -8,10 +8,7 @@ with a clear error (it cannot tell facts without the model) and promotes nothing
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,53 +20,21 @@ from memory.consolidation.models import RunStatus, SummaryNode
 from memory.consolidation.services.promotion import promotion_pass
 from memory.consolidation.services.summaries import summaries_pass
 from memory.knowledge.models import Fact
+from tests.chat_replay import ChatReplay, chat_replay, recordings
 from tests.factories import Caller, event, remember, requires_model
 
 pytestmark = [pytest.mark.django_db, requires_model]
 
-RECORDED = json.loads((Path(__file__).parent / "recorded" / "chat.json").read_text())["responses"]
-
-
-class Replay(BaseHTTPRequestHandler):
-    requests: list[dict] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        Replay.requests.append(body)
-        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
-        for item in RECORDED:
-            if system.startswith(item["system_starts"]) and item["user_contains"] in user:
-                payload = json.dumps(item["body"]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-                return
-        self.send_error(404, "no recorded response for this request")
-
-    def log_message(self, *args: object) -> None:
-        pass
+RECORDED = recordings(Path(__file__).parent / "recorded" / "chat.json")
 
 
 @pytest.fixture
-def chat_endpoint() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Replay)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    old = dict(settings.ENGRAM)
-    settings.ENGRAM.update(LLM_BASE_URL=url, LLM_MODEL="gpt-4o-mini", LLM_TIMEOUT=5.0)
-    Replay.requests = []
-    try:
-        yield url
-    finally:
-        settings.ENGRAM.clear()
-        settings.ENGRAM.update(old)
-        server.shutdown()
+def chat_endpoint() -> Iterator[ChatReplay]:
+    with chat_replay(RECORDED) as replay:
+        yield replay
 
 
-def test_the_extractor_turns_a_memory_into_a_fact(alice: Caller, chat_endpoint: str) -> None:
+def test_the_extractor_turns_a_memory_into_a_fact(alice: Caller, chat_endpoint: ChatReplay) -> None:
     for _ in range(4):
         remember(alice, "Alice moved to Lisbon in May.", confidence=0.95)
     with tenant_context(alice.tenant):
@@ -81,11 +46,11 @@ def test_the_extractor_turns_a_memory_into_a_fact(alice: Caller, chat_endpoint: 
             "lives_in",
             "Lisbon",
         )
-    sent = Replay.requests[0]
+    sent = chat_endpoint.requests[0]
     assert sent["temperature"] == 0 and sent["model"] == "gpt-4o-mini"
 
 
-def test_summaries_are_abstractive_with_an_endpoint(alice: Caller, chat_endpoint: str) -> None:
+def test_summaries_are_abstractive_with_an_endpoint(alice: Caller, chat_endpoint: ChatReplay) -> None:
     rows = [
         ("message", "user", "We need to move the billing database from Frankfurt to Dublin."),
         ("message", "user", "The migration must finish before March 15, 2027."),
@@ -99,7 +64,7 @@ def test_summaries_are_abstractive_with_an_endpoint(alice: Caller, chat_endpoint
         assert leaf.method == "abstractive"
         assert "downtime at most 20 minutes" in leaf.content
         assert leaf.content.startswith("Summary of session s-llm, events #")
-    prompt = Replay.requests[-1]["messages"][0]["content"]
+    prompt = chat_endpoint.requests[-1]["messages"][0]["content"]
     assert "constraint" in prompt and "decision" in prompt and "named entity" in prompt
 
 

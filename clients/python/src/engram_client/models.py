@@ -70,6 +70,47 @@ class EventBatch(TypedDict):
     results: list[Event]
 
 
+class MessageIn(TypedDict):
+    """A message of a conversation (``add_messages``)."""
+
+    role: Role
+    content: str
+    name: NotRequired[str]  # who spoke (default: the role)
+    occurred_at: NotRequired[str]  # ISO 8601 with a timezone (default: now)
+    metadata: NotRequired[dict[str, Any]]  # kept in the message's event payload
+
+
+class FormedMemory(TypedDict):
+    message: int  # the index of the message in the request
+    id: str
+    outcome: Literal["created", "deduplicated", "updated"]
+    supersedes: str | None  # the memory this one replaced (an update)
+
+
+class ExtractionJob(TypedDict):
+    id: str
+    status: Literal["queued", "running", "done", "failed"]
+    session_id: str
+    data_subject: str | None
+    event_ids: list[int]
+    model: str
+    prompt: str
+    answer: str
+    decisions: list[dict[str, Any]]
+    error: str
+    attempts: int
+    created_at: str
+    finished_at: str | None
+
+
+class MessagesAdded(TypedDict):
+    session_id: str
+    data_subject: str | None
+    events: list[Event]
+    memories: list[FormedMemory]
+    job: ExtractionJob | None
+
+
 class SummaryNode(TypedDict):
     id: int
     level: int

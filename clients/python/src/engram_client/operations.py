@@ -44,6 +44,26 @@ class Operations:
         """Events oldest first, every page; ``q``: full text (web search syntax); ``since`` /
         ``until``: ISO 8601 bounds of ``occurred_at``; ``limit``: items per page."""
 
+    @operation("POST", "sessions/{session_id}/messages")
+    def add_messages(
+        session_id: str,
+        messages: list[m.MessageIn],
+        *,
+        data_subject: str | None = None,
+        scope: Literal["private", "shared"] | None = None,
+        tags: list[str] | None = None,
+        extraction: Literal["auto", "turns", "llm"] | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.MessagesAdded:
+        """A conversation's messages in one call: appended to the session's log (all or nothing)
+        and made into memories, one per user and assistant turn (``memories``), or, with a
+        language model configured, by a queued ``job`` (poll ``extraction``)."""
+
+    @operation("GET", "extractions/{job_id}")
+    def extraction(job_id: str) -> m.ExtractionJob:
+        """An extraction job of ``add_messages``: status, error, prompt, the model's answer and
+        the decisions applied."""
+
     @operation("GET", "sessions/{session_id}/summary")
     def session_summary(session_id: str, *, level: int | None = None) -> m.SummaryTree:
         """The session's summary tree (``level`` 1: the leaves only)."""

@@ -258,6 +258,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/extractions/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An extraction job
+         * @description GET an extraction job of the calling agent.
+         */
+        get: operations["extractions_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/facts": {
         parameters: {
             query?: never;
@@ -548,6 +568,26 @@ export interface paths {
          *     ``put_writes``; the ``idx`` rule is LangGraph's, see ``services.checkpoint_writes_put``).
          */
         post: operations["checkpoints_writes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sessions/{session_id}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a conversation's messages
+         * @description Appends the messages to the session's episodic log (as `message` events, all or nothing; a message's `metadata` is kept in its event's payload) and forms memories from them. Without a language model (`turns`), each user and assistant message becomes an observation memory naming who said it and when, written as any memory is (a duplicate reinforces the memory it duplicates, a near one that restates it with a new value supersedes it); `memories` lists them. With one (`llm`), the answer carries a queued `job`: poll `GET /api/v1/extractions/{id}`.
+         */
+        post: operations["messages_add"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1188,6 +1228,36 @@ export interface components {
          */
         ContradictionStatusEnum: "open" | "resolved" | "dismissed";
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
+        ConversationInputRequest: {
+            /** @description the end user the conversation is with */
+            data_subject?: string;
+            /**
+             * @description turns: each user and assistant message becomes a memory, now; llm: a job extracts memories and facts with the configured language model; auto: llm when one is configured
+             *
+             *     * `auto` - auto
+             *     * `turns` - turns
+             *     * `llm` - llm
+             * @default auto
+             */
+            extraction?: components["schemas"]["ExtractionEnum"];
+            messages: components["schemas"]["MessageInputRequest"][];
+            /**
+             * @description of the memories formed
+             *
+             *     * `private` - private
+             *     * `shared` - shared
+             * @default private
+             */
+            scope?: components["schemas"]["ConversationScopeEnum"];
+            tags?: string[];
+        };
+        /**
+         * @description * `private` - private
+         *     * `shared` - shared
+         * @enum {string}
+         */
+        ConversationScopeEnum: "private" | "shared";
+        /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         DateRangeRequest: {
             /** Format: date-time */
             gt?: string;
@@ -1318,6 +1388,13 @@ export interface components {
          * @enum {string}
          */
         EventRoleEnum: "user" | "assistant" | "system" | "tool";
+        /**
+         * @description * `auto` - auto
+         *     * `turns` - turns
+         *     * `llm` - llm
+         * @enum {string}
+         */
+        ExtractionEnum: "auto" | "turns" | "llm";
         FactAsserted: {
             readonly contradiction_id: number | null;
             fact: components["schemas"]["FactOutput"];
@@ -1549,6 +1626,35 @@ export interface components {
             /** Format: uuid */
             id: string;
         };
+        FormedMemory: {
+            /**
+             * Format: uuid
+             * @description the memory stored or reinforced
+             */
+            id: string;
+            /** @description the index of the message in the request */
+            message: number;
+            /**
+             * @description created; deduplicated (an existing memory reinforced); updated (stored, and the memory `supersedes` names is superseded by it)
+             *
+             *     * `created` - created
+             *     * `deduplicated` - deduplicated
+             *     * `updated` - updated
+             */
+            outcome: components["schemas"]["FormedMemoryOutcomeEnum"];
+            /**
+             * Format: uuid
+             * @description the memory this one replaced
+             */
+            supersedes: string | null;
+        };
+        /**
+         * @description * `created` - created
+         *     * `deduplicated` - deduplicated
+         *     * `updated` - updated
+         * @enum {string}
+         */
+        FormedMemoryOutcomeEnum: "created" | "deduplicated" | "updated";
         GraphSlice: {
             backend: string;
             depth: number;
@@ -1566,6 +1672,40 @@ export interface components {
             /** @description the caps left entities out that no page returns */
             truncated: boolean;
         };
+        /**
+         * @description An extraction job: ``prompt`` and ``answer`` are the text sent to the model and what it
+         *     answered, ``decisions`` what was applied, one per extracted item.
+         */
+        JobOutput: {
+            answer: string;
+            attempts: number;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the end user, null when none */
+            data_subject: string | null;
+            decisions: {
+                [key: string]: unknown;
+            }[];
+            /** @description why it failed (empty unless failed) */
+            error: string;
+            event_ids: number[];
+            /** Format: date-time */
+            finished_at: string | null;
+            /** Format: uuid */
+            id: string;
+            model: string;
+            prompt: string;
+            session_id: string;
+            status: components["schemas"]["JobOutputStatusEnum"];
+        };
+        /**
+         * @description * `queued` - Queued
+         *     * `running` - Running
+         *     * `done` - Done
+         *     * `failed` - Failed
+         * @enum {string}
+         */
+        JobOutputStatusEnum: "queued" | "running" | "done" | "failed";
         MatchComponents: {
             /** Format: double */
             relevance: number;
@@ -1696,14 +1836,12 @@ export interface components {
                 roles: unknown;
             };
         } | {
-            scope?: components["schemas"]["MemoryInputScopeEnum"];
+            scope?: components["schemas"]["ConversationScopeEnum"];
             visible_to?: {
                 agents?: unknown;
                 roles?: unknown;
             };
         });
-        /** @enum {string} */
-        MemoryInputScopeEnum: "private" | "shared";
         /**
          * @description A memory; ``visible_to`` lists the agents (by name) and roles a hierarchical memory names
          *     (empty lists otherwise). Pass ``context={"agent_names": {id: name}}`` for lists of memories.
@@ -1846,7 +1984,7 @@ export interface components {
              *     * `deduplicated` - deduplicated
              *     * `updated` - updated
              */
-            outcome: components["schemas"]["OutcomeEnum"];
+            outcome: components["schemas"]["MemoryWrittenOutcomeEnum"];
             /** @description written with write=async and not embedded (searchable) yet */
             pending: boolean;
             /**
@@ -1884,6 +2022,36 @@ export interface components {
         };
         MemoryWrittenOneOrBatch: components["schemas"]["MemoryWritten"] | components["schemas"]["MemoryBatch"];
         /**
+         * @description * `created` - created
+         *     * `accepted` - accepted
+         *     * `deduplicated` - deduplicated
+         *     * `updated` - updated
+         * @enum {string}
+         */
+        MemoryWrittenOutcomeEnum: "created" | "accepted" | "deduplicated" | "updated";
+        /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
+        MessageInputRequest: {
+            content: string;
+            /** @description Any JSON; an integer must be one a double keeps exactly (every integer within ±9007199254740991, or one whose digits are a double's, like 100000000000000000000): the value is hashed as RFC 8785 JSON, whose numbers are doubles. Send other integers as strings; a value breaking this is a 400. */
+            metadata?: Record<string, unknown>;
+            /** @description who spoke (default: the role) */
+            name?: string;
+            /**
+             * Format: date-time
+             * @description when it was said (default: now)
+             */
+            occurred_at?: string;
+            role: components["schemas"]["EventRoleEnum"];
+        };
+        MessagesAdded: {
+            data_subject: string | null;
+            events: components["schemas"]["EventOutput"][];
+            /** @description the extraction job to poll (GET extractions/{id}) */
+            job: components["schemas"]["JobOutput"] | null;
+            memories: components["schemas"]["FormedMemory"][];
+            session_id: string;
+        };
+        /**
          * @description * `extractive` - extractive
          *     * `abstractive` - abstractive
          * @enum {string}
@@ -1897,14 +2065,6 @@ export interface components {
              */
             lambda: number;
         };
-        /**
-         * @description * `created` - created
-         *     * `accepted` - accepted
-         *     * `deduplicated` - deduplicated
-         *     * `updated` - updated
-         * @enum {string}
-         */
-        OutcomeEnum: "created" | "accepted" | "deduplicated" | "updated";
         PathOutput: {
             backend: string;
             entities: components["schemas"]["EntityOutput"][];
@@ -3705,6 +3865,63 @@ export interface operations {
             };
         };
     };
+    extractions_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobOutput"];
+                };
+            };
+            /** @description Bad input: `errors` names each field by its path (`events[1].occurred_at`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or a malformed, unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key lacks the scope this operation needs, or the caller may not act on this object. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     facts_assert: {
         parameters: {
             query?: never;
@@ -4929,6 +5146,94 @@ export interface operations {
             };
             /** @description A value or the body is larger than allowed. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    messages_add: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                session_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConversationInputRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessagesAdded"];
+                };
+            };
+            /** @description Bad input: `errors` names each field by its path (`events[1].occurred_at`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No API key, or a malformed, unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key lacks the scope this operation needs, or the caller may not act on this object. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description No such resource (or one the caller may not see), or a cursor that names no page. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict with the stored state (a stale version, a used idempotency key, a closed execution). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A value or the body is larger than allowed. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A dependency (Redis, the embedding model) is unavailable; retry later. */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
