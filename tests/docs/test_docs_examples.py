@@ -91,6 +91,9 @@ def test_the_guides_that_promise_runnable_blocks_have_them() -> None:
         "docs/guides/agents/skills.md",
         "docs/guides/agents/langgraph.md",
         "docs/guides/agents/consolidation.md",
+        "docs/guides/agents/updates.md",
+        "docs/guides/agents/conversations.md",
+        "docs/guides/agents/end-users.md",
     }
     assert expected <= runnable, expected - runnable
 
