@@ -22,7 +22,7 @@ vectors and the tenant's ``near_duplicate_threshold`` ``t``:
 | cosine | same statement | update |
 |---|---|---|
 | ``c >= t`` | nothing ``differences`` finds differs and no value stretch | anything else |
-| ``t - WORDING_BAND <= c < t`` | no value stretch (a rewording may change words) | one value slot: the only differing stretch, of at most ``VALUE_SLOT_WORDS`` words |
+| ``t - WORDING_BAND <= c < t`` | no value stretch (a rewording may change words) | one value slot: one value stretch of at most ``VALUE_SLOT_WORDS`` words (rewording around it allowed) |
 | ``UPDATE_FLOOR <= c < t - WORDING_BAND`` | only neutral stretches | one value slot and nothing else |
 
 Anything else is another statement. The lower bands exist because a sentence embedding moves far
@@ -47,8 +47,9 @@ from .near import UPDATE_FLOOR
 
 # below ``near_duplicate_threshold``, an update restates the sentence with one value slot changed: a
 # time, a price, a name, a negation ("does not allow"), at most this many words on either side; two
-# sentences that differ in a longer stretch, or in two places, are two statements (two events of one
-# kind: "Bart and his cousin went to the park" / "Bart and his dad went swimming"), both kept current
+# sentences whose values differ in a longer stretch, or in two places, are two statements (two
+# events of one kind: "Bart and his cousin went to the park" / "Bart and his dad went swimming"),
+# both kept current
 VALUE_SLOT_WORDS = 4
 
 # below ``near_duplicate_threshold`` by up to this much, a rewording that changes words is still
@@ -136,8 +137,8 @@ def _differ(a: str, b: str) -> bool:
 @dataclass(frozen=True)
 class _Reading:
     """What the aligned texts' differing stretches say: whether one changes what the statement is
-    about (``subject``), whether any is a ``value`` or a ``wording`` stretch, how many stretches
-    differ in content (``count``) and the most words one of them spans on either side (``longest``)."""
+    about (``subject``), whether any is a ``value`` or a ``wording`` stretch, how many are value
+    stretches (``count``) and the most words one of those spans on either side (``longest``)."""
 
     subject: bool = False
     value: bool = False
@@ -146,7 +147,8 @@ class _Reading:
     longest: int = 0
 
     def one_value_slot(self) -> bool:
-        """Whether the texts differ in one short stretch (at most ``VALUE_SLOT_WORDS`` words a side)."""
+        """Whether the texts differ in one short value stretch (at most ``VALUE_SLOT_WORDS`` words a
+        side); wording stretches are judged apart, by the cosine band."""
         return self.count == 1 and self.longest <= VALUE_SLOT_WORDS
 
 
@@ -167,13 +169,14 @@ def _stretches(new: str, old: str) -> _Reading:
         is_value = changed and _differ(" ".join(raw_b[j1:j2]), " ".join(raw_a[i1:i2]))
         if not is_value and _content(list(a[i1:i2])) == _content(list(b[j1:j2])):
             continue
-        count, longest = count + 1, max(longest, i2 - i1, j2 - j1)
         swapped = tag == "replace" and i2 - i1 == j2 - j1 == 1
         # the sentence's last word swapped for another word is its value slot ("by email" / "by phone")
         if swapped and i2 == len(a) and j2 == len(b) and not any(c.isdigit() for c in a[i1] + b[j1]):
             is_value = True
         value |= is_value
         wording |= not is_value
+        if is_value:
+            count, longest = count + 1, max(longest, i2 - i1, j2 - j1)
         # what the statement is about changed: a value, or one word swapped for another, before the verb
         named = any(w not in _FUNCTION and w not in _NEGATING for w in a[i1:i2] + b[j1:j2])
         if (i1 < verb_a or j1 < verb_b) and named and (is_value or swapped):
