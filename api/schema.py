@@ -363,6 +363,38 @@ NUMBERS_RULE = (
 )
 
 
+# how deep the document states the no-NUL rule of JSON values (below it, any JSON): a recursive
+# component would state it at every depth, but the generated clients (openapi-typescript,
+# openapi-python-client) cannot build a self-referencing union; the server refuses a NUL at any
+# depth with its path (``core.canonical_json``)
+JSON_NUL_RULE_DEPTH = 3
+
+
+def _json_value(depth: int = JSON_NUL_RULE_DEPTH) -> dict[str, Any]:
+    """Any JSON value whose strings and object keys hold no NUL (PostgreSQL's ``jsonb`` cannot store
+    one), stated ``depth`` levels down; ``{}`` (any JSON) below."""
+    if depth <= 0:
+        return {}
+    inner = _json_value(depth - 1)
+    return {
+        "anyOf": [
+            {"type": "string", "pattern": NO_NUL},
+            {"type": ["number", "boolean", "null"]},
+            {"type": "array", "items": inner},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": inner},
+        ]
+    }
+
+
+JSON_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": {"pattern": NO_NUL},
+    "additionalProperties": _json_value(JSON_NUL_RULE_DEPTH - 1),
+}
+"""A JSON object whose keys and strings hold no NUL (``_json_value``): REST's object fields and the
+MCP tools' object arguments alike."""
+
+
 class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
     """``api.fields.JSONValueField`` in the document: its ``kind`` (object, array) or any JSON value."""
 
@@ -371,12 +403,15 @@ class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
         kind = getattr(self.target, "kind", None)
+        value = _json_value(JSON_NUL_RULE_DEPTH - 1)
         if kind == "array":
-            schema: dict[str, Any] = {"type": "array", "items": {}}  # of any JSON values
-        elif kind == "object":  # its keys, as every string in it, hold no NUL (api.fields.JSONValueField)
-            schema = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
+            schema: dict[str, Any] = {"type": "array", "items": value}
+        elif kind == "object":
+            schema = copy.deepcopy(JSON_OBJECT_SCHEMA)
+        elif kind:
+            schema = {"type": kind}
         else:
-            schema = {"type": kind} if kind else {}
+            schema = _json_value()
         if getattr(self.target, "numbers", False):
             schema["description"] = NUMBERS_RULE
         return schema

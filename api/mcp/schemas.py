@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from api.parameters import PATH_PARAMETERS
-from api.schema import NO_NUL, NOT_BLANK
+from api.schema import JSON_OBJECT_SCHEMA, NO_NUL, NOT_BLANK
 from memory.context.services import LAYERS
 from memory.episodic.models import EventKind, EventRole
 from memory.knowledge.services.data import MAX_LITERAL_CHARS
@@ -49,8 +49,9 @@ SUBJECT_WRITE = (
 )
 UNIT = {"type": "number", "minimum": 0, "maximum": 1}
 ANY_JSON: dict[str, Any] = {}
-JSON_OBJECT = {"type": "object", "propertyNames": {"pattern": NO_NUL}}
-"""A JSON object whose keys (as every string in it) hold no NUL (``api.fields.JSONValueField``)."""
+JSON_OBJECT = JSON_OBJECT_SCHEMA
+"""A JSON object whose keys (as every string in it) hold no NUL (``api.fields.JSONValueField``), as
+REST's document states it."""
 
 
 def _literal(kind: str, schema: dict[str, Any]) -> dict[str, Any]:

@@ -177,6 +177,10 @@ STORES: tuple[Store, ...] = (
 NO_PERSONAL_DATA: dict[str, str] = {
     "tenants.Tenant": "the customer organisation and its policies",
     "tenants.Domain": "the tenant's host names",
+    "tenants.ErasureLedgerEntry": (
+        "an erasure's id, kind, finish time, receipt hash and the keyed digest (HMAC, SECRET_KEY) of its"
+        " target, never the identifier: what a restore re-applies (decision 0091)"
+    ),
     "contenttypes.ContentType": "the names of the models",
     "auth.Permission": "the names of the permissions",
     "auth.Group": "admin roles",

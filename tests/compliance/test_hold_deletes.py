@@ -297,6 +297,7 @@ TASKS: dict[str, Callable[[Tenant], None] | str] = {
     "memory.knowledge.tasks.project_facts": "projects facts into Neo4j (from PostgreSQL)",
     "memory.knowledge.tasks.outbox_sweep": "queues outbox_drain",
     "core.tasks.each_tenant": "queues a task per tenant",
+    "memory.conversations.tasks.extract": "writes memories and facts (an update supersedes: rows stay)",
 }
 PROJECT = ("agents", "api", "compliance", "config", "core", "memory", "tenants")
 
@@ -342,6 +343,8 @@ DELETERS: dict[str, str] = {
     "compliance.lifecycle.layers._summaries_remove": ERASE,
     "compliance.lifecycle.layers._skill_runs_remove": ERASE,
     "compliance.lifecycle.layers._store_items_remove": ERASE,
+    "compliance.lifecycle.layers._extraction_jobs_remove": ERASE,
+    "memory.conversations.services.jobs_erase": ERASE,
     "compliance.lifecycle.erasure.erase_entity_rows": ERASE,
     "compliance.lifecycle.erasure.erase_working_memory": ERASE,
     "agents.services.idempotency_records_purge": "replay copies past their TTL",

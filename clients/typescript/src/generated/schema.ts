@@ -933,17 +933,39 @@ export interface components {
             /** @description names the checkpoint in your stream (LangGraph's checkpoint_id); a repeat is a replay */
             idempotency_key: string;
             /** @description a JSON object (at most 64 KiB), filterable */
-            metadata?: Record<string, unknown>;
+            metadata?: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
             /** @description the idempotency key of the checkpoint this one follows (LangGraph's parent) */
             parent_key?: string;
             /** @description a JSON list of steps */
-            plan?: unknown[];
+            plan?: (string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                [key: string]: unknown;
+            })[] | {
+                [key: string]: string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                };
+            })[];
             /** @default 1 */
             schema_version?: number;
             /** @description an opaque serialized checkpoint */
             serialized?: components["schemas"]["SerializedValueRequest"] | null;
             /** @description a JSON object, at most 1 MiB as UTF-8 JSON; required unless `serialized` holds the state */
-            state?: Record<string, unknown>;
+            state?: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
             /**
              * Format: int64
              * @description absent: the next step of your stream in the session (its latest + 1)
@@ -1329,7 +1351,15 @@ export interface components {
             /** Format: date-time */
             occurred_at: string;
             /** @description Any JSON; an integer must be one a double keeps exactly (every integer within ±9007199254740991, or one whose digits are a double's, like 100000000000000000000): the value is hashed as RFC 8785 JSON, whose numbers are doubles. Send other integers as strings; a value breaking this is a 400. */
-            payload?: Record<string, unknown>;
+            payload?: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
             /** @default assistant */
             role?: components["schemas"]["EventRoleEnum"];
             session_id: string;
@@ -1805,7 +1835,15 @@ export interface components {
             importance?: number;
             /** @default fact */
             memory_type?: components["schemas"]["MemoryTypeEnum"];
-            metadata?: Record<string, unknown>;
+            metadata?: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
             /** @default private */
             scope?: components["schemas"]["MemoryScopeEnum"];
             session_id?: string | null;
@@ -2033,7 +2071,15 @@ export interface components {
         MessageInputRequest: {
             content: string;
             /** @description Any JSON; an integer must be one a double keeps exactly (every integer within ±9007199254740991, or one whose digits are a double's, like 100000000000000000000): the value is hashed as RFC 8785 JSON, whose numbers are doubles. Send other integers as strings; a value breaking this is a 400. */
-            metadata?: Record<string, unknown>;
+            metadata?: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
             /** @description who spoke (default: the role) */
             name?: string;
             /**
@@ -2346,7 +2392,15 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             updated_by: string;
-            value: Record<string, unknown>;
+            value: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
         };
         StoreItemDeleted: {
             /** @description false: there was no such item */
@@ -2380,7 +2434,15 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             updated_by: string;
-            value: Record<string, unknown>;
+            value: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
         };
         StoreNamespaces: {
             count: number;
@@ -2399,14 +2461,30 @@ export interface components {
             /** @description minutes until the item expires, restarted by each put and refreshing read; null: never */
             ttl?: number | null;
             /** @description the item: a JSON object (filterable by its fields) */
-            value: Record<string, unknown>;
+            value: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         StoreSearchInputRequest: {
             /** @description only what is about this end user (data subject); a key bound to another one is refused (403) */
             data_subject?: string;
             /** @description LangGraph's filter: value fields equal to a value, or operators $eq $ne $gt $gte $lt $lte */
-            filter?: Record<string, unknown>;
+            filter?: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
             /** @default 10 */
             limit?: number;
             /** @description items under it (empty: all) */
@@ -2448,7 +2526,15 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
             updated_by: string;
-            value: Record<string, unknown>;
+            value: {
+                [key: string]: string | (number | boolean | null) | (string | (number | boolean | null) | unknown[] | {
+                    [key: string]: unknown;
+                })[] | {
+                    [key: string]: string | (number | boolean | null) | unknown[] | {
+                        [key: string]: unknown;
+                    };
+                };
+            };
         };
         StoreSearchResult: {
             count: number;
