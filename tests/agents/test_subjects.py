@@ -17,7 +17,7 @@ from django_tenants.utils import tenant_context
 
 from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import Event
-from memory.knowledge.models import Fact
+from memory.knowledge.models import Contradiction, Fact
 from memory.semantic.models import SemanticMemory
 from memory.store.models import StoreItem
 from tests.factories import Caller, assert_fact, fact, make_caller, remember, requires_model
@@ -306,6 +306,36 @@ def test_the_same_sentence_about_two_end_users_is_two_memories(world: World) -> 
     pending = ok(remember(world.ben, f"Orders the vegan meal {tag}", write="async"), 202)
     again = ok(remember(world.ana, f"Orders the vegan meal {tag}", write="async"), 202)
     assert pending["id"] != again["id"] and again["data_subject"] == "ana"
+
+
+def test_the_same_fact_about_two_end_users_is_two_facts(world: World) -> None:
+    """A fact's identity includes its end user: Ben's key asserting what Ana's fact holds creates
+    Ben's fact (a reinforcement of hers would answer with her fact through Ben's key), and a fact
+    of Ben's is not judged a contradiction of Ana's (docs/decisions/0098)."""
+    anas = ok(world.unbound.get("/api/v1/entities/Ana/facts", {"data_subject": "ana"}))["facts"][0]
+    same = fact("Ana", "flies_from", {"entity": "Lisbon"})
+    bens = ok(world.ben.post("/api/v1/facts", same), 201)
+    assert (bens["outcome"], bens["fact"]["data_subject"]) == ("created", "ben")
+    assert bens["fact"]["id"] != anas["id"] and bens["fact"]["status"] == "active"
+    assert ok(world.ben.post("/api/v1/facts", same), 200)["fact"]["id"] == bens["fact"]["id"]
+    # flies_from holds one object: another one contradicts the end user's own fact, not another's
+    madrid = fact("Ana", "flies_from", {"entity": "Madrid"})
+    cys = ok(world.unbound.post("/api/v1/facts", {**madrid, "data_subject": "cy"}), 201)
+    assert (cys["outcome"], cys["fact"]["status"], cys["contradiction_id"]) == ("created", "active", None)
+    bens_other = ok(world.ben.post("/api/v1/facts", madrid), 201)
+    assert (bens_other["outcome"], bens_other["fact"]["data_subject"]) == ("disputed", "ben")
+    with tenant_context(world.ana.tenant):
+        disputed = Contradiction.objects.get(pk=bens_other["contradiction_id"]).existing_fact_id
+    assert disputed == bens["fact"]["id"]
+    # the batch judges by the same rule
+    batch = ok(world.unbound.post("/api/v1/facts", [{**same, "data_subject": "dee"}, same]), 201)["results"]
+    assert [(r["outcome"], r["fact"]["data_subject"]) for r in batch] == [
+        ("created", "dee"),
+        ("created", None),
+    ]
+    assert anas["id"] not in {r["fact"]["id"] for r in batch}
+    with tenant_context(world.ana.tenant):
+        assert Fact.objects.get(pk=anas["id"]).provenance.count() == 1
 
 
 def test_the_conversation_window(world: World) -> None:
