@@ -338,6 +338,19 @@ def test_the_same_fact_about_two_end_users_is_two_facts(world: World) -> None:
         assert Fact.objects.get(pk=anas["id"]).provenance.count() == 1
 
 
+def test_an_idempotency_key_replays_only_to_its_end_user(world: World) -> None:
+    """The replay cache is per agent and end user: Ben's key sending the request Ana's key sent
+    under the same ``Idempotency-Key`` is Ben's write, not a replay of Ana's answer (her memory)."""
+    key = {"Idempotency-Key": f"k-{uuid.uuid4().hex[:8]}"}
+    body = {"content": f"Needs wheelchair assistance at the gate {uuid.uuid4().hex[:8]}"}
+    anas = ok(world.ana.post("/api/v1/memories", body, **key), 201)
+    bens = world.ben.post("/api/v1/memories", body, **key)
+    assert bens.get("Idempotent-Replayed") is None
+    assert (ok(bens, 201)["data_subject"], bens.json()["id"] != anas["id"]) == ("ben", True)
+    again = world.ana.post("/api/v1/memories", body, **key)
+    assert (again["Idempotent-Replayed"], ok(again, 201)["id"]) == ("true", anas["id"])
+
+
 def test_the_conversation_window(world: World) -> None:
     """Window turns keep their subject (and so do the events trimmed turns become)."""
     window = f"/api/v1/sessions/w-{uuid.uuid4().hex[:8]}/window"
