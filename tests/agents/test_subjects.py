@@ -415,8 +415,20 @@ def test_a_write_never_answers_with_another_end_users_row(
     assert anas.status_code in (200, 201, 202), anas.content
     bens = world.ben.post(path, body, **headers)
     assert bens.status_code in (200, 201, 202, 403, 409), bens.content
-    assert '"ana"' not in bens.content.decode(), bens.content
+    text = bens.content.decode()
+    assert '"ana"' not in text and "'ana'" not in text, text  # nor her subject's name
     assert not (_ids(anas.json()) & _ids(bens.json())), (anas.json(), bens.json())
+
+
+def test_a_checkpoint_key_another_end_user_used_is_a_conflict_naming_it(world: World) -> None:
+    """Ben's save under the key Ana's save used in the session is refused for the key, not told to
+    retry (it would fail again), and a key of his own saves."""
+    tag = uuid.uuid4().hex[:8]
+    path, body = f"/api/v1/sessions/s-{tag}/checkpoints", {"idempotency_key": tag, "state": {}}
+    ok(world.ana.post(path, body), 201)
+    conflict = ok(world.ben.post(path, body), 409)
+    assert list(conflict["errors"]) == ["idempotency_key"], conflict
+    ok(world.ben.post(path, {**body, "idempotency_key": f"{tag}-b"}), 201)
 
 
 def test_the_conversation_window(world: World) -> None:
