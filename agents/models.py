@@ -106,13 +106,16 @@ class IdempotencyRecord(models.Model):
     """A POST sent with an ``Idempotency-Key`` header: its request, and the first answer of a write
     kept for replays (the replay cache, one store of the lifecycle's map).
 
-    Keys are scoped to the agent; ``fingerprint`` is the SHA-256 of method, path and body, so the same
+    Keys are scoped to the agent and the end user its key acts for (``data_subject``, "" for an
+    unbound key): a key bound to another end user never replays this answer
+    (docs/decisions/0099); ``fingerprint`` is the SHA-256 of method, path and body, so the same
     key with a different request is detected (409). ``response_body`` is null for a read (recall,
     search, context: run again on a replay, never stored) and for an answer an erasure withdrew
     (``withdrawn_at``: it may have quoted erased rows; a replay is then a 409).
     """
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    data_subject = models.CharField(max_length=200, blank=True, default="")
     key = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)
     response_status = models.PositiveSmallIntegerField()
@@ -121,7 +124,11 @@ class IdempotencyRecord(models.Model):
     withdrawn_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["agent", "key"], name="idempotency_agent_key_uniq")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "data_subject", "key"], name="idempotency_agent_key_uniq"
+            )
+        ]
         indexes = [models.Index(fields=["created_at"])]
 
     def __str__(self) -> str:

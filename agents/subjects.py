@@ -37,6 +37,18 @@ class SubjectRefused(PermissionDenied):
         )
 
 
+class SubjectHeld(PermissionDenied):
+    """A write by a key bound to one data subject would replace or remove data of another (403,
+    naming ``field``): says neither whose data it is nor what it holds (docs/decisions/0099)."""
+
+    def __init__(self, *, bound: str, field: str) -> None:
+        super().__init__(
+            f"This API key is bound to data subject {bound!r}: this {field} holds data of another "
+            "end user, which it cannot replace or remove.",
+            field=field,
+        )
+
+
 def subject_visible_q(agent: Agent, *, column: str = FIELD) -> Q:
     """The rows ``agent`` may see by subject: for a bound agent those whose ``column`` is its subject
     or "" (no subject); ``Q()`` (everything) for an unbound one."""

@@ -72,7 +72,10 @@ def _keyed(view_method: ViewMethod, *, store: bool) -> ViewMethod:
             if store:
                 advisory_xact_lock(REPLAY_LOCK, shared=True)
             advisory_xact_lock("idem", agent.pk, key)
-            record = IdempotencyRecord.objects.filter(agent=agent, key=key).first()
+            # per end user too: another subject's key must not replay (nor learn of) this answer
+            record = IdempotencyRecord.objects.filter(
+                agent=agent, data_subject=agent.acting_for, key=key
+            ).first()
             ttl = timedelta(hours=settings.ENGRAM["IDEMPOTENCY_TTL_HOURS"])
             if record is not None and record.created_at < timezone.now() - ttl:
                 record.delete()
@@ -95,6 +98,7 @@ def _keyed(view_method: ViewMethod, *, store: bool) -> ViewMethod:
             if response.status_code < 500:
                 IdempotencyRecord.objects.create(
                     agent=agent,
+                    data_subject=agent.acting_for,
                     key=key,
                     fingerprint=fingerprint,
                     response_status=response.status_code,

@@ -25,6 +25,7 @@ from memory.episodic.services import EventData, events_append
 from memory.knowledge.services.asserting import fact_assert
 from memory.knowledge.services.data import FactData, FactObject
 from memory.semantic.models import MemoryScope, MemoryType, SemanticMemory
+from memory.semantic.selectors import MemoryFilters
 from memory.semantic.services.recall import memory_search
 from memory.semantic.services.writes import MemoryData, WriteResult, memories_create, memory_create
 from tenants.models import RetrievalPolicy
@@ -261,17 +262,23 @@ NEIGHBOURS = 20  # existing memories shown to the model at most
 def _neighbours(
     job: ExtractionJob, events: Sequence[Event], policy: RetrievalPolicy
 ) -> dict[str, SemanticMemory]:
-    """The existing memories nearest to the job's messages that its agent may see (of its subject
-    only, when it has one), at most ``NEIGHBOURS``, by prompt id (``m1``, ``m2``, ...)."""
+    """The existing memories nearest to the job's messages that its agent may see, of exactly the
+    job's end user (the search's ``data_subject`` filter; "" for none), at most ``NEIGHBOURS``, by
+    prompt id (``m1``, ``m2``, ...)."""
     found: dict[Any, SemanticMemory] = {}
     for event in events:
         if event.role not in TURN_ROLES:
             continue
         hits = memory_search(
-            agent=job.agent, query=event.content, policy=policy, k=NEIGHBOURS_PER_MESSAGE, touch=False
+            agent=job.agent,
+            query=event.content,
+            policy=policy,
+            k=NEIGHBOURS_PER_MESSAGE,
+            filters=MemoryFilters(data_subject=job.data_subject),
+            touch=False,
         )
         for hit in hits:
-            if hit.memory.data_subject == job.data_subject and len(found) < NEIGHBOURS:
+            if len(found) < NEIGHBOURS:
                 found.setdefault(hit.memory.pk, hit.memory)
     return {f"m{i}": memory for i, memory in enumerate(found.values(), start=1)}
 

@@ -13,6 +13,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import MD5
 from django.utils import timezone
 
 _SPACES = re.compile(r"\s+")
@@ -21,8 +22,8 @@ PREDICATE_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 # are just not listed). Bounded: every assert with a new spelling rewrites the array
 # (docs/decisions/0016-knowledge-writes-in-bounded-statements.md).
 MAX_ALIASES = 16
-#: ``Fact.object_key``'s length: a unique index holds it, and a B-tree entry holds at most 2704
-#: bytes, so 600 characters of four UTF-8 bytes each (2400) still fit beside the other columns
+#: ``Fact.object_key``'s length: 600 characters of four UTF-8 bytes each (2400) would still fit a
+#: B-tree entry (at most 2704 bytes) if an index held the key itself
 OBJECT_KEY_MAX_LENGTH = 600
 
 
@@ -166,9 +167,14 @@ class Fact(models.Model):
             ),
         ]
         constraints = [
-            # one live row per (subject, predicate, object): a repeat reinforces it instead
+            # one live row per (subject, predicate, object, end user): a repeat reinforces it instead
+            # (services.rule.assert_judge); the key's digest, so the longest key and subject fit a
+            # B-tree entry together
             models.UniqueConstraint(
-                fields=["subject", "predicate", "object_key"],
+                "subject",
+                "predicate",
+                "data_subject",
+                MD5("object_key"),
                 condition=Q(status__in=["active", "disputed"]),
                 name="fact_live_uniq",
             ),

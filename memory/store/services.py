@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from agents.models import Agent
 from agents.services import system_agent_get
-from agents.subjects import SubjectRefused, subject_visible, subject_written
+from agents.subjects import SubjectHeld, subject_visible, subject_written
 from core.errors import InvalidInput
 from core.holds import holds_check
 from core.locks import advisory_xact_lock
@@ -222,8 +222,8 @@ def item_put(
     its subject, and may not replace an item of another subject.
 
     Raises ``InvalidInput`` for a bad namespace (field ``namespace``), key, value (not an object),
-    index path or TTL (field ``ttl``: above 0); ``SubjectRefused`` (403) for another subject, given
-    or held by the item there; ``EmbedderUnavailable`` (503) when something is to be indexed and the
+    index path or TTL (field ``ttl``: above 0); ``SubjectRefused`` (403) for another subject given,
+    ``SubjectHeld`` (403, field ``key``) for an item of another subject there; ``EmbedderUnavailable`` (503) when something is to be indexed and the
     embedder is down (nothing is stored)."""
     data_subject = subject_written(agent, data_subject)
     labels = namespace_check(namespace, field="namespace", write=True)
@@ -245,7 +245,7 @@ def item_put(
         item = StoreItem.objects.select_for_update().filter(namespace=labels, key=key).first()
         created = item is None or (item.expires_at is not None and item.expires_at <= now)
         if item is not None and not created and not subject_visible(agent, item.data_subject):
-            raise SubjectRefused(bound=agent.acting_for, asked=item.data_subject, field="key")
+            raise SubjectHeld(bound=agent.acting_for, field="key")
         if item is None:
             item = StoreItem(namespace=labels, key=key, created_by=agent, created_at=now)
         elif created:  # an expired item the sweep has not reached: this put starts a new one

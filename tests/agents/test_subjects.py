@@ -17,17 +17,22 @@ from django_tenants.utils import tenant_context
 
 from memory.checkpoints.models import Checkpoint
 from memory.episodic.models import Event
-from memory.knowledge.models import Fact
+from memory.knowledge.models import Contradiction, Fact
 from memory.semantic.models import SemanticMemory
 from memory.store.models import StoreItem
+from tests.api.mcp.test_mcp_rest_schemas import document
+from tests.api.test_subject_writes import _body_members
 from tests.factories import Caller, assert_fact, fact, make_caller, remember, requires_model
 
 pytestmark = requires_model
+__all__ = ["document"]  # the fixture, used by name
 
 ANA_FLIGHT = "Ana's return flight departs Lisbon at 09:05 on Sunday"
 BEN_FLIGHT = "Ben's return flight departs Porto at 11:30 on Monday"
 POLICY = "Flight changes are free of charge up to 24 hours before departure"
 ITEMS = "/api/v1/store/items"
+# POST operations that read: their bodies are filters
+READS_WITH_SUBJECT = {"memories_search", "store_search", "context_build"}
 
 
 @dataclass
@@ -306,6 +311,124 @@ def test_the_same_sentence_about_two_end_users_is_two_memories(world: World) -> 
     pending = ok(remember(world.ben, f"Orders the vegan meal {tag}", write="async"), 202)
     again = ok(remember(world.ana, f"Orders the vegan meal {tag}", write="async"), 202)
     assert pending["id"] != again["id"] and again["data_subject"] == "ana"
+
+
+def test_the_same_fact_about_two_end_users_is_two_facts(world: World) -> None:
+    """A fact's identity includes its end user: Ben's key asserting what Ana's fact holds creates
+    Ben's fact (a reinforcement of hers would answer with her fact through Ben's key), and a fact
+    of Ben's is not judged a contradiction of Ana's (docs/decisions/0098)."""
+    anas = ok(world.unbound.get("/api/v1/entities/Ana/facts", {"data_subject": "ana"}))["facts"][0]
+    same = fact("Ana", "flies_from", {"entity": "Lisbon"})
+    bens = ok(world.ben.post("/api/v1/facts", same), 201)
+    assert (bens["outcome"], bens["fact"]["data_subject"]) == ("created", "ben")
+    assert bens["fact"]["id"] != anas["id"] and bens["fact"]["status"] == "active"
+    assert ok(world.ben.post("/api/v1/facts", same), 200)["fact"]["id"] == bens["fact"]["id"]
+    # flies_from holds one object: another one contradicts the end user's own fact, not another's
+    madrid = fact("Ana", "flies_from", {"entity": "Madrid"})
+    cys = ok(world.unbound.post("/api/v1/facts", {**madrid, "data_subject": "cy"}), 201)
+    assert (cys["outcome"], cys["fact"]["status"], cys["contradiction_id"]) == ("created", "active", None)
+    bens_other = ok(world.ben.post("/api/v1/facts", madrid), 201)
+    assert (bens_other["outcome"], bens_other["fact"]["data_subject"]) == ("disputed", "ben")
+    with tenant_context(world.ana.tenant):
+        disputed = Contradiction.objects.get(pk=bens_other["contradiction_id"]).existing_fact_id
+    assert disputed == bens["fact"]["id"]
+    # the batch judges by the same rule
+    batch = ok(world.unbound.post("/api/v1/facts", [{**same, "data_subject": "dee"}, same]), 201)["results"]
+    assert [(r["outcome"], r["fact"]["data_subject"]) for r in batch] == [
+        ("created", "dee"),
+        ("created", None),
+    ]
+    assert anas["id"] not in {r["fact"]["id"] for r in batch}
+    with tenant_context(world.ana.tenant):
+        assert Fact.objects.get(pk=anas["id"]).provenance.count() == 1
+
+
+def test_an_idempotency_key_replays_only_to_its_end_user(world: World) -> None:
+    """The replay cache is per agent and end user: Ben's key sending the request Ana's key sent
+    under the same ``Idempotency-Key`` is Ben's write, not a replay of Ana's answer (her memory)."""
+    key = {"Idempotency-Key": f"k-{uuid.uuid4().hex[:8]}"}
+    body = {"content": f"Needs wheelchair assistance at the gate {uuid.uuid4().hex[:8]}"}
+    anas = ok(world.ana.post("/api/v1/memories", body, **key), 201)
+    bens = world.ben.post("/api/v1/memories", body, **key)
+    assert bens.get("Idempotent-Replayed") is None
+    assert (ok(bens, 201)["data_subject"], bens.json()["id"] != anas["id"]) == ("ben", True)
+    again = world.ana.post("/api/v1/memories", body, **key)
+    assert (again["Idempotent-Replayed"], ok(again, 201)["id"]) == ("true", anas["id"])
+
+
+def _writes(tag: str) -> list[tuple[str, str, Any]]:
+    """A request of every write operation that takes ``data_subject`` (their dedup, reinforce,
+    upsert and replay look up stored rows): (operation id, path, body). A body names no subject, so
+    the same request through two bound keys is two end users'."""
+    event = {
+        "session_id": f"s-{tag}",
+        "kind": "message",
+        "content": "hi",
+        "occurred_at": "2026-03-01T10:00:00Z",
+    }
+    turn = {"role": "user", "content": f"I am allergic to peanuts {tag}"}
+    return [
+        ("memories_create", "/api/v1/memories", {"content": f"Allergic to peanuts {tag}"}),
+        ("memories_create", "/api/v1/memories", [{"content": f"Allergic to shellfish {tag}"}]),
+        ("facts_assert", "/api/v1/facts", fact(f"Customer {tag}", "allergic_to", {"string": "peanuts"})),
+        ("facts_assert", "/api/v1/facts", [fact(f"Customer {tag}", "allergic_to", {"string": "nuts"})]),
+        ("events_append", "/api/v1/events", event),
+        ("checkpoints_save", f"/api/v1/sessions/s-{tag}/checkpoints", {"idempotency_key": tag, "state": {}}),
+        ("store_put", ITEMS, {"namespace": ["allergies"], "key": tag, "value": {"peanuts": True}}),
+        ("window_append", f"/api/v1/sessions/w-{tag}/window", turn),
+        ("messages_add", f"/api/v1/sessions/c-{tag}/messages", {"messages": [turn]}),
+    ]
+
+
+def test_the_write_table_holds_every_write_taking_data_subject(document: dict[str, Any]) -> None:
+    """``_writes`` walks every write operation of the OpenAPI document that takes ``data_subject``
+    (``tests/api/test_subject_writes.py`` holds that every write storing personal data does)."""
+    takes = {
+        operation["operationId"]
+        for item in document["paths"].values()
+        for method, operation in item.items()
+        if method in ("post", "put", "patch") and "data_subject" in _body_members(document, operation)
+    }
+    assert takes - READS_WITH_SUBJECT == {op for op, _, _ in _writes("")}
+
+
+def _ids(body: Any) -> set[Any]:
+    """Every ``id`` anywhere in an answer."""
+    if isinstance(body, dict):
+        return {v for k, v in body.items() if k == "id"} | {i for v in body.values() for i in _ids(v)}
+    if isinstance(body, list):
+        return {i for v in body for i in _ids(v)}
+    return set()
+
+
+@pytest.mark.parametrize("index", range(len(_writes(""))))
+@pytest.mark.parametrize("idempotency", [False, True])
+def test_a_write_never_answers_with_another_end_users_row(
+    world: World, index: int, idempotency: bool
+) -> None:
+    """Ana's key writes; Ben's key sends the very same request (and ``Idempotency-Key``): Ben's
+    answer is his own write or a refusal, never Ana's row (no id of hers, no ``ana``)."""
+    tag = uuid.uuid4().hex[:8]
+    _, path, body = _writes(tag)[index]
+    headers = {"Idempotency-Key": f"i-{tag}"} if idempotency else {}
+    anas = world.ana.post(path, body, **headers)
+    assert anas.status_code in (200, 201, 202), anas.content
+    bens = world.ben.post(path, body, **headers)
+    assert bens.status_code in (200, 201, 202, 403, 409), bens.content
+    text = bens.content.decode()
+    assert '"ana"' not in text and "'ana'" not in text, text  # nor her subject's name
+    assert not (_ids(anas.json()) & _ids(bens.json())), (anas.json(), bens.json())
+
+
+def test_a_checkpoint_key_another_end_user_used_is_a_conflict_naming_it(world: World) -> None:
+    """Ben's save under the key Ana's save used in the session is refused for the key, not told to
+    retry (it would fail again), and a key of his own saves."""
+    tag = uuid.uuid4().hex[:8]
+    path, body = f"/api/v1/sessions/s-{tag}/checkpoints", {"idempotency_key": tag, "state": {}}
+    ok(world.ana.post(path, body), 201)
+    conflict = ok(world.ben.post(path, body), 409)
+    assert list(conflict["errors"]) == ["idempotency_key"], conflict
+    ok(world.ben.post(path, {**body, "idempotency_key": f"{tag}-b"}), 201)
 
 
 def test_the_conversation_window(world: World) -> None:

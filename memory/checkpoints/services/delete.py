@@ -10,7 +10,7 @@ import redis
 from django.db import transaction
 
 from agents.models import Agent
-from agents.subjects import SubjectRefused, subject_visible_q
+from agents.subjects import SubjectHeld, subject_visible_q
 from core.errors import NotFound, PermissionDenied, ServiceUnavailable
 from core.holds import holds_check
 from core.locks import advisory_xact_lock
@@ -51,7 +51,7 @@ def checkpoints_delete(
     Raises ``InvalidInput`` (bad session id), ``PermissionDenied`` (another agent's stream without
     ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant), ``Conflict``
     (field ``session_id``) when a legal hold covers a checkpoint of the stream: nothing is deleted;
-    ``SubjectRefused`` (403) when ``agent`` acts for one end user and the stream holds another's.
+    ``SubjectHeld`` (403) when ``agent`` acts for one end user and the stream holds another's.
     """
     check_id(session_id, field="session_id")
     owner = agent
@@ -72,7 +72,7 @@ def checkpoints_delete(
         if agent.acting_for:
             other = Checkpoint.objects.filter(pk__in=ids).exclude(subject_visible_q(agent)).first()
             if other is not None:
-                raise SubjectRefused(bound=agent.acting_for, asked=other.data_subject, field="session_id")
+                raise SubjectHeld(bound=agent.acting_for, field="session_id")
         holds_check(layer="checkpoints", rows=Checkpoint.objects.filter(pk__in=ids), field="session_id")
         writes, _ = CheckpointWrite.objects.filter(session_id=session_id, agent=owner).delete()
         if not ids and not writes:

@@ -250,6 +250,12 @@ def _replay_or_refuse(save: _Save) -> Checkpoint | None:
         if by_key is None
         else selectors.checkpoint_by_key(agent=agent, session_id=session_id, idempotency_key=key)
     )
+    if by_key is not None and existing is None:  # saved under this key for another end user
+        raise Conflict(
+            f"idempotency_key {key!r} was already used in this session for another end user's "
+            "checkpoint; send another key.",
+            field="idempotency_key",
+        )
     if existing is not None:
         step = existing.step_index if step_index is None else step_index
         if existing.fingerprint != hashlib.sha256(f"{save.prefix}{step}}}".encode()).hexdigest():

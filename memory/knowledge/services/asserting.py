@@ -108,6 +108,7 @@ def _assert_decide(
         known=known,
         object_key=item.object_key,
         cardinality=predicate.cardinality,
+        data_subject=data.data_subject,
         refuse_retracted=refuse_retracted,
     )
     row = FactProvenance(
@@ -147,10 +148,10 @@ def _assert_decide(
 def fact_assert(*, agent: Agent, data: FactData, refuse_retracted: bool = False) -> AssertResult:
     """Record that ``agent`` holds ``data`` true.
 
-    - The same live fact (subject, predicate, object) again: reinforced (confidence = max, one more
-      provenance row).
-    - A ``one`` predicate whose subject has an active fact with another object: the new fact is
-      ``disputed`` and one open ``Contradiction`` links the two; the existing fact stays active.
+    - The same live fact (subject, predicate, object, data subject) again: reinforced (confidence =
+      max, one more provenance row).
+    - A ``one`` predicate whose subject has an active fact of the same data subject with another
+      object: the new fact is ``disputed`` and one open ``Contradiction`` links the two; the existing fact stays active.
     - Otherwise a new active fact.
 
     Asserts on the same (subject, predicate) are serialised, so two agents asserting conflicting
@@ -269,10 +270,10 @@ def facts_assert_batch(
     outcome, item by item, as calling ``fact_assert`` on each in turn (an item sees the ones before
     it), in a bounded number of statements instead of about ten per fact.
 
-    - The same live fact (subject, predicate, object) as a stored one or an earlier item:
-      ``reinforced`` (confidence = max, one more provenance row).
-    - A ``one`` predicate whose subject has an active fact with another object, stored or from an
-      earlier item: ``disputed``, with one open ``Contradiction`` against the oldest such fact
+    - The same live fact (subject, predicate, object, data subject) as a stored one or an earlier
+      item: ``reinforced`` (confidence = max, one more provenance row).
+    - A ``one`` predicate whose subject has an active fact of the same data subject with another
+      object, stored or from an earlier item: ``disputed``, with one open ``Contradiction`` against the oldest such fact
       (``recorded_at``, ``id``); that fact stays active.
     - Otherwise ``created`` (active).
     - ``refuse_retracted`` (background jobs such as promotion): an item whose fact was retracted

@@ -36,7 +36,7 @@ def disputes_settle(facts: Sequence[Fact]) -> tuple[list[Fact], list[Contradicti
     contradiction names it as the new fact, after contradictions on them closed. Each disputed fact
     no open contradiction names any more (oldest first) is judged as ``fact_assert`` would judge
     it now: disputed again, by a new open contradiction, when its subject holds another object as
-    active on a ``one`` predicate (and that pair was not decided already); otherwise active.
+    active for the same end user (``data_subject``) on a ``one`` predicate (and that pair was not decided already); otherwise active.
     Returns ``(facts made active, contradictions opened)``; the caller records them. Call inside
     the transaction that closed the contradictions."""
     made_active: list[Fact] = []
@@ -52,7 +52,10 @@ def disputes_settle(facts: Sequence[Fact]) -> tuple[list[Fact], list[Contradicti
         if Predicate.objects.filter(pk=fact.predicate_id, cardinality=Cardinality.ONE).exists():
             holder = (
                 Fact.objects.filter(
-                    subject_id=fact.subject_id, predicate_id=fact.predicate_id, status=FactStatus.ACTIVE
+                    subject_id=fact.subject_id,
+                    predicate_id=fact.predicate_id,
+                    data_subject=fact.data_subject,  # one end user's facts, as rule.assert_judge
+                    status=FactStatus.ACTIVE,
                 )
                 .exclude(object_key=fact.object_key)
                 .order_by("recorded_at", "id")

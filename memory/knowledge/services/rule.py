@@ -1,5 +1,6 @@
-"""The assert rule: what asserting a fact does against the facts already held for its subject and
-predicate. ``fact_assert`` and ``facts_assert_batch`` both decide by ``assert_judge``."""
+"""The assert rule: what asserting a fact does against the facts already held for its subject,
+predicate and end user (data subject). ``fact_assert`` and ``facts_assert_batch`` both decide by
+``assert_judge``."""
 
 from __future__ import annotations
 
@@ -21,10 +22,19 @@ class Judgement:
 
 
 def assert_judge(
-    *, known: Sequence[Fact], object_key: str, cardinality: str, refuse_retracted: bool
+    *,
+    known: Sequence[Fact],
+    object_key: str,
+    cardinality: str,
+    data_subject: str,
+    refuse_retracted: bool,
 ) -> Judgement:
-    """Judge an assert of ``object_key`` for a (subject, predicate) against ``known``, facts of that
-    pair oldest first (``recorded_at``, ``id``; any statuses, the others ignored):
+    """Judge an assert of ``object_key`` for a (subject, predicate) about the end user
+    ``data_subject`` ("" for none) against ``known``, facts of that pair oldest first
+    (``recorded_at``, ``id``; any statuses and end users, the others ignored). Only the facts of
+    that same end user count: a fact is one end user's (another's repeat is another fact, and
+    another's object is no contradiction), so an assert never answers with, nor reveals, another
+    end user's fact (docs/decisions/0098):
 
     - ``refuse_retracted`` (background jobs) and a retracted fact with that object: raises
       ``FactRetracted`` (field ``object``): a job does not bring it back;
@@ -33,6 +43,7 @@ def assert_judge(
       ``disputed``, against the oldest such fact (which stays active);
     - otherwise ``created``.
     """
+    known = [f for f in known if f.data_subject == data_subject]
     if refuse_retracted and any(
         f.status == FactStatus.RETRACTED and f.object_key == object_key for f in known
     ):

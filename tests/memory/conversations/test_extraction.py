@@ -20,7 +20,7 @@ from memory.episodic.models import Event
 from memory.knowledge.models import Fact
 from memory.semantic.models import SemanticMemory
 from tests.chat_replay import ChatReplay, chat_replay, recordings
-from tests.factories import Caller, remember, requires_model
+from tests.factories import Caller, make_caller, remember, requires_model
 
 pytestmark = [pytest.mark.django_db, requires_model]
 
@@ -138,6 +138,15 @@ def test_a_job_is_its_agents_own(
     assert bob.get(f"/api/v1/extractions/{job['id']}").status_code == 404
     assert mallory.get(f"/api/v1/extractions/{job['id']}").status_code == 404
     assert alice.get("/api/v1/extractions/not-a-uuid").status_code == 404
+
+
+def test_a_job_of_another_end_user_is_not_found_by_a_bound_key(
+    alice: Caller, chat_endpoint: ChatReplay
+) -> None:
+    job = add_and_run(alice, "NOTHING-CASE hello")  # about dana
+    for subject, status in (("ben", 404), ("dana", 200)):
+        bound = make_caller(alice.tenant, alice.agent.name, data_subject=subject)
+        assert bound.get(f"/api/v1/extractions/{job['id']}").status_code == status
 
 
 def test_erasing_the_subject_removes_its_jobs(alice: Caller, chat_endpoint: ChatReplay) -> None:

@@ -398,9 +398,14 @@ def test_fact_names_and_literals_at_the_limits(alice: Caller) -> None:
 
 
 def test_a_string_literal_of_the_documented_length_is_stored(alice: Caller) -> None:
-    # four-byte characters: the key's unique index must hold the longest literal in any script
+    # four-byte characters: the unique index (with the end user) must hold the longest literal and
+    # the longest data subject in any script
     longest = "\U0001f600" * services.MAX_LITERAL_CHARS
-    response = alice.post("/api/v1/facts", {"subject": "A", "predicate": "p", "object": {"string": longest}})
+    who = "\U0001f600" * Fact._meta.get_field("data_subject").max_length
+    response = alice.post(
+        "/api/v1/facts",
+        {"subject": "A", "predicate": "p", "object": {"string": longest}, "data_subject": who},
+    )
     assert response.status_code == 201, response.content
     with tenant_context(alice.tenant):
         assert Fact.objects.get(pk=response.json()["fact"]["id"]).literal_value == longest
