@@ -134,7 +134,7 @@ def on_target(url: str) -> set[str]:
     with psycopg.connect(url) as session:
         session.execute(f'SET ROLE "{maintenance_role()}"')
         rows = session.execute(
-            f'SELECT content FROM "{SLUG}"."{Event._meta.db_table}" WHERE session_id = %s',  # type: ignore[arg-type]
+            f'SELECT content FROM "{SLUG}"."{Event._meta.db_table}" WHERE session_id = %s',
             [SESSION],
         ).fetchall()
     return {row[0] for row in rows}
@@ -235,13 +235,13 @@ def main() -> int:
         return 0 if figures["acknowledged_missing_on_target"] == 0 else 1
     finally:
         for database in (restore_db, move_db):
-            server._server.psql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE);')  # type: ignore[attr-defined]
-            server._server.psql(  # type: ignore[attr-defined]
+            server._server.psql(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE);')
+            server._server.psql(
                 "DO $$ DECLARE r text; BEGIN FOR r IN SELECT rolname FROM pg_roles "
                 f"WHERE starts_with(rolname, '{database}_t_') LOOP EXECUTE format('DROP ROLE %I', r); "
                 "END LOOP; END $$;"
             )
-        server.stop()  # type: ignore[attr-defined]
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -165,8 +165,8 @@ def _abandon(tenant: Tenant, link: Link | None, *, source: str, to: str) -> None
         if link is not None:
             unlink(link)
         with on_server(to):
-            if schema_exists(tenant.schema_name):
-                schema_drop(tenant.schema_name)
+            if schema_exists(tenant.schema_name):  # the role too, unless the servers share it
+                schema_drop(tenant.schema_name, role=_cluster(source) != _cluster(to))
     except Exception:
         logger.exception("the abandoned move of %s left objects on %s or %s", tenant.schema_name, source, to)
 

@@ -93,7 +93,7 @@ def maintenance_session(
 def _rows(
     session: psycopg.Connection[tuple[object, ...]], query: str, *params: object
 ) -> list[tuple[object, ...]]:
-    return session.execute(query, params).fetchall()  # type: ignore[arg-type]
+    return session.execute(query, params).fetchall()
 
 
 def schema_tables(session: psycopg.Connection[tuple[object, ...]], schema: str) -> list[str]:
