@@ -45,6 +45,8 @@ from .records import job_record
 from .replication import (
     Link,
     caught_up_wait,
+    indexes_build,
+    indexes_defer,
     link_for,
     publish,
     replication_check,
@@ -135,12 +137,16 @@ def _target_schema(tenant: Tenant, *, source: str, to: str, schema_only: bool) -
 
 def _copy_live(tenant: Tenant, link: Link, *, sync_seconds: float) -> float:
     """Make the schema on the target and copy its rows there by replication while the tenant
-    works; returns the seconds until every table was copied (from then on changes stream)."""
+    works (the indexes that need not exist meanwhile are built after the rows are in); returns
+    the seconds until the target had caught up once (from then on changes stream)."""
     started = time.perf_counter()
     _target_schema(tenant, source=link.source, to=link.target, schema_only=True)
+    deferred = indexes_defer(link)
     tables = publish(link)
     subscribe(link)
     synced_wait(link, tables=len(tables), timeout=sync_seconds)
+    indexes_build(link, deferred)
+    caught_up_wait(link, timeout=sync_seconds)  # what the tenant wrote meanwhile: not in the pause
     return time.perf_counter() - started
 
 
