@@ -70,6 +70,18 @@ def _wait_for(path: Path, seconds: float) -> None:
         time.sleep(0.1)
 
 
+def _move_started(schema: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``manage.py tenant_move`` of ``schema`` to the server ``b``, running in a child process."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "tenant_move", "--tenant", schema, "--to", "b"],
+        cwd=BASE_DIR,
+        env=child_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _slow_events(cursor: psycopg.Cursor, schema: str) -> set[str]:  # type: ignore[type-arg]
     cursor.execute(f'SELECT content FROM "{schema}"."{TABLES["Event"]}" WHERE session_id = %s', ["slow"])  # type: ignore[arg-type]
     return {row[0] for row in cursor.fetchall()}
@@ -93,14 +105,7 @@ def test_units_in_flight_finish_before_the_copy_or_are_refused(  # type: ignore[
             task = slow_write.apply_async(args=[mover.agent.name, "task", 25], queue=QUEUE)
         _wait_for(tmp_path / "request.started", 60)
         _wait_for(tmp_path / "task.started", 90)
-        move = subprocess.Popen(
-            [sys.executable, "manage.py", "tenant_move", "--tenant", schema, "--to", "b"],
-            cwd=BASE_DIR,
-            env=child_env(**env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        move = _move_started(schema, env)
         # the units write their second event as soon as the copy exists on the new server (if
         # the move lets it exist while they run), else when their wait ends
         while move.poll() is None:
@@ -240,14 +245,7 @@ def test_a_tenant_keeps_working_while_it_is_copied_and_others_throughout(  # typ
         moving, other = Writer(port, mover.key, "mover"), Writer(port, stayer.key, "other")
         moving.start(), other.start()
         time.sleep(1)
-        move = subprocess.Popen(
-            [sys.executable, "manage.py", "tenant_move", "--tenant", schema, "--to", "b"],
-            cwd=BASE_DIR,
-            env=child_env(**env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        move = _move_started(schema, env)
         while move.poll() is None:
             if copying is None and su.execute("SELECT to_regnamespace(%s)", [schema]).fetchone() != (None,):
                 copying = time.monotonic()
