@@ -143,7 +143,9 @@ def test_a_move_gives_up_when_work_in_flight_outlasts_its_wait(  # type: ignore[
     env = {"ENGRAM_DB_SERVERS": f"b={url}", "ENGRAM_MOVE_PROBE_DIR": str(tmp_path)}
     request: dict[str, object] = {}
     with asgi_server(PROBE_APP, **env) as port:
-        asker = threading.Thread(target=_slow_request, args=(port, mover.key, 12, request))
+        # in flight until the move has given up (the copy comes before the pause and its time
+        # varies with the machine's load): the request's wait ends at the test's "go"
+        asker = threading.Thread(target=_slow_request, args=(port, mover.key, 110, request))
         asker.start()
         _wait_for(tmp_path / "request.started", 60)
         started = time.monotonic()
@@ -154,6 +156,7 @@ def test_a_move_gives_up_when_work_in_flight_outlasts_its_wait(  # type: ignore[
         # while the tenant is paused, another tenant is served; after the move gave up, so is this one
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             other = http.get("/api/v1/me", headers={"Authorization": f"Bearer {stayer.key}"})
+            (tmp_path / "go").touch()
             asker.join(60)
             again = http.get("/api/v1/me", headers={"Authorization": f"Bearer {mover.key}"})
     assert moved.returncode != 0 and "in flight" in moved.stderr, moved.stdout + moved.stderr
