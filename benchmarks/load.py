@@ -228,39 +228,45 @@ def production(work: Path, env: dict[str, str], web: int) -> Iterator[tuple[str,
 # --- measuring ----------------------------------------------------------------------------------------
 
 
-def cpu_by_group(roots: dict[str, list[int]], locust_pid: int | None) -> dict[str, float]:
-    """CPU seconds (user + system) so far of each group's processes and their children, and of the
-    whole machine (``machine``): PostgreSQL and Redis found by their process names."""
+def service_roots() -> dict[str, list[int]]:
+    """The root pids of this run's PostgreSQL (its postmaster, from ``postmaster.pid`` in the socket
+    directory of ``DATABASE_URL``) and Redis (the ``redis-server`` on ``REDIS_URL``'s port): other
+    servers on the machine are not this run's."""
+    from urllib.parse import unquote, urlparse
+
     import psutil
 
-    def tree(pid: int) -> list[psutil.Process]:
-        with contextlib.suppress(psutil.Error):
-            root = psutil.Process(pid)
-            return [root, *root.children(recursive=True)]
-        return []
+    roots: dict[str, list[int]] = {"postgres": [], "redis": []}
+    host = unquote(urlparse(os.environ["DATABASE_URL"]).hostname or "")
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        roots["postgres"].append(int((Path(host) / "postmaster.pid").read_text().split()[0]))
+    port = str(urlparse(os.environ.get("REDIS_URL", "")).port)
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if (proc.info["name"] or "").startswith("redis-server") and any(
+            arg.endswith(f":{port}") or arg == port for arg in proc.info["cmdline"] or []
+        ):
+            roots["redis"].append(proc.pid)
+    return roots
 
-    seen: set[int] = set()
+
+def cpu_by_group(roots: dict[str, list[int]], locust_pid: int | None) -> dict[str, float]:
+    """CPU seconds (user + system) so far of each group's processes and their children, and of the
+    whole machine (``machine``). PostgreSQL's include the ended backends (its postmaster's reaped
+    children): a pooled login's backend may end within a step."""
+    import psutil
+
     totals = dict.fromkeys(GROUPS, 0.0)
-    members = {group: [p for pid in pids for p in tree(pid)] for group, pids in roots.items()}
-    members["locust"] = tree(locust_pid) if locust_pid else []
-    for proc in psutil.process_iter(["name"]):
-        name = proc.info["name"] or ""
-        if name.startswith("postgres"):
-            members.setdefault("postgres", []).append(proc)
-        elif name.startswith("redis-server"):
-            members.setdefault("redis", []).append(proc)
-    postgres_pids = {p.pid for p in members.get("postgres", [])}
-    for group, procs in members.items():
-        for proc in procs:
-            if proc.pid in seen:
-                continue
-            seen.add(proc.pid)
+    for group, pids in {**roots, "locust": [locust_pid] if locust_pid else []}.items():
+        for pid in pids:
             with contextlib.suppress(psutil.Error):
-                times = proc.cpu_times()
-                totals[group] += times.user + times.system
-                if group == "postgres" and proc.ppid() not in postgres_pids:
-                    # the postmaster: its exited backends' time (a pooled login's backend may end)
+                root = psutil.Process(pid)
+                if group == "postgres":
+                    times = root.cpu_times()
                     totals[group] += times.children_user + times.children_system
+                for proc in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        times = proc.cpu_times()
+                        totals[group] += times.user + times.system
     machine = psutil.cpu_times()
     totals["machine"] = machine.user + machine.system + machine.nice + getattr(machine, "softirq", 0.0)
     return totals
@@ -453,6 +459,7 @@ def main() -> None:
         (work / "agents.json").write_text(json.dumps(agents))
         env = production_env(work, {**extra, "ENGRAM_LOAD_AGENTS": str(work / "agents.json")})
         url, roots = stack.enter_context(production(work, env, args.web))
+        roots |= service_roots()
         seed_memories(url, agents, args.seed)
         steps: list[dict[str, Any]] = []
         for users in args.step_list:
