@@ -479,10 +479,10 @@ def main() -> None:
             k: (v and {"users": v["users"], "rps": v["rps"], "p99_ms": v["p99_ms"]}) for k, v in best.items()
         },
     )
-    for key, step in best.items():
+    for key, found in best.items():
         where = (
-            f"{step['rps']:.1f} req/s ({step['users']} agents, p99 {step['p99_ms']:.0f} ms)"
-            if step
+            f"{found['rps']:.1f} req/s ({found['users']} agents, p99 {found['p99_ms']:.0f} ms)"
+            if found
             else "none"
         )
         print(f"highest sustained rate at {key.replace('_', ' <= ')}: {where}")
