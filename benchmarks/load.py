@@ -443,8 +443,10 @@ def highest(steps: list[dict[str, Any]], p99_ms: float) -> dict[str, Any] | None
 
 def main() -> None:
     args = parse_args()
-    # one secret for the set-up and the processes: the tenants' login passwords derive from it
-    extra = {"ENGRAM_LOAD_THINK": args.think, "DJANGO_SECRET_KEY": secrets.token_urlsafe(40)}
+    # one secret for the set-up and the processes: the tenants' login passwords derive from it (runs
+    # sharing a database share it: each scrape of /metrics logs in as every tenant)
+    secret = os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(40)
+    extra = {"ENGRAM_LOAD_THINK": args.think, "DJANGO_SECRET_KEY": secret}
     with contextlib.ExitStack() as stack:
         if args.embedder == "openai":
             base = stack.enter_context(embeddings_stub(args.stub_latency_ms))
