@@ -17,7 +17,10 @@ the agents' API (docs/decisions/0060-health-probes-outside-the-api.md).
 it is 1-128 characters of ``[A-Za-z0-9._:-]``, else a new UUID (hex); it tags every log line of
 the request (``core.logs``), is echoed in the response's ``X-Request-ID``, and the request ends
 with one INFO line on the ``engram.access`` logger: method, path (never the query string, the
-headers or the body), operation, status and milliseconds. The operation is the URL pattern that
+headers or the body), operation, status and milliseconds: ``duration_ms``; of which ``cpu_ms`` on
+the request's thread's CPU, ``db_ms`` in PostgreSQL statements and ``embed_ms`` in the embedding
+model on the request's thread (``core.timing``); the rest is waiting (for the GIL, Redis, a lock, an
+executor's thread). The operation is the URL pattern that
 matched (``api/v1/memories/search``; ``unmatched`` when none did), which also labels
 ``engram_http_request_duration_seconds`` and ``engram_http_requests_total``.
 """
@@ -30,12 +33,14 @@ import time
 import uuid
 from collections.abc import Callable
 
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import Counter, Histogram
 
 from api.exceptions import error_body
 from core import health
 from core.logs import request_context
+from core.timing import db_timer, ledger
 
 access_log = logging.getLogger("engram.access")
 
@@ -114,10 +119,11 @@ class RequestContextMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = request_id_of(request)
         request.request_id = request_id  # type: ignore[attr-defined]
-        started = time.perf_counter()
-        with request_context(request_id):
+        started, cpu_started = time.perf_counter(), time.thread_time()
+        with request_context(request_id), ledger() as spent, connection.execute_wrapper(db_timer):
             response = self.get_response(request)
             seconds = time.perf_counter() - started
+            cpu_seconds = time.thread_time() - cpu_started
             operation = operation_of(request)
             method = request.method or ""
             REQUEST_SECONDS.labels(operation, method).observe(seconds)
@@ -134,6 +140,9 @@ class RequestContextMiddleware:
                     "operation": operation,
                     "status": response.status_code,
                     "duration_ms": round(seconds * 1000, 2),
+                    "cpu_ms": round(cpu_seconds * 1000, 2),
+                    "db_ms": round(spent.get("db", 0.0) * 1000, 2),
+                    "embed_ms": round(spent.get("embed", 0.0) * 1000, 2),
                 },
             )
         response[REQUEST_ID_HEADER] = request_id

@@ -48,6 +48,7 @@ QUICK: dict[str, list[str]] = {
         "--no-path-pairs 1"
     ).split(),
     "langgraph_saver": "--rounds 10".split(),
+    "load": "--agents 2 --tenants 2 --steps 2 --step-seconds 5 --seed 2 --web 1".split(),
     "lifecycle": "--others 2000 --subject-rows 100 --memories 2000".split(),
     "mcp_overhead": "--calls 10".split(),
     "memory_writes": "--batches 1 --batch 20 --singles 5".split(),

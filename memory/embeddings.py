@@ -20,6 +20,7 @@ import numpy as np
 from django.conf import settings
 
 from core.errors import EmbeddingMismatch, InvalidInput, ServiceUnavailable
+from core.timing import timed
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class FastEmbedEmbedder:
         self._lock = threading.Lock()  # an ONNX session is thread-safe, but batches interleave badly
         self.dimensions = int(self.embed(["dimension probe"]).shape[1])
 
+    @timed("embed")
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Rows in the order of ``texts``. The model runs over them shortest first, ``batch_size`` at a
         time: each batch is padded to its longest text, so similar lengths together waste no
@@ -93,6 +95,7 @@ class Model2VecEmbedder:
         self.name = model_name
         self.dimensions = int(self._model.dim)
 
+    @timed("embed")
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return _normalise(np.asarray(self._model.encode(list(texts)), dtype=np.float32))
 
@@ -113,6 +116,7 @@ class OpenAIEmbedder:
         )
         self.dimensions = dimensions or int(self.embed(["dimension probe"]).shape[1])
 
+    @timed("embed")
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Raises ``EmbedderUnavailable`` when the endpoint cannot be reached within the timeout,
         answers an error status, or answers something that is not a list of ``len(texts)`` vectors."""

@@ -148,7 +148,31 @@ def _recall_eval(figures: dict[str, Any]) -> tuple[str, bytes | None]:
     return "\n".join(table) + "\n", None
 
 
+def _load_test(figures: dict[str, Any]) -> tuple[str, bytes | None]:
+    """``load``'s figures: one row per step (agents, the rate, percentiles over every request,
+    errors, the machine's load, the cores of the web processes, PostgreSQL and the rest)."""
+    setup = figures.get("setup") or {}
+    head = (
+        f"{setup.get('tenants', '?')} tenants, {setup.get('web', '?')} web processes, think "
+        f"{setup.get('think_s', '?')} s, embedder {setup.get('embedder', '?')}\n\n"
+    )
+    table = [
+        "| agents | req/s | p50 ms | p95 ms | p99 ms | errors | load | web cores | PostgreSQL cores | other cores |",
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for step in figures.get("steps") or []:
+        cores = step.get("cores") or {}
+        table.append(
+            f"| {step['users']} | {step['rps']:.1f} | {step['p50_ms']:.0f} | {step['p95_ms']:.0f} | "
+            f"{step['p99_ms']:.0f} | {step['failures']:.0f} / {step['requests']:.0f} | "
+            f"{step['load_before'][0]:.1f} -> {step['load_after'][0]:.1f} | {cores.get('web', '')} | "
+            f"{cores.get('postgres', '')} | {cores.get('other', '')} |"
+        )
+    return head + "\n".join(table) + "\n", None
+
+
 RENDERERS: dict[str, Callable[[dict[str, Any]], tuple[str, bytes | None]]] = {
+    "load": _load_test,
     "recall_eval": _recall_eval,
     "search_latency": _search_latency,
     "checkpoint_restore": _checkpoint_restore,

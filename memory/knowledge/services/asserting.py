@@ -25,9 +25,7 @@ from ..models import Contradiction, Entity, Fact, FactProvenance, FactStatus, Pr
 from .data import AssertResult, FactData, FactObject, literal_canonical
 from .names import (
     entities_ensure,
-    entity_ensure,
     entity_name_checked,
-    predicate_ensure,
     predicate_name_checked,
     predicates_ensure,
 )
@@ -163,15 +161,10 @@ def fact_assert(*, agent: Agent, data: FactData, refuse_retracted: bool = False)
     """
     data = replace(data, data_subject=subject_written(agent, data.data_subject))
     item = _prepare(data)
-    obj = data.object
     with transaction.atomic():
-        subject = entity_ensure(name=data.subject, entity_type=data.subject_type, field="subject")
-        predicate = predicate_ensure(name=data.predicate)
-        object_entity = None
-        if obj.entity is not None:
-            object_entity = entity_ensure(name=obj.entity, entity_type=obj.entity_type, field="object")
-            item.object_key = _object_key_checked(obj, object_entity)
-        _source_event_checked(data, selectors.events_known([data.source_event_id]))
+        entities, predicates = _names_ensure([item], None)
+        subject, predicate = entities[item.subject_key], predicates[data.predicate]
+        object_entity = None if item.object_entity_key is None else entities[item.object_entity_key]
         # asserts on one (subject, predicate) are what may conflict: serialised (as the batch locks)
         advisory_xact_lock("fact", subject.pk, predicate.pk)
         known = selectors.facts_judged_against(
@@ -198,14 +191,19 @@ def facts_assert(*, agent: Agent, facts: Sequence[FactData], batch: bool) -> lis
     """What ``POST /api/v1/facts`` runs: one fact (``batch`` False: ``fact_assert``, errors name
     its fields) or an array, even of one (``batch``: ``facts_assert_batch``, errors name
     ``facts[<index>].<field>``). Raises what those raise."""
+    if not batch and len(facts) == 1:
+        return [fact_assert(agent=agent, data=facts[0])]  # its own transaction, not a savepoint
     if not batch:
         with transaction.atomic():
             return [fact_assert(agent=agent, data=data) for data in facts]
     return facts_assert_batch(agent=agent, facts=facts)
 
 
-def _at(field_prefix: str, index: int, exc: DomainError) -> DomainError:
-    """``exc`` with its field named as item ``index`` of the batch's ``field_prefix``."""
+def _at(field_prefix: str | None, index: int, exc: DomainError) -> DomainError:
+    """``exc`` with its field named as item ``index`` of the batch's ``field_prefix`` (None: a single
+    fact, whose fields keep their own names)."""
+    if field_prefix is None:
+        return exc
     exc.field = f"{field_prefix}[{index}].{exc.field}" if exc.field else f"{field_prefix}[{index}]"
     return exc
 
@@ -222,11 +220,12 @@ def _prepare_batch(facts: Sequence[FactData], field_prefix: str) -> list[_Prepar
 
 
 def _names_ensure(
-    prepared: list[_Prepared], field_prefix: str
+    prepared: list[_Prepared], field_prefix: str | None
 ) -> tuple[dict[str, Entity], dict[str, Predicate]]:
-    """The batch's entities (by key) and predicates (by name), made as ``entity_ensure`` and
-    ``predicate_ensure`` make them; each entity object's key filled in. Raises the first item's
-    ``InvalidInput`` (an ``object.id`` not the entity's, an unknown source event), named by ``_at``."""
+    """The items' entities (by key) and predicates (by name), made as ``entity_ensure`` and
+    ``predicate_ensure`` make them, in one statement each when they exist; each entity object's key
+    filled in. Raises the first item's ``InvalidInput`` (an ``object.id`` not the entity's, an
+    unknown source event), named by ``_at``."""
     mentions: list[tuple[str, str, str]] = []
     for item in prepared:
         mentions.append((item.subject_key, item.data.subject.strip(), item.data.subject_type))

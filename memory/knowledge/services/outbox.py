@@ -17,7 +17,11 @@ from ..projection import projection_enabled
 def queue_projection(facts: list[Fact]) -> None:
     """Add one outbox row per fact (one statement, no model instance each) and queue one
     projection task for the transaction: the task drains the tenant's whole outbox. With the broker
-    down the write still succeeds and the outbox sweeper projects it later."""
+    down the write still succeeds and the outbox sweeper projects it later. Without a projection
+    (no ``NEO4J_URI``) nothing: a drain would only mark the rows processed, and ``graph_rebuild``
+    projects every fact when Neo4j is added."""
+    if not projection_enabled():
+        return
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {GraphOutbox._meta.db_table} (fact_id, created_at) SELECT f, %s FROM unnest(%s::bigint[]) f",
