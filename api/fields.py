@@ -179,7 +179,7 @@ class KeyedDictField(serializers.DictField):
                     self._key(key)
                 except DjangoValidationError:
                     raise serializers.ValidationError(f"Key {key!r} must match {self.key_pattern}.") from None
-        return super().to_internal_value(data)  # type: ignore[no-any-return]
+        return super().to_internal_value(data)
 
 
 def tenant_json_max_depth() -> int:

@@ -41,7 +41,7 @@ from agents.models import Agent
 from core.canonical_json import canonical_flat
 from core.tenancy import current_schema
 from memory.checkpoints.models import Checkpoint
-from memory.checkpoints.selectors import with_channels
+from memory.checkpoints.selectors import channels_of, with_channels
 from memory.episodic.models import GENESIS_HASH, ISO_SQL, Event
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import MemoryType, SemanticMemory
@@ -341,7 +341,7 @@ def _checkpoint_lines(checkpoints: Q) -> Iterator[bytes]:
     names any (one saved whole has them inside ``serialized``)."""
     rows = with_channels(Checkpoint.objects.filter(checkpoints).select_related("agent"))
     for c in rows.order_by("session_id", "agent_id", "step_index").iterator(chunk_size=500):
-        document = c.document(channels=c.channel_documents) if c.channel_versions else c.document()
+        document = c.document(channels=channels_of(c))
         yield rfc8785.dumps({**document, "fingerprint": c.fingerprint})
 
 

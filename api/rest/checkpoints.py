@@ -511,7 +511,7 @@ class _TuplesView(ApiView):
         # one query: the page's rows with their channels and pending writes (selectors.with_*)
         return paginator.get_paginated_response(
             [
-                {**row.document(channels=row.channel_documents), "pending_writes": row.write_documents}
+                {**row.document(channels=selectors.channels_of(row)), "pending_writes": row.write_documents}
                 for row in page
             ]
         )
@@ -648,4 +648,4 @@ class CheckpointDetailView(ApiView):
                 f"You have no checkpoint at step {step_index} in this session (checkpoints are per agent).",
                 field="step_index",
             )
-        return Response(checkpoint.document(channels=checkpoint.channel_documents))
+        return Response(checkpoint.document(channels=selectors.channels_of(checkpoint)))

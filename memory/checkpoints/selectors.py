@@ -70,6 +70,12 @@ def with_channels(rows: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
     )
 
 
+def channels_of(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The ``channel_documents`` of a checkpoint loaded through ``with_channels`` (``AttributeError``
+    for one loaded without it: its channels were never read)."""
+    return dict(getattr(checkpoint, "channel_documents") or {})  # noqa: B009 (an annotation)
+
+
 def with_pending_writes(rows: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
     """``rows`` with ``write_documents``: each checkpoint's pending writes as the API shows them (a
     list of ``CheckpointWrite.document()`` in ``(task_path, task_id, idx)`` order), in the same

@@ -73,7 +73,7 @@ class SaveResult:
     def channels(self) -> dict[str, Any]:
         """The checkpoint's channel values by version (``Checkpoint.document``'s ``channels``)."""
         if self.replayed:
-            return getattr(self.checkpoint, "channel_documents", None) or {}
+            return selectors.channels_of(self.checkpoint)
         return json.loads(self._channels_json) if self._channels_json != "{}" else {}
 
     @property
