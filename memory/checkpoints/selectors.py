@@ -54,20 +54,18 @@ def checkpoint_list(
     return rows.defer("state", "plan", "serialized").order_by("step_index")
 
 
+def _of_stream(function: str, last: str) -> Func:
+    """A call of the schema's SQL function ``function`` (memory/sql) on a checkpoint's stream
+    (session, agent, namespace) and its column ``last``, answering JSON."""
+    fields = (F("session_id"), F("agent_id"), F("checkpoint_ns"), F(last))
+    return Func(*fields, function=function, output_field=JSONField())
+
+
 def with_channels(rows: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
     """``rows`` with ``channel_documents``: each checkpoint's channel values by version as the API
     shows them (``{channel: {"version", "value"}}``, ``{}`` for one saved whole), assembled in the
     same query by the schema's function ``memory_checkpoint_channels`` (memory/sql)."""
-    return rows.annotate(
-        channel_documents=Func(
-            F("session_id"),
-            F("agent_id"),
-            F("checkpoint_ns"),
-            F("channel_versions"),
-            function="memory_checkpoint_channels",
-            output_field=JSONField(),
-        )
-    )
+    return rows.annotate(channel_documents=_of_stream("memory_checkpoint_channels", "channel_versions"))
 
 
 def channels_of(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -80,16 +78,7 @@ def with_pending_writes(rows: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
     """``rows`` with ``write_documents``: each checkpoint's pending writes as the API shows them (a
     list of ``CheckpointWrite.document()`` in ``(task_path, task_id, idx)`` order), in the same
     query (the schema's function ``memory_checkpoint_pending_writes``, memory/sql)."""
-    return rows.annotate(
-        write_documents=Func(
-            F("session_id"),
-            F("agent_id"),
-            F("checkpoint_ns"),
-            F("idempotency_key"),
-            function="memory_checkpoint_pending_writes",
-            output_field=JSONField(),
-        )
-    )
+    return rows.annotate(write_documents=_of_stream("memory_checkpoint_pending_writes", "idempotency_key"))
 
 
 def checkpoint_get(*, agent: Agent, session_id: str, step_index: int) -> Checkpoint | None:
