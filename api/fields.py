@@ -7,6 +7,7 @@ import math
 from datetime import datetime
 from typing import Any, ClassVar
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -155,6 +156,30 @@ class CleanRegexField(CleanCharField):
     def __init__(self, regex: str, *, message: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.validators.append(RegexValidator(regex, message or f"Must match {regex}."))
+
+
+class KeyedDictField(serializers.DictField):
+    """A JSON object of at most ``max_keys`` keys, each 1 to ``key_max_length`` characters matching
+    ``key_pattern``, to values of ``child``; the document states the keys' rule
+    (``propertyNames``, ``maxProperties``: ``api.schema.KeyedDictFieldExtension``)."""
+
+    def __init__(self, *, key_pattern: str, key_max_length: int, max_keys: int, **kwargs: Any) -> None:
+        self.key_pattern, self.key_max_length, self.max_keys = key_pattern, key_max_length, max_keys
+        self._key = RegexValidator(key_pattern)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict):
+            if len(data) > self.max_keys:
+                raise serializers.ValidationError(f"At most {self.max_keys} keys.")
+            for key in data:
+                if not isinstance(key, str) or not 1 <= len(key) <= self.key_max_length:
+                    raise serializers.ValidationError(f"Keys must be 1 to {self.key_max_length} characters.")
+                try:
+                    self._key(key)
+                except DjangoValidationError:
+                    raise serializers.ValidationError(f"Key {key!r} must match {self.key_pattern}.") from None
+        return super().to_internal_value(data)
 
 
 def tenant_json_max_depth() -> int:

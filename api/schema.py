@@ -395,6 +395,25 @@ JSON_OBJECT_SCHEMA: dict[str, Any] = {
 MCP tools' object arguments alike."""
 
 
+class KeyedDictFieldExtension(OpenApiSerializerFieldExtension):
+    """``api.fields.KeyedDictField`` in the document: the object of its ``child`` values, with the
+    rule of its keys (``propertyNames``) and their number (``maxProperties``)."""
+
+    target_class = "api.fields.KeyedDictField"
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer_field(
+            self.target, direction, bypass_extensions=True
+        )
+        schema["propertyNames"] = {
+            "minLength": 1,
+            "maxLength": self.target.key_max_length,
+            "pattern": self.target.key_pattern,
+        }
+        schema["maxProperties"] = self.target.max_keys
+        return schema
+
+
 class JSONValueFieldExtension(OpenApiSerializerFieldExtension):
     """``api.fields.JSONValueField`` in the document: its ``kind`` (object, array) or any JSON value."""
 

@@ -41,6 +41,7 @@ from agents.models import Agent
 from core.canonical_json import canonical_flat
 from core.tenancy import current_schema
 from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.selectors import channels_of, with_channels
 from memory.episodic.models import GENESIS_HASH, ISO_SQL, Event
 from memory.knowledge.models import Fact, FactProvenance
 from memory.semantic.models import MemoryType, SemanticMemory
@@ -336,9 +337,12 @@ def _fact_lines(facts: Q) -> Iterator[bytes]:
 
 
 def _checkpoint_lines(checkpoints: Q) -> Iterator[bytes]:
-    rows = Checkpoint.objects.filter(checkpoints).select_related("agent")
+    """Each checkpoint's document and fingerprint; with its channel values (``channels``) when it
+    names any (one saved whole has them inside ``serialized``)."""
+    rows = with_channels(Checkpoint.objects.filter(checkpoints).select_related("agent"))
     for c in rows.order_by("session_id", "agent_id", "step_index").iterator(chunk_size=500):
-        yield rfc8785.dumps({**c.document(), "fingerprint": c.fingerprint})
+        document = c.document(channels=channels_of(c))
+        yield rfc8785.dumps({**document, "fingerprint": c.fingerprint})
 
 
 def _object_lines(export: Export, touched: _Touched) -> dict[str, Iterator[bytes]]:

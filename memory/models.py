@@ -1,6 +1,6 @@
 """Models of every memory layer; each lives in its layer's sub-package."""
 
-from memory.checkpoints.models import Checkpoint, CheckpointWrite
+from memory.checkpoints.models import Checkpoint, CheckpointBlob, CheckpointWrite
 from memory.consolidation.models import ConsolidationRun, Promotion, SummaryNode
 from memory.conversations.models import ExtractionJob
 from memory.episodic.models import ChainHead, Event, EventKind, EventRole
@@ -19,6 +19,7 @@ from memory.store.models import StoreItem
 __all__ = [
     "ChainHead",
     "Checkpoint",
+    "CheckpointBlob",
     "CheckpointWrite",
     "ConsolidationRun",
     "Contradiction",

@@ -30,6 +30,7 @@ from api.exceptions import error_body
 from api.fields import (
     CleanCharField,
     JSONValueField,
+    KeyedDictField,
     StrictIntegerField,
     StrictSerializer,
     subject_field,
@@ -53,6 +54,7 @@ from memory.checkpoints.models import (
     MAX_SCHEMA_VERSION,
     MAX_SERIALIZED_TYPE_LENGTH,
     MAX_STEP_INDEX,
+    MAX_VERSION_LENGTH,
     Checkpoint,
 )
 
@@ -111,6 +113,27 @@ class SerializedSerializer(StrictSerializer):
     data = Base64Field(help_text="the bytes in standard base64")  # type: ignore[assignment]
 
 
+class ChannelInputSerializer(StrictSerializer):
+    version = PrintableField(
+        max_length=MAX_VERSION_LENGTH, trim_whitespace=False, help_text="the channel's version (as text)"
+    )
+    value = SerializedSerializer(
+        required=False,
+        help_text="the channel's value at this version, sent when the version is new (LangGraph's "
+        "newVersions); absent: the value stored under this version by an earlier save",
+    )
+
+
+def _channels_field(child: serializers.Serializer, **kwargs: Any) -> KeyedDictField:
+    return KeyedDictField(
+        child=child,
+        key_pattern=services.PRINTABLE_PATTERN,
+        key_max_length=services.MAX_CHANNEL_LENGTH,
+        max_keys=services.MAX_CHANNELS,
+        **kwargs,
+    )
+
+
 class CheckpointInputSerializer(StrictSerializer):
     step_index = StrictIntegerField(
         min_value=0,
@@ -153,6 +176,14 @@ class CheckpointInputSerializer(StrictSerializer):
     )
     serialized = SerializedSerializer(
         required=False, default=None, allow_null=True, help_text="an opaque serialized checkpoint"
+    )
+    channels = _channels_field(
+        ChannelInputSerializer(),
+        required=False,
+        default=dict,
+        help_text="LangGraph's channel values by version: channel -> its version in this checkpoint, "
+        "with the value for new versions only; stored once per (channel, version) of your stream, "
+        f"at most {services.MAX_STATE_BYTES} bytes of values per save",
     )
 
     # state, or a serialized checkpoint (not null) that holds it
@@ -228,11 +259,22 @@ class SerializedOutputSerializer(serializers.Serializer):
     data = serializers.CharField(help_text="the bytes in standard base64")  # type: ignore[assignment]
 
 
+@extend_schema_serializer(component_name="ChannelValue")
+class ChannelOutputSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    value = SerializedOutputSerializer(required=False, help_text="absent: no value stored at this version")
+
+
 @extend_schema_serializer(component_name="Checkpoint")
 class CheckpointDocumentSerializer(CheckpointSummarySerializer):
     state = serializers.DictField(help_text="the agent's working state")
     plan = serializers.ListField(help_text="the active plan: a list of steps")
     serialized = SerializedOutputSerializer(allow_null=True, help_text="the opaque serialized checkpoint")
+    channels = _channels_field(
+        ChannelOutputSerializer(),
+        required=False,
+        help_text="the channel values by version; absent for a checkpoint saved whole (inside `serialized`)",
+    )
 
 
 @extend_schema_serializer(component_name="PendingWrite")
@@ -293,6 +335,7 @@ class CheckpointsDeletedSerializer(serializers.Serializer):
     agent = serializers.CharField(help_text="whose stream")
     checkpoints = serializers.IntegerField(help_text="checkpoints deleted")
     writes = serializers.IntegerField(help_text="pending writes deleted")
+    blobs = serializers.IntegerField(help_text="channel values (per version) deleted")
     namespaces = serializers.ListField(child=serializers.CharField())
     event_id = serializers.IntegerField(
         allow_null=True, help_text="the decision event; null: nothing to delete"
@@ -364,16 +407,22 @@ class CheckpointsView(ApiView):
         serializer = CheckpointInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
-        serialized = data.pop("serialized")
+        serialized, channels = data.pop("serialized"), data.pop("channels")
         result = services.checkpoint_save(
             agent=request.user,
             session_id=session_id,
             policy=request.tenant.working_memory_policy,
             serialized=None if serialized is None else (serialized["type"], serialized["data"]),
+            channel_versions={name: channel["version"] for name, channel in channels.items()},
+            blobs=[
+                services.Blob(name, c["version"], c["value"]["type"], c["value"]["data"])
+                for name, c in channels.items()
+                if "value" in c
+            ],
             **data,
         )
         response = Response(
-            {**result.checkpoint.document(), "replayed": result.replayed},
+            {**result.checkpoint.document(channels=result.channels), "replayed": result.replayed},
             status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,
         )
         if result.replayed:
@@ -424,6 +473,7 @@ class CheckpointsView(ApiView):
                 "agent": deleted.agent,
                 "checkpoints": deleted.checkpoints,
                 "writes": deleted.writes,
+                "blobs": deleted.blobs,
                 "namespaces": deleted.namespaces,
                 "event_id": None if deleted.event is None else deleted.event.pk,
                 "event_seq": None if deleted.event is None else deleted.event.seq,
@@ -457,10 +507,13 @@ class _TuplesView(ApiView):
         filters.pop("limit", None)
         paginator = self.page()
         rows = select(agent=request.user, **scope, **filters)
-        page = list(paginator.paginate_queryset(rows, request, view=self) or [])
-        writes = selectors.pending_writes_by_checkpoint(page)
+        page = paginator.paginate_queryset(rows, request, view=self) or []
+        # one query: the page's rows with their channels and pending writes (selectors.with_*)
         return paginator.get_paginated_response(
-            [{**row.document(), "pending_writes": [w.document() for w in writes[row.pk]]} for row in page]
+            [
+                {**row.document(channels=selectors.channels_of(row)), "pending_writes": row.write_documents}
+                for row in page
+            ]
         )
 
 
@@ -595,4 +648,4 @@ class CheckpointDetailView(ApiView):
                 f"You have no checkpoint at step {step_index} in this session (checkpoints are per agent).",
                 field="step_index",
             )
-        return Response(checkpoint.document())
+        return Response(checkpoint.document(channels=selectors.channels_of(checkpoint)))

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from agents.models import IdempotencyRecord
 from core.fulltext import identifier_pattern
-from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.models import Checkpoint, CheckpointBlob
+from memory.checkpoints.selectors import checkpoint_blobs_unnamed
 from memory.consolidation.models import Promotion, SummaryNode
 from memory.conversations.models import ExtractionJob
 from memory.episodic.models import Event
@@ -171,9 +172,20 @@ def verify_graph(target: Target) -> Counts:
 
 
 def verify_checkpoints(target: Target) -> Counts:
-    """The target's checkpoints left, erased checkpoints."""
+    """The target's checkpoints left, erased checkpoints, the target's channel values (blobs) left,
+    blobs no checkpoint names in the sessions the erasure touched."""
     left = Checkpoint.objects.filter(pk__in=target.ids("checkpoints")).count()
-    return {"postgres": {"checkpoints_left": _left("checkpoints", target), "checkpoints": left}}
+    q = target_q(layer_get("checkpoints"), target.kind, target.value)  # its targets fit blobs too
+    blobs = 0 if q is None else CheckpointBlob.objects.filter(q).count()
+    unnamed = checkpoint_blobs_unnamed(CheckpointBlob.objects.filter(session_id__in=target.sessions)).count()
+    return {
+        "postgres": {
+            "checkpoints_left": _left("checkpoints", target),
+            "checkpoints": left,
+            "checkpoint_blobs_left": blobs,
+            "checkpoint_blobs_unnamed": unnamed,
+        }
+    }
 
 
 def verify_summaries(target: Target) -> Counts:

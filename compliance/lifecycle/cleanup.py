@@ -15,7 +15,7 @@ from agents.models import IdempotencyRecord
 from core.fulltext import identifier_pattern
 from core.locks import advisory_lock
 from core.tenancy import maintenance
-from memory.checkpoints.models import Checkpoint, CheckpointWrite
+from memory.checkpoints.models import Checkpoint, CheckpointBlob, CheckpointWrite
 from memory.consolidation.models import Promotion, SummaryNode
 from memory.conversations.models import ExtractionJob
 from memory.episodic.models import Event
@@ -106,7 +106,7 @@ def touched_tables(progress: Mapping[str, Any]) -> list[str]:
     if did("knowledge") or did("knowledge", "entity_ids"):
         tables += [Fact, FactProvenance, Entity]
     if did("checkpoints"):
-        tables += [Checkpoint, CheckpointWrite]
+        tables += [Checkpoint, CheckpointWrite, CheckpointBlob]
     if did("summaries"):
         tables.append(SummaryNode)
     if did("procedural"):

@@ -14,7 +14,7 @@ from django.db import models
 
 from agents.models import IdempotencyRecord
 from core.canonical_json import canonical_json
-from memory.checkpoints.models import CheckpointWrite
+from memory.checkpoints.models import CheckpointBlob, CheckpointWrite
 from memory.consolidation.models import Promotion
 from memory.episodic.models import ChainHead
 from memory.knowledge.models import Contradiction, Entity, FactProvenance, GraphOutbox
@@ -88,7 +88,7 @@ STORES: tuple[Store, ...] = (
         (Promotion,),
     ),
     Store("graph", "the Neo4j projection", "neo4j", "with the facts and entities it projects", verify_graph),
-    _layer_store("checkpoints", "postgres", verify_checkpoints, CheckpointWrite),
+    _layer_store("checkpoints", "postgres", verify_checkpoints, CheckpointWrite, CheckpointBlob),
     _layer_store("summaries", "postgres", verify_summaries),
     _layer_store("extractions", "postgres", verify_extractions),
     _layer_store("procedural", "postgres", verify_procedural),

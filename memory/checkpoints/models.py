@@ -33,6 +33,7 @@ SPECIAL_WRITE_CHANNELS: dict[str, int] = {
 }
 MAX_NAMESPACE_LENGTH = 500
 MAX_SERIALIZED_TYPE_LENGTH = 64
+MAX_VERSION_LENGTH = 255  # a channel version as text (LangGraph's are ~50 characters)
 
 
 def compact_json(value: Any) -> str:
@@ -57,11 +58,14 @@ def fingerprint_prefix(
     metadata_json: str = "{}",
     serialized_type: str = "",
     serialized: bytes | None = None,
+    channel_versions_json: str = "{}",
+    blobs_json: str = "{}",
 ) -> str:
     """The canonical JSON document that ``checkpoint_fingerprint`` hashes, up to its step: it ends
     with ``"step_index":``, and the document is the prefix, the step in decimal and ``}``.
 
-    ``state_json``, ``plan_json``, ``metadata_json``: the values as ``canonical_json`` gives them.
+    ``state_json``, ``plan_json``, ``metadata_json``, ``channel_versions_json``: the values as
+    ``canonical_json`` gives them; ``blobs_json``: ``blob_digests`` of the blobs the save sent.
     ``step_index`` is the last key in sorted order, so the prefix does not depend on the step: a
     save that lets PostgreSQL choose the step (``step_index`` ``None``) finishes the hash there
     (``memory/sql/memory_checkpoint_save.sql``: prefix || step || ``}``).
@@ -75,6 +79,8 @@ def fingerprint_prefix(
         "metadata": "" if metadata_json == "{}" else metadata_json,
         "serialized_type": canonical_json(serialized_type) if serialized_type else "",
         "serialized": "" if serialized is None else f'"{hashlib.sha256(serialized).hexdigest()}"',
+        "channel_versions": "" if channel_versions_json == "{}" else channel_versions_json,
+        "blobs": "" if blobs_json == "{}" else blobs_json,
     }
     parts.update({name: text for name, text in extra.items() if text})
     items = "".join(f'"{name}":{parts[name]},' for name in sorted(parts))  # names need no escaping
@@ -92,13 +98,16 @@ def checkpoint_fingerprint(
     metadata: dict[str, Any] | None = None,
     serialized_type: str = "",
     serialized: bytes | None = None,
+    channel_versions: dict[str, str] | None = None,
+    blobs: list[tuple[str, str, str, bytes]] | None = None,
 ) -> str:
     """Hex SHA-256 (64 chars) of the checkpoint body in canonical JSON (sorted keys, no spaces, UTF-8).
 
     Two bodies with the same content but another key order have the same fingerprint; the session id
     and idempotency key are not part of it (they select the row the fingerprint is compared with).
-    The LangGraph fields (namespace, parent, metadata, serialized payload: its SHA-256) enter the
-    document only when set, so checkpoints saved before they existed keep their fingerprints.
+    The LangGraph fields (namespace, parent, metadata, serialized payload: its SHA-256, channel
+    versions, the blobs sent: ``blob_digests``) enter the document only when set, so checkpoints
+    saved before they existed keep their fingerprints.
     The document is ``fingerprint_prefix(...)``, the step and ``}``.
     """
     prefix = fingerprint_prefix(
@@ -110,8 +119,21 @@ def checkpoint_fingerprint(
         metadata_json=canonical_json(metadata or {}),
         serialized_type=serialized_type,
         serialized=serialized,
+        channel_versions_json=canonical_json(channel_versions or {}),
+        blobs_json=blob_digests(blobs or []),
     )
     return hashlib.sha256(f"{prefix}{step_index}}}".encode()).hexdigest()
+
+
+def blob_digests(blobs: list[tuple[str, str, str, bytes]]) -> str:
+    """The fingerprinted form of a save's blobs ``(channel, version, type, bytes)``: canonical JSON
+    of ``{channel: {"sha256": hex of the bytes, "type": type, "version": version}}`` ("{}" for none)."""
+    return canonical_json(
+        {
+            channel: {"sha256": hashlib.sha256(data).hexdigest(), "type": kind, "version": version}
+            for channel, version, kind, data in blobs
+        }
+    )
 
 
 class Checkpoint(models.Model):
@@ -126,7 +148,10 @@ class Checkpoint(models.Model):
     ``checkpoint_id`` the idempotency key, its ``checkpoint_ns`` a label of the row within the
     agent's stream (steps and keys stay unique across namespaces), its parent checkpoint id
     ``parent_key``, its metadata ``metadata``; the checkpoint itself is the serializer's opaque
-    ``(type, bytes)`` pair in ``serialized_type`` / ``serialized``, never decoded here.
+    ``(type, bytes)`` pair in ``serialized_type`` / ``serialized``, never decoded here. Its channel
+    values are either inside ``serialized`` or, when ``channel_versions`` names them, in the
+    stream's ``CheckpointBlob`` rows of those versions (written once per version, shared by every
+    checkpoint of the stream that names it).
     """
 
     session_id = models.CharField(max_length=200)
@@ -159,6 +184,12 @@ class Checkpoint(models.Model):
         help_text="the serializer's type tag of `serialized` (e.g. msgpack)",
     )
     serialized = models.BinaryField(null=True, blank=True, help_text="an opaque serialized checkpoint")
+    channel_versions = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="channel -> version (text): the blobs holding its channel values ({}: none, the "
+        "values are inside `serialized`)",
+    )
 
     class Meta:
         ordering = ["session_id", "step_index"]
@@ -220,22 +251,28 @@ class Checkpoint(models.Model):
             "data": base64.b64encode(bytes(self.serialized)).decode("ascii"),
         }
 
-    def document(self) -> dict[str, Any]:
+    def document(self, *, channels: dict[str, Any] | None = None) -> dict[str, Any]:
         """The checkpoint as the API shows it and Redis caches it: ``summary()`` plus state, plan and
-        the serialized payload (``serialized_document()``)."""
-        return {
+        the serialized payload (``serialized_document()``), and ``channels`` when given and not
+        empty (its channel values by version, as ``memory_checkpoint_channels`` gives them; a
+        checkpoint saved whole has none, and its document has no ``channels``)."""
+        found = {
             **self.summary(),
             "state": self.state,
             "plan": self.plan,
             "serialized": self.serialized_document(),
         }
+        return {**found, "channels": channels} if channels else found
 
-    def document_json(self, *, state_json: str | None = None, plan_json: str | None = None) -> bytes:
+    def document_json(
+        self, *, state_json: str | None = None, plan_json: str | None = None, channels_json: str = "{}"
+    ) -> bytes:
         """``document()`` as compact UTF-8 JSON, the bytes cached in Redis and served as they are.
 
         ``state_json`` / ``plan_json``: ``state`` and ``plan`` already as JSON text (a save's
         canonical form, PostgreSQL's ``jsonb`` text), spliced in as they are instead of serialising
-        the values again (~30 µs for a 2 KiB state). See ``document_json``.
+        the values again (~30 µs for a 2 KiB state); ``channels_json``: its channels as JSON text. See
+        ``document_json``.
         """
         if state_json is None:
             state_json = compact_json(self.state)
@@ -256,6 +293,7 @@ class Checkpoint(models.Model):
             plan_json=plan_json,
             serialized_type=self.serialized_type,
             serialized=self.serialized,
+            channels_json=channels_json,
         )
 
 
@@ -275,12 +313,15 @@ def document_json(
     plan_json: str,
     serialized_type: str,
     serialized: bytes | memoryview | None,
+    channels_json: str,
 ) -> bytes:
-    """``Checkpoint.document()`` as compact UTF-8 JSON from a checkpoint's column values, with
-    ``metadata``, ``state`` and ``plan`` given as JSON text and spliced in as they are: a restore
+    """``Checkpoint.document(channels=...)`` as compact UTF-8 JSON from a checkpoint's column values,
+    with ``metadata``, ``state``, ``plan`` and ``channels`` given as JSON text and spliced in as
+    they are: a restore
     from PostgreSQL builds the document from its row without a model instance (~40 µs of
     ``Model.__init__``) or parsing and serialising its ``jsonb`` again. Same keys, order and
-    values as ``document()``: the summary's, then ``state``, ``plan``, ``serialized``.
+    values as ``document(channels=...)``: the summary's, then ``state``, ``plan``, ``serialized``,
+    ``channels`` (left out when ``{}``).
     """
     head = json.dumps(
         {
@@ -305,9 +346,10 @@ def document_json(
             separators=(",", ":"),
         )
     )
+    channels = "" if channels_json == "{}" else f',"channels":{channels_json}'
     return (
         f'{head[:-1]},"metadata":{metadata_json},"state":{state_json},"plan":{plan_json},'
-        f'"serialized":{payload}}}'
+        f'"serialized":{payload}{channels}}}'
     ).encode()
 
 
@@ -356,3 +398,49 @@ class CheckpointWrite(models.Model):
             "idx": self.idx,
             "value": {"type": self.value_type, "data": base64.b64encode(bytes(self.value)).decode("ascii")},
         }
+
+
+class CheckpointBlob(models.Model):
+    """One channel value of an agent's checkpoint stream at one version (LangGraph's
+    ``checkpoint_blobs``): the serializer's opaque ``(type, bytes)``, never decoded here (type
+    ``empty``: the channel had no value at that version).
+
+    A save writes the blobs of the channels its ``newVersions`` names only (a blob already stored
+    under its version is kept); a checkpoint's channel values are the blobs of its stream whose
+    ``(channel, version)`` its ``channel_versions`` names. A blob lives as long as a checkpoint of
+    its stream names it: a thread delete, an erasure or retention removes it with the last one
+    (``services.delete``). ``data_subject``: that of the save that wrote it (what erasures and
+    holds target, as for ``Checkpoint``).
+    """
+
+    session_id = models.CharField(max_length=200)
+    agent = models.ForeignKey("agents.Agent", on_delete=models.PROTECT, related_name="checkpoint_blobs")
+    checkpoint_ns = models.CharField(max_length=MAX_NAMESPACE_LENGTH, blank=True, default="")
+    channel = models.CharField(max_length=200)
+    version = models.CharField(max_length=MAX_VERSION_LENGTH)
+    value_type = models.CharField(max_length=MAX_SERIALIZED_TYPE_LENGTH)
+    value = models.BinaryField()
+    data_subject = models.CharField(
+        max_length=200, blank=True, default="", help_text="the person it is about"
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["session_id", "checkpoint_ns", "channel", "version"]
+        constraints = [
+            # also the index of every read (a checkpoint's channel values) and a stream's delete
+            models.UniqueConstraint(
+                fields=["session_id", "agent", "checkpoint_ns", "channel", "version"],
+                name="checkpoint_blob_version_uniq",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["data_subject"],
+                condition=~models.Q(data_subject=""),
+                name="checkpoint_blob_subject_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} @ {self.version}"

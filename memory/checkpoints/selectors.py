@@ -11,14 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, QuerySet, Subquery
+from django.db.models import BooleanField, F, Func, JSONField, Q, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
 from psycopg.types.numeric import Int8
 
 from agents.models import Agent
 from agents.subjects import subject_asked, subject_filter_q, subject_visible_q
 from core.db.base import fetch_prepared
 
-from .models import Checkpoint, CheckpointWrite, document_json
+from .models import Checkpoint, CheckpointBlob, CheckpointWrite, document_json
 
 
 def _stream(*, agent: Agent, session_id: str) -> QuerySet[Checkpoint]:
@@ -53,21 +54,52 @@ def checkpoint_list(
     return rows.defer("state", "plan", "serialized").order_by("step_index")
 
 
+def _of_stream(function: str, last: str) -> Func:
+    """A call of the schema's SQL function ``function`` (memory/sql) on a checkpoint's stream
+    (session, agent, namespace) and its column ``last``, answering JSON."""
+    fields = (F("session_id"), F("agent_id"), F("checkpoint_ns"), F(last))
+    return Func(*fields, function=function, output_field=JSONField())
+
+
+def with_channels(rows: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
+    """``rows`` with ``channel_documents``: each checkpoint's channel values by version as the API
+    shows them (``{channel: {"version", "value"}}``, ``{}`` for one saved whole), assembled in the
+    same query by the schema's function ``memory_checkpoint_channels`` (memory/sql)."""
+    return rows.annotate(channel_documents=_of_stream("memory_checkpoint_channels", "channel_versions"))
+
+
+def channels_of(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The ``channel_documents`` of a checkpoint loaded through ``with_channels`` (``AttributeError``
+    for one loaded without it: its channels were never read)."""
+    return dict(getattr(checkpoint, "channel_documents") or {})  # noqa: B009 (an annotation)
+
+
+def with_pending_writes(rows: QuerySet[Checkpoint]) -> QuerySet[Checkpoint]:
+    """``rows`` with ``write_documents``: each checkpoint's pending writes as the API shows them (a
+    list of ``CheckpointWrite.document()`` in ``(task_path, task_id, idx)`` order), in the same
+    query (the schema's function ``memory_checkpoint_pending_writes``, memory/sql)."""
+    return rows.annotate(write_documents=_of_stream("memory_checkpoint_pending_writes", "idempotency_key"))
+
+
 def checkpoint_get(*, agent: Agent, session_id: str, step_index: int) -> Checkpoint | None:
-    """``agent``'s checkpoint at ``step_index`` in the session, in full, or ``None``."""
-    return _stream(agent=agent, session_id=session_id).filter(step_index=step_index).first()
+    """``agent``'s checkpoint at ``step_index`` in the session, in full (``with_channels``), or ``None``."""
+    return with_channels(_stream(agent=agent, session_id=session_id).filter(step_index=step_index)).first()
 
 
 def checkpoint_by_key(*, agent: Agent, session_id: str, idempotency_key: str) -> Checkpoint | None:
-    """The checkpoint ``agent`` saved in the session under ``idempotency_key``, or ``None``."""
-    return _stream(agent=agent, session_id=session_id).filter(idempotency_key=idempotency_key).first()
+    """The checkpoint ``agent`` saved in the session under ``idempotency_key``, in full
+    (``with_channels``), or ``None``."""
+    return with_channels(
+        _stream(agent=agent, session_id=session_id).filter(idempotency_key=idempotency_key)
+    ).first()
 
 
 # state, plan and metadata as jsonb text, spliced into the document as they are; the agent is the
 # caller (no join). The index probe of checkpoint_ns_step_idx.
 _LATEST_SQL = (
     "SELECT id, step_index, idempotency_key, schema_version, created_at, parent_key, "
-    "metadata::text, state::text, plan::text, serialized_type, serialized "
+    "metadata::text, state::text, plan::text, serialized_type, serialized, "
+    "memory_checkpoint_channels(session_id, agent_id, checkpoint_ns, channel_versions)::text "
     "FROM memory_checkpoint WHERE session_id = %s AND agent_id = %s AND checkpoint_ns = %s "
     "AND (%s = '' OR data_subject IN ('', %s)) "
     "ORDER BY step_index DESC LIMIT 1"
@@ -82,7 +114,8 @@ def checkpoint_latest_document(
 
     One probe of ``checkpoint_ns_step_idx`` as a prepared statement (``core.db.base.fetch_prepared``:
     planned once per connection; planning it on every call cost more than running it), and no
-    ORM or model instance: state, plan and metadata come back as ``jsonb`` text and go into the
+    ORM or model instance: state, plan, metadata and the channel values (its blobs, assembled by
+    ``memory_checkpoint_channels`` in the same statement) come back as ``jsonb`` text and go into the
     document as they are (neither parsed nor serialised again), and the agent is the caller. For
     an agent acting for one end user, the latest of the checkpoints of its subject or of none
     (``agents.subjects.subject_visible_q`` in SQL).
@@ -91,7 +124,7 @@ def checkpoint_latest_document(
     row = fetch_prepared(_LATEST_SQL, [session_id, Int8(agent.pk), checkpoint_ns, bound, bound])
     if row is None:
         return None
-    pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data = row
+    pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data, channels = row
     return step, document_json(
         pk=pk,
         session_id=session_id,
@@ -107,6 +140,7 @@ def checkpoint_latest_document(
         plan_json=plan,
         serialized_type=kind,
         serialized=data,
+        channels_json=channels,
     )
 
 
@@ -119,8 +153,8 @@ def checkpoint_tuples(
     before: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> QuerySet[Checkpoint]:
-    """``agent``'s checkpoints in the session in full (their pending writes:
-    ``pending_writes_by_checkpoint``): LangGraph's ``list`` and ``get_tuple``.
+    """``agent``'s checkpoints in the session in full, with their channel values and pending writes
+    (``with_channels``, ``with_pending_writes``: one query): LangGraph's ``list`` and ``get_tuple``.
 
     Filters: ``checkpoint_ns`` (``None``: every namespace), ``key`` (one idempotency key),
     ``before`` (saved before the checkpoint with that key, in its stream order; an unknown key
@@ -134,7 +168,7 @@ def checkpoint_tuples(
         rows = rows.filter(idempotency_key=key)
     if before is not None:
         rows = _saved_before(rows, agent=agent, session_id=session_id, key=before, order="step_index")
-    return rows
+    return with_pending_writes(with_channels(rows))
 
 
 def checkpoint_tuples_all(
@@ -144,8 +178,8 @@ def checkpoint_tuples_all(
     before: tuple[str, str] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> QuerySet[Checkpoint]:
-    """``agent``'s checkpoints in every session, in full (their pending writes:
-    ``pending_writes_by_checkpoint``): LangGraph's ``list`` without a thread. For an agent acting
+    """``agent``'s checkpoints in every session, in full with their channel values and pending
+    writes (as ``checkpoint_tuples``): LangGraph's ``list`` without a thread. For an agent acting
     for one end user, those of its subject or of none (``agents.subjects``).
 
     Filters as ``checkpoint_tuples``: ``checkpoint_ns``, ``metadata``; ``before`` names a checkpoint
@@ -161,7 +195,7 @@ def checkpoint_tuples_all(
     if before is not None:
         session_id, key = before
         rows = _saved_before(rows, agent=agent, session_id=session_id, key=key, order="pk")
-    return rows
+    return with_pending_writes(with_channels(rows))
 
 
 def _saved_before(
@@ -232,11 +266,45 @@ def checkpoint_writes_of(*, checkpoints: list[tuple[str, int, str, str]]) -> Que
     return CheckpointWrite.objects.filter(match).order_by("task_path", "task_id", "idx")
 
 
-def pending_writes_by_checkpoint(checkpoints: list[Checkpoint]) -> dict[int, list[CheckpointWrite]]:
-    """The pending writes of each of ``checkpoints`` (by checkpoint id), in one query."""
-    found: dict[tuple[str, int, str, str], list[CheckpointWrite]] = {}
-    named = [(c.session_id, c.agent_id, c.checkpoint_ns, c.idempotency_key) for c in checkpoints]
-    for write in checkpoint_writes_of(checkpoints=named):
-        name = (write.session_id, write.agent_id, write.checkpoint_ns, write.checkpoint_key)
-        found.setdefault(name, []).append(write)
-    return {c.pk: found.get(name, []) for c, name in zip(checkpoints, named, strict=True)}
+def _of_streams(streams: list[tuple[str, int, str]]) -> Q:
+    """Rows of the streams named ``(session_id, agent id, checkpoint_ns)`` (none for ``[]``)."""
+    match = Q(pk__in=[])
+    for session_id, agent_id, ns in streams:
+        match |= Q(session_id=session_id, agent_id=agent_id, checkpoint_ns=ns)
+    return match
+
+
+# a blob is named while a checkpoint of its stream has its (channel, version) in channel_versions
+_NAMED_SQL = (
+    "EXISTS (SELECT FROM memory_checkpoint c WHERE c.session_id = memory_checkpointblob.session_id "
+    "AND c.agent_id = memory_checkpointblob.agent_id AND c.checkpoint_ns = memory_checkpointblob.checkpoint_ns "
+    "AND c.channel_versions ->> memory_checkpointblob.channel = memory_checkpointblob.version)"
+)
+
+
+def checkpoint_blobs_unnamed(rows: QuerySet[CheckpointBlob]) -> QuerySet[CheckpointBlob]:
+    """The blobs of ``rows`` that no checkpoint of their stream names (no ``channel_versions``
+    holds their ``(channel, version)``): a checkpoint's values outlived by their last reader."""
+    return rows.alias(named=RawSQL(_NAMED_SQL, [], output_field=BooleanField())).filter(named=False)
+
+
+def checkpoint_blobs_released(erased: list[tuple[str, int, str, dict[str, str], str]]) -> list[int]:
+    """The ids of the blobs that go with the checkpoints ``erased`` (their ``(session_id, agent id,
+    checkpoint_ns, channel_versions, data_subject)``, already deleted): every blob of their streams
+    that no checkpoint left names, and each blob an erased checkpoint names that is about its end
+    user (the same non-empty ``data_subject``), even if a checkpoint left names it too."""
+    streams = sorted({(s, a, ns) for s, a, ns, _, _ in erased})
+    about = Q(pk__in=[])
+    for session_id, agent_id, ns, versions, subject in erased:
+        if subject and versions:
+            named = Q(pk__in=[])
+            for channel, version in versions.items():
+                named |= Q(channel=channel, version=version)
+            about |= (
+                Q(session_id=session_id, agent_id=agent_id, checkpoint_ns=ns, data_subject=subject) & named
+            )
+    unnamed = checkpoint_blobs_unnamed(CheckpointBlob.objects.filter(_of_streams(streams)))
+    return sorted(
+        set(unnamed.values_list("pk", flat=True))
+        | set(CheckpointBlob.objects.filter(about).values_list("pk", flat=True))
+    )

@@ -50,7 +50,9 @@ def test_the_saver_passes_langgraph_conformance_base_capabilities(
 
     report = asyncio.run(validate(engram_saver, capabilities={c.value for c in BASE_CAPABILITIES}))
     report.print_report()
-    printed = capsys.readouterr().out
+    passed = sum(result.tests_passed for result in report.results.values())
+    ran = passed + sum(result.tests_failed for result in report.results.values())
+    printed = capsys.readouterr().out + f"\n    tests passed: {passed}/{ran}\n"
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(printed)
     failures = {name: result.failures for name, result in report.results.items() if result.failures}

@@ -14,14 +14,17 @@ import pytest
 from django.db import connection
 
 from core.tenancy import tenant_role
-from memory.checkpoints.models import Checkpoint
+from memory.checkpoints.models import Checkpoint, CheckpointBlob
 from memory.episodic.models import Event
 from memory.knowledge.models import Fact
 from memory.semantic.models import SemanticMemory
 from tests.factories import BASE_DIR
 from tests.factories import test_database_env as child_env
 
-TABLES = {model.__name__: model._meta.db_table for model in (SemanticMemory, Event, Fact, Checkpoint)}
+TABLES = {
+    model.__name__: model._meta.db_table
+    for model in (SemanticMemory, Event, Fact, Checkpoint, CheckpointBlob)
+}
 
 
 def manage(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -53,7 +53,13 @@ def test_a_tenant_moves_to_another_server_whole(  # type: ignore[no-untyped-def]
             assert alice.post("/api/v1/memories", {"content": text}).status_code == 201
         assert alice.post("/api/v1/facts", fact("Maria", "works_at", {"entity": "Acme"})).status_code == 201
         saved = alice.post(
-            "/api/v1/sessions/s1/checkpoints", {"step_index": 1, "idempotency_key": "c1", "state": {"n": 1}}
+            "/api/v1/sessions/s1/checkpoints",
+            {
+                "step_index": 1,
+                "idempotency_key": "c1",
+                "state": {"n": 1},
+                "channels": {"messages": {"version": "1", "value": {"type": "json", "data": "WyJoaSJd"}}},
+            },
         )
         assert saved.status_code == 201, saved.content
         put = alice.client.put(
@@ -71,7 +77,9 @@ def test_a_tenant_moves_to_another_server_whole(  # type: ignore[no-untyped-def]
         with tenant_context(scratch_tenant):
             get_redis().delete(*keys_before)  # the other server's Redis has none of them
         activate_public()
-    assert source == {"SemanticMemory": 2, "Event": 3, "Fact": 1, "Checkpoint": 1}, source
+    assert source == {"SemanticMemory": 2, "Event": 3, "Fact": 1, "Checkpoint": 1, "CheckpointBlob": 1}, (
+        source
+    )
     assert any("e1" in key for key in keys_before), keys_before
 
     restored = manage(url, "tenant_restore", "--in", str(out))

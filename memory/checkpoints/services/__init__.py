@@ -29,6 +29,7 @@ a save committed meanwhile leaves in Redis is dropped as ``cache`` says.
 from .cache import DEGRADED_HEADER_VALUE, cache_key
 from .checks import (
     MAX_CHANNEL_LENGTH,
+    MAX_CHANNELS,
     MAX_KEY_LENGTH,
     MAX_METADATA_BYTES,
     MAX_PLAN_BYTES,
@@ -37,6 +38,7 @@ from .checks import (
     MAX_TASK_ID_LENGTH,
     MAX_WRITES,
     PRINTABLE_PATTERN,
+    Blob,
     check_namespace,
 )
 from .delete import ThreadDeleted, checkpoints_delete, checkpoints_erase
@@ -46,6 +48,7 @@ from .writes import PendingWrite, StoredWrite, WritesResult, checkpoint_writes_p
 
 __all__ = [
     "DEGRADED_HEADER_VALUE",
+    "MAX_CHANNELS",
     "MAX_CHANNEL_LENGTH",
     "MAX_KEY_LENGTH",
     "MAX_METADATA_BYTES",
@@ -55,6 +58,7 @@ __all__ = [
     "MAX_TASK_ID_LENGTH",
     "MAX_WRITES",
     "PRINTABLE_PATTERN",
+    "Blob",
     "PendingWrite",
     "Restored",
     "SaveResult",

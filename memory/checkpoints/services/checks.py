@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from core.errors import InvalidInput, PayloadTooLarge
 from core.redis import check_id
@@ -14,6 +14,8 @@ from ..models import (
     MAX_SCHEMA_VERSION,
     MAX_SERIALIZED_TYPE_LENGTH,
     MAX_STEP_INDEX,
+    MAX_VERSION_LENGTH,
+    blob_digests,
     canonical_json,
 )
 
@@ -27,6 +29,7 @@ MAX_WRITES = 1_000  # pending writes in one call (a LangGraph task writes a hand
 MAX_TASK_ID_LENGTH = 200
 MAX_CHANNEL_LENGTH = 200
 MAX_SUBJECT_LENGTH = 200  # Checkpoint.data_subject
+MAX_CHANNELS = 1_000  # channels a checkpoint names in channel_versions (a graph has a few dozen)
 
 #: what a key, a namespace, a task, a channel or a type tag may hold: no control character (C0,
 #: DEL, C1) and no line or paragraph separator; Python and ECMA (the OpenAPI document) read it alike
@@ -65,8 +68,7 @@ def _json_text(value: Any, *, field: str, limit: int) -> str:
 
 
 def _check_key(value: Any, *, field: str) -> None:
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_KEY_LENGTH or not is_printable(value):
-        raise InvalidInput(f"{field} must be 1 to {MAX_KEY_LENGTH} printable characters.", field=field)
+    _check_text(value, field=field, limit=MAX_KEY_LENGTH)
 
 
 def check_namespace(value: Any, *, field: str = "checkpoint_ns") -> str:
@@ -92,13 +94,26 @@ def check_serialized_type(value: Any, *, field: str) -> None:
         )
 
 
+class Blob(NamedTuple):
+    """One channel value a save sends: the channel, its new version, the serializer's type tag and
+    bytes (``CheckpointBlob``)."""
+
+    channel: str
+    version: str
+    value_type: str
+    value: bytes
+
+
 @dataclass(frozen=True)
 class Body:
-    """A checked checkpoint body's JSON values in canonical JSON (serialised once, see ``_json_text``)."""
+    """A checked checkpoint body's JSON values in canonical JSON (serialised once, see ``_json_text``),
+    and the fingerprinted form of its blobs (``models.blob_digests``)."""
 
     state_json: str
     plan_json: str
     metadata_json: str
+    channel_versions_json: str = "{}"
+    blobs_json: str = "{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +131,8 @@ class SaveInput:
     parent_key: str
     metadata: Any
     serialized: tuple[str, bytes] | None
+    channel_versions: Any = None
+    blobs: Any = ()
 
 
 def check_input(given: SaveInput) -> Body:
@@ -161,8 +178,59 @@ def check_input(given: SaveInput) -> Body:
         raise InvalidInput("state must be a JSON object.", field="state")
     if not isinstance(given.plan, list):
         raise InvalidInput("plan must be a JSON list of steps.", field="plan")
+    versions = _check_versions(given.channel_versions)
+    _check_blobs(given.blobs, versions)
     return Body(
         state_json=_json_text(given.state, field="state", limit=MAX_STATE_BYTES),
         plan_json=_json_text(given.plan, field="plan", limit=MAX_PLAN_BYTES),
         metadata_json=metadata_json,
+        channel_versions_json=canonical_json(versions),
+        blobs_json=blob_digests(list(given.blobs)),
     )
+
+
+def _check_text(value: Any, *, field: str, limit: int) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= limit or not is_printable(value):
+        raise InvalidInput(f"{field} must be 1 to {limit} printable characters.", field=field)
+
+
+def _check_versions(versions: Any) -> dict[str, str]:
+    """``channel_versions`` checked: a JSON object of at most ``MAX_CHANNELS`` channels (1 to
+    ``MAX_CHANNEL_LENGTH`` printable characters) to versions (text, 1 to ``MAX_VERSION_LENGTH``
+    printable characters); ``None`` is ``{}``. Raises ``InvalidInput`` naming the field."""
+    if versions is None:
+        return {}
+    if not isinstance(versions, dict) or len(versions) > MAX_CHANNELS:
+        raise InvalidInput(
+            f"channel_versions must be a JSON object of at most {MAX_CHANNELS} channels.",
+            field="channel_versions",
+        )
+    for channel, version in versions.items():
+        _check_text(channel, field="channel_versions", limit=MAX_CHANNEL_LENGTH)
+        _check_text(version, field=f"channel_versions.{channel}", limit=MAX_VERSION_LENGTH)
+    return versions
+
+
+def _check_blobs(blobs: Any, versions: dict[str, str]) -> None:
+    """The blobs of a save: one per channel at most, each at the version ``channel_versions``
+    names for its channel (a blob no checkpoint names would never be read), at most
+    ``MAX_STATE_BYTES`` in all. Raises ``InvalidInput`` or ``PayloadTooLarge`` naming the field."""
+    seen: set[str] = set()
+    size = 0
+    for i, blob in enumerate(blobs):
+        if versions.get(blob.channel) != blob.version:
+            raise InvalidInput(
+                f"blob {blob.channel!r} @ {blob.version!r} is not the version channel_versions names "
+                "for its channel; send the blobs of the checkpoint's new versions only.",
+                field=f"blobs[{i}].version",
+            )
+        if blob.channel in seen:
+            raise InvalidInput(f"channel {blob.channel!r} has two blobs.", field=f"blobs[{i}].channel")
+        seen.add(blob.channel)
+        check_serialized_type(blob.value_type, field=f"blobs[{i}].value.type")
+        size += len(blob.value)
+        if size > MAX_STATE_BYTES:
+            raise PayloadTooLarge(
+                f"the blobs hold more than {MAX_STATE_BYTES} bytes; a checkpoint allows at most that.",
+                field=f"blobs[{i}].value.data",
+            )

@@ -1,5 +1,5 @@
 """Deleting checkpoints: an agent's stream in a session (LangGraph's ``delete_thread``, held rows
-refused) and an erasure's rows, with their pending writes and Redis copies."""
+refused) and an erasure's rows, with their pending writes, channel values (blobs) and Redis copies."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 
 from .. import selectors
-from ..models import MAX_STEP_INDEX, Checkpoint, CheckpointWrite
+from ..models import MAX_STEP_INDEX, Checkpoint, CheckpointBlob, CheckpointWrite
 from .cache import cache_key, remember_stale
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ class ThreadDeleted:
     agent: str
     checkpoints: int
     writes: int
+    blobs: int
     namespaces: list[str]
     event: Event | None
 
@@ -41,7 +42,7 @@ def checkpoints_delete(
     *, agent: Agent, session_id: str, owner_name: str | None = None, may_curate: bool = False
 ) -> ThreadDeleted:
     """Delete a stream of checkpoints in ``session_id`` (every namespace, with their pending
-    writes): LangGraph's ``delete_thread``. The stream is ``agent``'s own, or with ``owner_name``
+    writes and channel values): LangGraph's ``delete_thread``. The stream is ``agent``'s own, or with ``owner_name``
     that agent's, which needs ``may_curate`` (a key with the ``curate`` scope) unless it names
     ``agent`` itself. The delete is recorded as a ``decision`` event of ``agent`` in the session
     (payload: ``action`` ``checkpoints_deleted``, the stream's ``agent``, the counts and namespaces);
@@ -50,7 +51,8 @@ def checkpoints_delete(
 
     Raises ``InvalidInput`` (bad session id), ``PermissionDenied`` (another agent's stream without
     ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant), ``Conflict``
-    (field ``session_id``) when a legal hold covers a checkpoint of the stream: nothing is deleted;
+    (field ``session_id``) when a legal hold covers a checkpoint or channel value of the stream:
+    nothing is deleted;
     ``SubjectHeld`` (403) when ``agent`` acts for one end user and the stream holds another's.
     """
     check_id(session_id, field="session_id")
@@ -74,22 +76,28 @@ def checkpoints_delete(
             if other is not None:
                 raise SubjectHeld(bound=agent.acting_for, field="session_id")
         holds_check(layer="checkpoints", rows=Checkpoint.objects.filter(pk__in=ids), field="session_id")
+        blob_rows = CheckpointBlob.objects.filter(session_id=session_id, agent=owner)
+        holds_check(layer="checkpoints", rows=blob_rows, field="session_id")
         writes, _ = CheckpointWrite.objects.filter(session_id=session_id, agent=owner).delete()
-        if not ids and not writes:
-            return ThreadDeleted(agent=owner.name, checkpoints=0, writes=0, namespaces=[], event=None)
+        blobs, _ = blob_rows.delete()
+        if not ids and not writes and not blobs:
+            return ThreadDeleted(
+                agent=owner.name, checkpoints=0, writes=0, blobs=0, namespaces=[], event=None
+            )
         Checkpoint.objects.filter(pk__in=ids).delete()
         event = decision_record(
             agent=agent,
             session_id=session_id,
             content=(
-                f"Deleted {len(ids)} checkpoint(s) and {writes} pending write(s) of agent {owner.name} "
-                "in this session."
+                f"Deleted {len(ids)} checkpoint(s), {writes} pending write(s) and {blobs} channel "
+                f"value(s) of agent {owner.name} in this session."
             ),
             payload={
                 "action": "checkpoints_deleted",
                 "agent": owner.name,
                 "checkpoints": len(ids),
                 "writes": writes,
+                "blobs": blobs,
                 "namespaces": namespaces,
             },
         )
@@ -107,13 +115,14 @@ def checkpoints_delete(
 
         transaction.on_commit(drop_copies)
     return ThreadDeleted(
-        agent=owner.name, checkpoints=len(ids), writes=writes, namespaces=namespaces, event=event
+        agent=owner.name, checkpoints=len(ids), writes=writes, blobs=blobs, namespaces=namespaces, event=event
     )
 
 
 def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str]]:
-    """Delete the checkpoints ``checkpoint_ids`` of the current tenant, then the Redis copies of
-    the streams they were in (the cached latest may be one of them; the next restore reads what is
+    """Delete the checkpoints ``checkpoint_ids`` of the current tenant with their pending writes and
+    the channel values that go with them (``selectors.checkpoint_blobs_released``; one a legal hold
+    covers stays), then the Redis copies of the streams they were in (the cached latest may be one of them; the next restore reads what is
     left in PostgreSQL). Returns ``(ids deleted, Redis keys deleted)``.
 
     Raises ``ServiceUnavailable`` when Redis cannot be reached after the delete: an erasure must not
@@ -125,14 +134,28 @@ def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str
         rows = list(
             Checkpoint.objects.select_for_update()
             .filter(pk__in=checkpoint_ids)
-            .values_list("pk", "session_id", "agent_id", "checkpoint_ns", "idempotency_key")
+            .values_list(
+                "pk",
+                "session_id",
+                "agent_id",
+                "checkpoint_ns",
+                "idempotency_key",
+                "channel_versions",
+                "data_subject",
+            )
         )
         Checkpoint.objects.filter(pk__in=[r[0] for r in rows]).delete()
         # their pending writes go with them
         selectors.checkpoint_writes_of(
-            checkpoints=[(session_id, agent_id, ns, key) for _, session_id, agent_id, ns, key in rows]
+            checkpoints=[(s, a, ns, key) for _, s, a, ns, key, _, _ in rows]
         ).delete()
-    keys = sorted({cache_key(session_id, agent_id, ns) for _, session_id, agent_id, ns, _ in rows})
+        released = selectors.checkpoint_blobs_released(
+            [(s, a, ns, v, subject) for _, s, a, ns, _, v, subject in rows]
+        )
+        if released:
+            blobs = CheckpointBlob.objects.filter(pk__in=released)
+            holds_check(layer="checkpoints", rows=blobs, refuse=False).delete()
+    keys = sorted({cache_key(session_id, agent_id, ns) for _, session_id, agent_id, ns, *_ in rows})
     if keys:
         try:
             get_redis().delete(*keys)

@@ -6,7 +6,8 @@ document goes to Redis (``cache``)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -26,7 +27,7 @@ from tenants.models import WorkingMemoryPolicy
 from .. import selectors
 from ..models import MAX_STEP_INDEX, Checkpoint, document_json, fingerprint_prefix
 from .cache import cache_key, cache_put, remember_stale
-from .checks import Body, SaveInput, check_input
+from .checks import Blob, Body, SaveInput, check_input
 
 
 class SaveResult:
@@ -41,7 +42,7 @@ class SaveResult:
     saver's put, the benchmarks) does not pay ``Model.__init__`` (~15 µs).
     """
 
-    __slots__ = ("_build", "_checkpoint", "cached", "replayed")
+    __slots__ = ("_build", "_channels_json", "_checkpoint", "cached", "replayed")
 
     def __init__(
         self,
@@ -50,12 +51,15 @@ class SaveResult:
         checkpoint: Checkpoint | None = None,
         build: Callable[[], Checkpoint] | None = None,
         cached: bool | None = None,
+        channels_json: str = "{}",
     ) -> None:
-        """``checkpoint``, or ``build``: a function that makes it when first asked for."""
+        """``checkpoint``, or ``build``: a function that makes it when first asked for;
+        ``channels_json``: a new checkpoint's channel values as the save function assembled them
+        (a replayed one carries them as ``channel_documents``)."""
         if (checkpoint is None) == (build is None):
             raise TypeError("give checkpoint or build, not both or neither")
         self._checkpoint, self._build = checkpoint, build
-        self.replayed, self.cached = replayed, cached
+        self.replayed, self.cached, self._channels_json = replayed, cached, channels_json
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -64,6 +68,13 @@ class SaveResult:
             assert self._build is not None
             self._checkpoint, self._build = self._build(), None
         return self._checkpoint
+
+    @property
+    def channels(self) -> dict[str, Any]:
+        """The checkpoint's channel values by version (``Checkpoint.document``'s ``channels``)."""
+        if self.replayed:
+            return selectors.channels_of(self.checkpoint)
+        return json.loads(self._channels_json) if self._channels_json != "{}" else {}
 
     @property
     def degraded(self) -> bool:
@@ -98,6 +109,8 @@ class _Save:
             metadata_json=body.metadata_json,
             serialized_type=given.serialized[0] if given.serialized is not None else "",
             serialized=given.serialized[1] if given.serialized is not None else None,
+            channel_versions_json=body.channel_versions_json,
+            blobs_json=body.blobs_json,
         )
         return cls(agent, given, body, prefix, timezone.now())
 
@@ -112,6 +125,10 @@ class _Save:
     @property
     def serialized(self) -> bytes | None:
         return None if self.given.serialized is None else self.given.serialized[1]
+
+    @property
+    def channel_versions(self) -> dict[str, str]:
+        return self.given.channel_versions or {}
 
     def params(self) -> list[Any]:
         """``_SAVE_SQL``'s parameters, by the function's names in ``_SAVE_ARGUMENTS``' order
@@ -134,6 +151,11 @@ class _Save:
             "p_parent_key": self.given.parent_key,
             "p_serialized_type": self.serialized_type,
             "p_serialized": self.serialized,
+            "p_channel_versions": self.body.channel_versions_json,
+            "p_blob_channels": [blob.channel for blob in self.given.blobs],
+            "p_blob_versions": [blob.version for blob in self.given.blobs],
+            "p_blob_types": [blob.value_type for blob in self.given.blobs],
+            "p_blob_values": [blob.value for blob in self.given.blobs],
         }
         return [named[name] for name in _SAVE_ARGUMENTS]
 
@@ -147,6 +169,7 @@ class _Save:
             "parent_key": self.given.parent_key,
             "metadata": self.metadata,
             "serialized_type": self.serialized_type,
+            "channel_versions": self.channel_versions,
         }
 
     def _columns(self, step: int) -> dict[str, Any]:
@@ -175,12 +198,14 @@ class _Save:
             data_subject=self.given.data_subject,
             fingerprint=fingerprint,
             metadata=self.metadata,
+            channel_versions=self.channel_versions,
         )
         checkpoint._state.adding, checkpoint._state.db = False, alias
         return checkpoint
 
-    def document(self, pk: int, step: int) -> bytes:
-        """The saved checkpoint's JSON document, the bytes Redis caches (``document_json``)."""
+    def document(self, pk: int, step: int, channels_json: str) -> bytes:
+        """The saved checkpoint's JSON document with its channel values (``channels_json``, as the
+        save function assembled them), the bytes Redis caches (``document_json``)."""
         return document_json(
             pk=pk,
             **self._columns(step),
@@ -188,6 +213,7 @@ class _Save:
             metadata_json=self.body.metadata_json,
             state_json=self.body.state_json,
             plan_json=self.body.plan_json,
+            channels_json=channels_json,
         )
 
 
@@ -211,22 +237,27 @@ _SAVE_ARGUMENTS = {
     "p_parent_key": "text",
     "p_serialized_type": "text",
     "p_serialized": "bytea",
+    "p_channel_versions": "jsonb",
+    "p_blob_channels": "text[]",
+    "p_blob_versions": "text[]",
+    "p_blob_types": "text[]",
+    "p_blob_values": "bytea[]",
 }
 _SAVE_SQL = (
-    "SELECT saved_id, saved_step, saved_fingerprint FROM memory_checkpoint_save("
+    "SELECT saved_id, saved_step, saved_fingerprint, saved_channels FROM memory_checkpoint_save("
     + ", ".join(f"{name} => %s::{kind}" for name, kind in _SAVE_ARGUMENTS.items())
     + ")"
 )
 _MAX_STEP = Int8(MAX_STEP_INDEX)
 
 
-def _insert_next(save: _Save) -> tuple[int, int, str] | None:
+def _insert_next(save: _Save) -> tuple[int, int, str, str] | None:
     """Call ``memory_checkpoint_save`` as a prepared statement (``fetch_prepared``: the call is
     parsed once per connection, and the ~2 KiB of state travels as a parameter, not quoted into
-    the statement's text): ``(id, step, fingerprint)`` of the checkpoint inserted, or ``None``
-    (nothing inserted). Outside a transaction the call commits on its own."""
-    pk, step, fingerprint = fetch_prepared(_SAVE_SQL, save.params()) or (None, None, None)
-    return None if pk is None else (pk, step, fingerprint)
+    the statement's text): ``(id, step, fingerprint, channels JSON)`` of the checkpoint inserted, or
+    ``None`` (nothing inserted). Outside a transaction the call commits on its own."""
+    pk, step, fingerprint, channels = fetch_prepared(_SAVE_SQL, save.params()) or (None, None, None, None)
+    return None if pk is None else (pk, step, fingerprint, channels)
 
 
 def _differing_fields(checkpoint: Checkpoint, **body: Any) -> list[str]:
@@ -280,9 +311,9 @@ def _replay_or_refuse(save: _Save) -> Checkpoint | None:
     return None
 
 
-def _save_under_lock(save: _Save) -> Checkpoint | tuple[int, int, str]:
+def _save_under_lock(save: _Save) -> Checkpoint | tuple[int, int, str, str]:
     """The save told apart under the stream's lock: the stored checkpoint it replays, or
-    ``(id, step, fingerprint)`` of the checkpoint inserted. Raises ``Conflict`` (see
+    ``(id, step, fingerprint, channels JSON)`` of the checkpoint inserted. Raises ``Conflict`` (see
     ``_replay_or_refuse``, or the stream changed during the save)."""
     with transaction.atomic():
         advisory_xact_lock("ckpt", save.given.session_id, save.agent.pk)
@@ -320,38 +351,36 @@ def checkpoint_save(
     parent_key: str = "",
     metadata: dict[str, Any] | None = None,
     serialized: tuple[str, bytes] | None = None,
+    channel_versions: dict[str, str] | None = None,
+    blobs: Sequence[Blob] = (),
 ) -> SaveResult:
     """Store ``agent``'s checkpoint of ``session_id`` after step ``step_index`` in the current tenant.
 
-    The checkpoint joins ``agent``'s own stream in the session: step order and idempotency keys are
-    checked against that stream only, and other agents' checkpoints in the session are never read
-    or changed. ``state`` is a JSON object of at most ``MAX_STATE_BYTES`` (1 MiB) as UTF-8 JSON, ``plan`` a JSON
-    list of at most ``MAX_PLAN_BYTES``. After the commit, the checkpoint is cached in Redis for
-    ``policy.checkpoint_cache_ttl_seconds``; a Redis failure then only sets ``cached=False``.
+    The checkpoint joins ``agent``'s own stream in the session (steps and keys are checked against
+    it only; other agents' checkpoints are never read or changed). ``state``: a JSON object of at
+    most ``MAX_STATE_BYTES`` as UTF-8 JSON; ``plan``: a JSON list of at most ``MAX_PLAN_BYTES``.
+    After the commit it is cached in Redis for ``policy.checkpoint_cache_ttl_seconds`` (a Redis
+    failure only sets ``cached=False``). ``data_subject``: the person it is about, or "" (as
+    ``agents.subjects.subject_written`` allows: another one raises ``SubjectRefused``, 403).
 
-    ``data_subject``: the person the state is about (what erasures and holds target), or "";
-    ``agents.subjects.subject_written``'s (an agent acting for one end user saves its subject; another
-    one raises ``SubjectRefused``, 403).
-
-    ``step_index`` ``None``: the next step of the stream (its latest + 1, or 0), chosen under the
-    stream's lock; a replay then compares the body with the stored step. The LangGraph fields:
-    ``checkpoint_ns`` (a label within the agent's stream, "" the root: steps and keys stay unique
-    across namespaces), ``parent_key`` (the idempotency key of the checkpoint it follows, not
-    checked), ``metadata`` (a JSON object of at most ``MAX_METADATA_BYTES``, filterable) and
-    ``serialized`` (``(type tag, bytes)`` of an opaque serialized checkpoint, at most
-    ``MAX_STATE_BYTES``: stored and returned as they are, never decoded here).
+    ``step_index`` ``None``: the next step of the stream, chosen under its lock. The LangGraph
+    fields: ``checkpoint_ns`` (a label within the stream, "" the root), ``parent_key`` (not
+    checked), ``metadata`` (a JSON object of at most ``MAX_METADATA_BYTES``, filterable),
+    ``serialized`` (``(type tag, bytes)``, at most ``MAX_STATE_BYTES``, never decoded here), and
+    the channel values by version: ``channel_versions`` (channel -> version, the checkpoint's) and
+    ``blobs`` (the values of its new versions only, at the versions ``channel_versions`` names, at
+    most ``MAX_STATE_BYTES`` in all), stored once per ``(channel, version)`` of the stream
+    (``CheckpointBlob``); reads return the values its versions name.
 
     Returns a ``SaveResult``: a new checkpoint, or the stored one (``replayed=True``) when this
-    ``idempotency_key`` was already used by ``agent`` in the session with the same body.
+    ``idempotency_key`` was already used by ``agent`` in the session with the same body. The common
+    case is one call to PostgreSQL (``memory_checkpoint_save``: the lock, the checks, the inserts)
+    and one to Redis; a replay or a refusal is then told apart under the lock.
 
-    The common case, a new checkpoint after the stream's latest, is one call to PostgreSQL (the
-    function ``memory_checkpoint_save``: the stream's lock, then the checks and the insert) and one
-    script call to Redis; a replay or a refusal is then told apart under the lock.
-
-    Raises ``InvalidInput`` (bad ids or types, NUL characters, ``data_subject`` too long), ``PayloadTooLarge`` (field ``state``
-    or ``plan``), ``Conflict`` with field ``idempotency_key`` (the key was used with another body)
-    or ``step_index`` (not greater than the latest step of ``agent`` in the session, which the
-    message gives).
+    Raises ``InvalidInput`` (bad ids, types or blobs, NUL characters), ``PayloadTooLarge`` (field
+    ``state``, ``plan``, ``serialized.data`` or ``blobs[i].value.data``), ``Conflict`` with field
+    ``idempotency_key`` (the key was used with another body) or ``step_index`` (not after the
+    stream's latest step, which the message gives).
     """
     data_subject = subject_written(agent, data_subject) if isinstance(data_subject, str) else data_subject
     given = SaveInput(
@@ -366,6 +395,8 @@ def checkpoint_save(
         parent_key=parent_key,
         metadata=metadata,
         serialized=serialized,
+        channel_versions=channel_versions,
+        blobs=tuple(blobs),
     )
     save = _Save.checked(agent, given)
     saved = _insert_next(save)
@@ -374,11 +405,13 @@ def checkpoint_save(
         if isinstance(told, Checkpoint):
             return SaveResult(checkpoint=told, replayed=True)
         saved = told
-    pk, step, fingerprint = saved
+    pk, step, fingerprint, channels_json = saved
     result = SaveResult(
-        build=partial(save.checkpoint, pk, step, fingerprint, connection.alias), replayed=False
+        build=partial(save.checkpoint, pk, step, fingerprint, connection.alias),
+        replayed=False,
+        channels_json=channels_json,
     )
-    key, document = cache_key(session_id, agent.pk, checkpoint_ns), save.document(pk, step)
+    key, document = cache_key(session_id, agent.pk, checkpoint_ns), save.document(pk, step, channels_json)
     # outside a transaction the call above has committed: this runs now
     transaction.on_commit(
         partial(_cache_after_commit, result, key, step, document, policy.checkpoint_cache_ttl_seconds)

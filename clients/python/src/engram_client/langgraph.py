@@ -14,6 +14,11 @@ How LangGraph's model maps onto Engram's (see the server's README, "LangGraph"):
 - the checkpoint itself is what the saver's serializer (LangGraph's ``JsonPlusSerializer`` by
   default) makes of it, ``(type, bytes)``, sent as ``serialized: {"type", "data": base64}``: the
   server stores the bytes and never decodes them; pending writes likewise;
+- its channel values travel apart, as LangGraph's Postgres savers store them: ``channels`` names
+  each versioned channel's version and carries the value (serialized the same way) only for the
+  versions ``new_versions`` names; the server keeps one value per (channel, version) of the
+  stream and a read returns the values of the checkpoint's versions, which the saver puts back
+  into ``channel_values`` (a checkpoint saved whole before reads as it was);
 - newest first is the stream's save order, which for LangGraph's time-ordered ids (uuid6) is
   ``checkpoint_id`` order; ``list`` without a ``thread_id`` lists the calling agent's checkpoints in
   every session (``GET /api/v1/checkpoints``), newest saved first;
@@ -63,6 +68,41 @@ def _loaded(serde: SerializerProtocol, value: dict[str, str]) -> Any:
     return serde.loads_typed((value["type"], base64.b64decode(value["data"])))
 
 
+# a channel named by new_versions without a value at that version (LangGraph's Postgres savers' "empty")
+EMPTY = {"type": "empty", "data": ""}
+
+
+def _split(
+    serde: SerializerProtocol, checkpoint: Checkpoint, new_versions: ChannelVersions
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """``checkpoint`` as sent: its ``serialized`` form without the values of its versioned channels,
+    and its ``channels`` (each versioned channel's version, with the value for ``new_versions``)."""
+    versions = checkpoint.get("channel_versions") or {}
+    values = checkpoint.get("channel_values") or {}
+    channels: dict[str, Any] = {}
+    for name, version in versions.items():
+        channels[name] = {"version": str(version)}
+        if name in new_versions:
+            channels[name]["value"] = _serialized(serde, values[name]) if name in values else EMPTY
+    unversioned = {name: value for name, value in values.items() if name not in versions}
+    return _serialized(serde, {**checkpoint, "channel_values": unversioned}), channels
+
+
+def _assembled(serde: SerializerProtocol, doc: dict[str, Any]) -> Checkpoint:
+    """The checkpoint of a document: its ``serialized`` form with the values of its ``channels``
+    put back into ``channel_values`` (a checkpoint saved whole has no ``channels``)."""
+    checkpoint: Checkpoint = _loaded(serde, doc["serialized"])
+    channels = doc.get("channels") or {}
+    if channels:
+        values = dict(checkpoint.get("channel_values") or {})
+        for name, channel in channels.items():
+            value = channel.get("value")
+            if value is not None and value["type"] != EMPTY["type"]:
+                values[name] = _loaded(serde, value)
+        checkpoint["channel_values"] = values
+    return checkpoint
+
+
 def _json_metadata(metadata: CheckpointMetadata) -> dict[str, Any]:
     # metadata is filtered on by the server, so it travels as JSON (not through the serializer)
     return json.loads(json.dumps(metadata, default=str))
@@ -87,15 +127,18 @@ class _Requests:
         config: RunnableConfig,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
         data_subject: str,
     ) -> tuple[Call, RunnableConfig]:
         thread_id, ns = _Requests.thread(config)
+        serialized, channels = _split(serde, checkpoint, new_versions)
         body: dict[str, Any] = {
             "idempotency_key": checkpoint["id"],
             "checkpoint_ns": ns,
             "parent_key": get_checkpoint_id(config) or "",
             "metadata": _json_metadata(get_serializable_checkpoint_metadata(config, metadata)),
-            "serialized": _serialized(serde, checkpoint),
+            "serialized": serialized,
+            "channels": channels,
         }
         if data_subject:
             body["data_subject"] = data_subject
@@ -190,7 +233,7 @@ class _Requests:
                     "checkpoint_id": doc["idempotency_key"],
                 }
             },
-            checkpoint=_loaded(serde, doc["serialized"]),
+            checkpoint=_assembled(serde, doc),
             metadata=doc["metadata"],
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
@@ -269,9 +312,10 @@ class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Save ``checkpoint`` whole (every channel value: ``new_versions`` is not needed) as the
-        next checkpoint of the thread's stream; returns its config."""
-        call, saved = _Requests.put(self.serde, config, checkpoint, metadata, self.data_subject)
+        """Save ``checkpoint`` as the next checkpoint of the thread's stream, with the values of the
+        channels ``new_versions`` names only (the others are stored at their versions already);
+        returns its config."""
+        call, saved = _Requests.put(self.serde, config, checkpoint, metadata, new_versions, self.data_subject)
         self.client.send(call, idempotency_key=NO_HEADER)
         return saved
 
@@ -330,7 +374,7 @@ class EngramCheckpointSaver(ClientsHolder, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """See ``put``."""
-        call, saved = _Requests.put(self.serde, config, checkpoint, metadata, self.data_subject)
+        call, saved = _Requests.put(self.serde, config, checkpoint, metadata, new_versions, self.data_subject)
         await self.async_client.send(call, idempotency_key=NO_HEADER)
         return saved
 

@@ -434,6 +434,14 @@ class Serialized(TypedDict):
     data: str
 
 
+class Channel(TypedDict):
+    """A channel of a checkpoint: its version, and the value at that version (sent only when the
+    version is new; read back when one is stored)."""
+
+    version: str
+    value: NotRequired[Serialized]
+
+
 class CheckpointIn(TypedDict):
     idempotency_key: str
     step_index: NotRequired[int]
@@ -445,6 +453,7 @@ class CheckpointIn(TypedDict):
     parent_key: NotRequired[str]
     metadata: NotRequired[dict[str, Any]]
     serialized: NotRequired[Serialized | None]
+    channels: NotRequired[dict[str, Channel]]
 
 
 class CheckpointSummary(TypedDict):
@@ -464,6 +473,7 @@ class Checkpoint(CheckpointSummary):
     state: dict[str, Any]
     plan: list[Any]
     serialized: Serialized | None
+    channels: NotRequired[dict[str, Channel]]  # absent for a checkpoint saved whole
 
 
 class CheckpointSaved(Checkpoint):
@@ -503,6 +513,7 @@ class CheckpointsDeleted(TypedDict):
     agent: str
     checkpoints: int
     writes: int
+    blobs: int
     namespaces: list[str]
     event_id: int | None
     event_seq: int | None

@@ -898,8 +898,24 @@ export interface components {
             /** @description any JSON value, at most the tenant's working-memory limit (10 KiB) */
             value: unknown;
         };
+        /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
+        ChannelInputRequest: {
+            /** @description the channel's value at this version, sent when the version is new (LangGraph's newVersions); absent: the value stored under this version by an earlier save */
+            value?: components["schemas"]["SerializedValueRequest"];
+            /** @description the channel's version (as text) */
+            version: string;
+        };
+        ChannelValue: {
+            /** @description absent: no value stored at this version */
+            value?: components["schemas"]["SerializedValueOut"];
+            version: string;
+        };
         Checkpoint: {
             agent: string;
+            /** @description the channel values by version; absent for a checkpoint saved whole (inside `serialized`) */
+            channels?: {
+                [key: string]: components["schemas"]["ChannelValue"];
+            };
             /** @description the namespace; empty: the root */
             checkpoint_ns: string;
             /** Format: date-time */
@@ -926,6 +942,10 @@ export interface components {
         };
         /** @description An input serializer that rejects keys it does not declare (a typo is a 400, never ignored). */
         CheckpointInputRequest: {
+            /** @description LangGraph's channel values by version: channel -> its version in this checkpoint, with the value for new versions only; stored once per (channel, version) of your stream, at most 1048576 bytes of values per save */
+            channels?: {
+                [key: string]: components["schemas"]["ChannelInputRequest"];
+            };
             /** @description LangGraph's checkpoint namespace; empty: the root */
             checkpoint_ns?: string;
             /** @description the end user (data subject) this is about: erasures, legal holds and subject-restricted reads target it; a key bound to a subject writes that one (another is refused, 403) */
@@ -976,6 +996,10 @@ export interface components {
         });
         CheckpointSaved: {
             agent: string;
+            /** @description the channel values by version; absent for a checkpoint saved whole (inside `serialized`) */
+            channels?: {
+                [key: string]: components["schemas"]["ChannelValue"];
+            };
             /** @description the namespace; empty: the root */
             checkpoint_ns: string;
             /** Format: date-time */
@@ -1005,6 +1029,8 @@ export interface components {
         CheckpointsDeleted: {
             /** @description whose stream */
             agent: string;
+            /** @description channel values (per version) deleted */
+            blobs: number;
             /** @description checkpoints deleted */
             checkpoints: number;
             /** @description the decision event; null: nothing to delete */
@@ -1047,6 +1073,10 @@ export interface components {
         };
         CheckpointTuple: {
             agent: string;
+            /** @description the channel values by version; absent for a checkpoint saved whole (inside `serialized`) */
+            channels?: {
+                [key: string]: components["schemas"]["ChannelValue"];
+            };
             /** @description the namespace; empty: the root */
             checkpoint_ns: string;
             /** Format: date-time */

@@ -20,6 +20,10 @@ import { CrossLanguageSerializer } from "./serde.js";
 
 type TupleDoc = components["schemas"]["CheckpointTuple"];
 type Serialized = components["schemas"]["SerializedValueRequest"];
+type ChannelIn = components["schemas"]["ChannelInputRequest"];
+
+// a channel named by newVersions without a value at that version (LangGraph's Postgres savers' "empty")
+const EMPTY: Serialized = { type: "empty", data: "" };
 
 const MAX_PAGE = 500;
 
@@ -69,6 +73,10 @@ export type EngramCheckpointSaverOptions = (EngramClientOptions | { client: Engr
  *   metadata JSON (filterable by the server);
  * - the checkpoint and each pending write travel as `serialized: {type, data: base64}` of the
  *   serializer's `(type, bytes)`; the server never decodes them;
+ * - channel values travel apart, as LangGraph's Postgres savers store them: `channels` names each
+ *   versioned channel's version and carries the value only for the versions `newVersions` names;
+ *   a read returns the values of the checkpoint's versions, put back into `channel_values` (a
+ *   checkpoint saved whole before reads as it was);
  * - channel versions are `<n:032>.<random:016>` strings, as the Python saver makes them.
  *
  * Rejects with the client's `EngramError` subclasses (`InvalidInput` for a thread id that is not a
@@ -93,10 +101,40 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
     return this.serde.loadsTyped(value.type, fromBase64(value.data));
   }
 
+  /** The checkpoint without its versioned channels' values, and its `channels` (see `put`). */
+  private async split(
+    checkpoint: Checkpoint,
+    newVersions: ChannelVersions,
+  ): Promise<{ serialized: Serialized; channels: Record<string, ChannelIn> }> {
+    const versions = checkpoint.channel_versions ?? {};
+    const values = checkpoint.channel_values ?? {};
+    const channels: Record<string, ChannelIn> = {};
+    for (const [name, version] of Object.entries(versions)) {
+      channels[name] = { version: String(version) };
+      if (name in newVersions) channels[name].value = name in values ? await this.serialized(values[name]) : EMPTY;
+    }
+    const unversioned = Object.fromEntries(Object.entries(values).filter(([name]) => !(name in versions)));
+    return { serialized: await this.serialized({ ...checkpoint, channel_values: unversioned }), channels };
+  }
+
+  /** The checkpoint of a document: `serialized` with its `channels`' values put back. */
+  private async assembled(doc: TupleDoc, serialized: { type: string; data: string }): Promise<Checkpoint> {
+    const checkpoint = (await this.loaded(serialized)) as Checkpoint;
+    const channels = Object.entries(doc.channels ?? {});
+    if (channels.length) {
+      const values: Record<string, unknown> = { ...checkpoint.channel_values };
+      for (const [name, channel] of channels) {
+        if (channel.value && channel.value.type !== EMPTY.type) values[name] = await this.loaded(channel.value);
+      }
+      checkpoint.channel_values = values;
+    }
+    return checkpoint;
+  }
+
   private async tupleOf(doc: TupleDoc): Promise<CheckpointTuple | undefined> {
     if (!doc.serialized) return undefined; // a checkpoint saved through the plain API, not by LangGraph
     const { session_id: threadId, checkpoint_ns: ns } = doc;
-    const checkpoint = (await this.loaded(doc.serialized)) as Checkpoint;
+    const checkpoint = await this.assembled(doc, doc.serialized);
     if (checkpoint.v < 4 && doc.parent_key) await this.migratePendingSends(checkpoint, threadId, ns, doc.parent_key);
     const pendingWrites: CheckpointPendingWrite[] = await Promise.all(
       doc.pending_writes.map(
@@ -190,14 +228,18 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
     }
   }
 
-  /** Save `checkpoint` whole (every channel value) as the next checkpoint of the thread's stream. */
+  /**
+   * Save `checkpoint` as the next checkpoint of the thread's stream, with the values of the channels
+   * `newVersions` names only (the others are stored at their versions already).
+   */
   async put(
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
-    _newVersions: ChannelVersions,
+    newVersions: ChannelVersions,
   ): Promise<RunnableConfig> {
     const { threadId, ns } = threadOf(config);
+    const { serialized, channels } = await this.split(checkpoint, newVersions ?? {});
     await this.client.checkpoints.save(
       threadId,
       {
@@ -206,7 +248,8 @@ export class EngramCheckpointSaver extends BaseCheckpointSaver<string> {
         parent_key: getCheckpointId(config) || "",
         // metadata is filtered on by the server, so it travels as JSON (not through the serializer)
         metadata: JSON.parse(JSON.stringify(metadata ?? {})),
-        serialized: await this.serialized(checkpoint),
+        serialized,
+        channels,
         ...(this.dataSubject ? { data_subject: this.dataSubject } : {}),
       },
       { idempotencyKey: null },
