@@ -24,10 +24,10 @@ from core.db.prepared import execute_prepared
 from core.errors import NotFound
 from core.fulltext import query_lexemes
 from core.tenancy import current_schema, current_tenant
+from memory.embeddings import vector_text
 from tenants.models import ConsolidationPolicy, Tenant
 
 from .models import MemoryScope, MemoryType, SemanticMemory
-from .near import vector_text
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 RANGED = ("created_at", "importance")  # the filters that map a range operator to a bound

@@ -48,12 +48,12 @@ from core.errors import DomainError, InvalidInput, NotFound
 from core.redis import get_redis, tenant_key
 from core.tasks import queue_later
 from core.tenancy import current_schema
-from memory.embeddings import Embedder, check_vector, get_embedder
+from memory.embeddings import Embedder, check_vector, get_embedder, vector_text
 from memory.episodic.models import Event
 from tenants.models import RetrievalPolicy
 
 from ..models import MemoryScope, MemoryType, SemanticMemory
-from ..near import NEAR_OPTIONS, NEAR_RESET, NearCandidate, near_params, near_sql, vector_text
+from ..near import NEAR_OPTIONS, NEAR_RESET, NearCandidate, near_params, near_sql
 from ..selectors import consolidation_policy, live_content_ids
 from .duplicates import Match, content_hash, dedup_plan
 from .inserts import INSERT_ACCESS, INSERT_ROWS, INSERT_SQL, insert_params, mark_saved, new_memory
