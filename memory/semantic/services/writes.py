@@ -339,50 +339,32 @@ def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[
 
 def _create_unless_near(
     *,
-    agent: Agent,
-    data: MemoryData,
-    digest: str,
-    audience: tuple[list[int], list[str]],
-    vector: np.ndarray,
+    memory: SemanticMemory,
     text: str,
+    now: datetime,
+    stability: float,
     embedder: Embedder,
     policy: RetrievalPolicy,
-) -> WriteResult | list[NearCandidate]:
-    """A single write that is no exact duplicate, in one statement outside any transaction (its
-    implicit one makes it all or nothing): the near-duplicate lookup (``near_sql``) and, when it
-    finds nothing, the row and its access clock (``text``: ``vector``'s ``vector_text``). Returns
-    the created memory, or the near memory the lookup found (nothing written), for ``_single_write``
-    to apply the rule. One round trip for the common case (decision 0040)."""
-    now = timezone.now()
-    stability = consolidation_policy().initial_stability_hours
-    memory = new_memory(
-        agent=agent,
-        data=data,
-        index=0,
-        digest=digest,
-        audience=audience,
-        vector=vector,
-        embedder=embedder,
-        now=now,
-    )
-    created = {0: memory}
+) -> list[NearCandidate]:
+    """The unsaved ``memory`` of a single write that is no exact duplicate, in one statement outside
+    any transaction (its implicit one makes it all or nothing): the near-duplicate lookup
+    (``near_sql``) and, when it finds nothing, the row and its access clock (``text``: the vector's
+    ``vector_text``; ``insert_params``' ``now`` and ``stability``). Returns the near memories the
+    lookup found (nothing written), or none (stored). One round trip for the common case (decision
+    0040)."""
     sql = (
         f"{NEAR_OPTIONS}; {near_sql(int(embedder.dimensions))}, "
         f"ins AS ({INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({INSERT_ACCESS}) "
         f"SELECT id, similarity, content, data_subject FROM near; {NEAR_RESET}"
     )
-    params = near_params([(agent.pk, data.scope, data.data_subject)], [text], embedder, policy)
-    params += insert_params(created, texts={0: text}, now=now, stability=stability)
+    params = near_params([(memory.agent_id, memory.scope, memory.data_subject)], [text], embedder, policy)
+    params += insert_params({0: memory}, texts={0: text}, now=now, stability=stability)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         cursor.cursor.nextset()  # past the options' row
-        near = [
+        return [
             NearCandidate(pk, float(sim), content, subject) for pk, sim, content, subject in cursor.fetchall()
         ]
-    if near:
-        return near
-    mark_saved(created, agent=agent, now=now, stability=stability)
-    return WriteResult(memory, "created")
 
 
 def _single_write(
@@ -403,31 +385,6 @@ def _single_write(
     Returns the created memory, or the plan (one entry: the duplicate reinforced or the memory
     updated) for the caller's transaction. Raises ``IntegrityError`` when a concurrent write stored
     the same text first (the caller plans again)."""
-    text = vector_text(vector)
-    fast = _create_unless_near(
-        agent=agent,
-        data=data,
-        digest=digest,
-        audience=audience,
-        vector=vector,
-        text=text,
-        embedder=embedder,
-        policy=policy,
-    )
-    if isinstance(fast, WriteResult):
-        return fast
-    plan = _near_plan(
-        agent=agent,
-        items=[data],
-        exact=[None],
-        vectors={0: vector},
-        texts={0: text},
-        embedder=embedder,
-        policy=policy,
-        nearest=[fast],
-    )
-    if plan[0] is not None:
-        return plan
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
     memory = new_memory(
@@ -440,8 +397,27 @@ def _single_write(
         embedder=embedder,
         now=now,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(INSERT_SQL, insert_params({0: memory}, texts={0: text}, now=now, stability=stability))
+    text = vector_text(vector)
+    near = _create_unless_near(
+        memory=memory, text=text, now=now, stability=stability, embedder=embedder, policy=policy
+    )
+    if near:
+        plan = _near_plan(
+            agent=agent,
+            items=[data],
+            exact=[None],
+            vectors={0: vector},
+            texts={0: text},
+            embedder=embedder,
+            policy=policy,
+            nearest=[near],
+        )
+        if plan[0] is not None:
+            return plan
+        with connection.cursor() as cursor:
+            cursor.execute(
+                INSERT_SQL, insert_params({0: memory}, texts={0: text}, now=now, stability=stability)
+            )
     mark_saved({0: memory}, agent=agent, now=now, stability=stability)
     return WriteResult(memory, "created")
 
