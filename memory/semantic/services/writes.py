@@ -201,11 +201,10 @@ def memories_create(
 ) -> list[WriteResult]:
     """Store ``items`` for ``agent``, all or nothing (one transaction), or reinforce what each
     duplicates; returns one ``WriteResult`` per item, in order. The one write pipeline of semantic
-    memory: its steps, and the async path, are the module's docstring.
-
-    With ``batch`` (the caller sent an array) a domain error names its item: ``memories[<i>].<field>``.
-    Each item's ``data_subject`` is ``agents.subjects.subject_written``'s (a bound key's subject;
-    another one raises ``SubjectRefused``, 403).
+    memory: its steps, and the async path, are the module's docstring. With ``batch`` (the caller
+    sent an array) a domain error names its item: ``memories[<i>].<field>``. Each item's
+    ``data_subject`` is ``agents.subjects.subject_written``'s (a bound key's subject; another one
+    raises ``SubjectRefused``, 403).
     Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or agent,
     a malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or
     dimension; ``EmbedderUnavailable`` when the embedder is down (nothing is stored).
@@ -229,20 +228,18 @@ def memories_create(
         )
         if memory is not None:
             return [WriteResult(memory, "accepted")]
-    # A single write's text is embedded on another core while the exact-duplicate lookup waits for
-    # the database (the model and psycopg release the GIL): the lookup's round trip no longer adds
-    # to the write. Only an exact duplicate wastes that embedding (its result, or its failure, is
-    # never read); a batch is embedded after the lookup, without the duplicates.
+    # a single write's text is embedded on another core while the exact-duplicate lookup waits (the
+    # model and psycopg release the GIL); a batch is embedded after the lookup, without duplicates
     early: Future[np.ndarray] | None = None
     if write == "sync" and len(items) == 1 and 0 not in vectors:
         early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
-        planned: list[Match | None] | None = None  # the single write's near-duplicate plan, when made
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
             _embed_missing(vectors, items=items, exact=exact, embedder=embedder, early=early)
         try:
             written = vectors if write == "sync" else supplied
+            planned: list[Match | None] | None = None  # the single write's near-duplicate plan, when made
             if one_statement and exact[0] is None and 0 in written:
                 fast = _single_write(
                     agent=agent,
