@@ -211,6 +211,17 @@ def recall_vector(text: str) -> tuple[float, ...]:
     return whole if norm == 0.0 else tuple(float(x) for x in summed / norm)
 
 
+@functools.cache
+def _vector_format(dimensions: int) -> str:
+    return "[" + ",".join(["%.9g"] * dimensions) + "]"
+
+
+def vector_text(vector: np.ndarray) -> str:
+    """pgvector's text form of ``vector``. Nine significant digits give back every float32 exactly
+    (pgvector stores float4), in one C formatting call (a third of ``repr``'s time per element)."""
+    return _vector_format(len(vector)) % tuple(vector.tolist())
+
+
 def check_vector(
     vector: Sequence[float], *, model: str | None, embedder: Embedder, field: str = "embedding"
 ) -> np.ndarray:

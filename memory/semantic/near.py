@@ -4,7 +4,6 @@ write's one-statement insert (``services.writes``) also runs."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
-from memory.embeddings import Embedder
+from memory.embeddings import Embedder, vector_text
 from tenants.models import RetrievalPolicy
 
 Owner = tuple[int, str, str]
@@ -22,17 +21,6 @@ memories of one end user never reinforce, update, nor are reinforced by, another
 # no update nor duplicate is looked for below this cosine (``updates.relation`` decides above it:
 # a changed name or negation moves a sentence this far, decision 0072)
 UPDATE_FLOOR = 0.60
-
-
-@functools.cache
-def _vector_format(dimensions: int) -> str:
-    return "[" + ",".join(["%.9g"] * dimensions) + "]"
-
-
-def vector_text(vector: np.ndarray) -> str:
-    """pgvector's text form of ``vector``. Nine significant digits give back every float32 exactly
-    (pgvector stores float4), in one C formatting call (a third of ``repr``'s time per element)."""
-    return _vector_format(len(vector)) % tuple(vector.tolist())
 
 
 # The near-duplicate lookup, the SQL half of the rule (it proposes, ``dedup_plan`` decides): for each

@@ -12,6 +12,7 @@ from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Cast
@@ -23,6 +24,7 @@ from core.db.prepared import execute_prepared
 from core.errors import NotFound
 from core.fulltext import query_lexemes
 from core.tenancy import current_schema, current_tenant
+from memory.embeddings import vector_text
 from tenants.models import ConsolidationPolicy, Tenant
 
 from .models import MemoryScope, MemoryType, SemanticMemory
@@ -153,20 +155,17 @@ def live_content_ids(
     """``{(scope, data_subject, content_hash): id}`` of ``agent``'s live (not forgotten), current
     (not superseded) memories in ``scopes`` about ``subjects`` with one of ``digests``: the stored
     side of the exact-duplicate rule (one query)."""
-    # scope and subject named too, so the lookup is the live-content unique index's: without
-    # it the planner read every memory of the agent and filtered the hashes (270 rows removed by
-    # the filter for one write; a scan that grows with the agent's memories)
-    return {
-        (scope, subject, digest): pk
-        for pk, scope, subject, digest in SemanticMemory.objects.filter(
-            agent=agent,
-            forgotten_at__isnull=True,
-            superseded_at__isnull=True,
-            scope__in=scopes,
-            data_subject__in=subjects,
-            content_hash__in=digests,
-        ).values_list("pk", "scope", "data_subject", "content_hash")
-    }
+    # the live-content unique index's predicate word for word (fixed SQL: the ORM's compile cost more)
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_CONTENT_SQL, [agent.pk, list(scopes), list(subjects), list(digests)])
+        return {(scope, subject, digest): pk for pk, scope, subject, digest in cursor.fetchall()}
+
+
+_LIVE_CONTENT_SQL = (
+    f"SELECT id, scope, data_subject, content_hash FROM {SemanticMemory._meta.db_table} "
+    "WHERE agent_id = %s AND forgotten_at IS NULL AND superseded_at IS NULL AND scope = ANY(%s) "
+    "AND data_subject = ANY(%s) AND content_hash = ANY(%s)"
+)
 
 
 def agent_names(ids: Iterable[int]) -> dict[int, str]:
@@ -423,7 +422,8 @@ def _candidates_params(params: list[Any], qvec: str, idf: dict[str, float]) -> t
 
 
 def _vector_literal(vector: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    """``vector`` rounded to float4 (as pgvector stores it) in ``vector_text``'s exact text."""
+    return vector_text(np.asarray(vector, dtype=np.float32))
 
 
 def hybrid_candidates(

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from memory.embeddings import Embedder
+from memory.embeddings import Embedder, vector_text
 from tenants.models import RetrievalPolicy
 
-from ..near import UPDATE_FLOOR, NearCandidate, Owner, near_duplicates, vector_text
+from ..near import UPDATE_FLOOR, NearCandidate, Owner, near_duplicates
 from ..updates import WORDING_BAND, Relation, relation
 
 _SPACES = re.compile(r"\s+")

@@ -12,11 +12,10 @@ from django.utils import timezone
 
 from agents.models import Agent
 from core.locks import advisory_xact_lock
-from memory.embeddings import Embedder, get_embedder
+from memory.embeddings import Embedder, get_embedder, vector_text
 from tenants.models import RetrievalPolicy
 
 from ..models import SemanticMemory
-from ..near import vector_text
 from .duplicates import Match, dedup_plan
 from .reinforce import memories_reinforce
 from .supersede import Supersession, memories_supersede

@@ -27,14 +27,13 @@ the duplicate."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -49,14 +48,15 @@ from core.errors import DomainError, InvalidInput, NotFound
 from core.redis import get_redis, tenant_key
 from core.tasks import queue_later
 from core.tenancy import current_schema
-from memory.embeddings import Embedder, check_vector, get_embedder
+from memory.embeddings import Embedder, check_vector, get_embedder, vector_text
 from memory.episodic.models import Event
 from tenants.models import RetrievalPolicy
 
-from ..models import MemoryAccess, MemoryScope, MemoryType, SemanticMemory
-from ..near import NEAR_OPTIONS, NEAR_RESET, NearCandidate, near_params, near_sql, vector_text
+from ..models import MemoryScope, MemoryType, SemanticMemory
+from ..near import NEAR_OPTIONS, NEAR_RESET, NearCandidate, near_params, near_sql
 from ..selectors import consolidation_policy, live_content_ids
 from .duplicates import Match, content_hash, dedup_plan
+from .inserts import INSERT_ACCESS, INSERT_ROWS, INSERT_SQL, insert_params, mark_saved, new_memory
 from .reinforce import memories_reinforce
 from .supersede import Supersession, memories_supersede, stated_targets
 
@@ -201,11 +201,10 @@ def memories_create(
 ) -> list[WriteResult]:
     """Store ``items`` for ``agent``, all or nothing (one transaction), or reinforce what each
     duplicates; returns one ``WriteResult`` per item, in order. The one write pipeline of semantic
-    memory: its steps, and the async path, are the module's docstring.
-
-    With ``batch`` (the caller sent an array) a domain error names its item: ``memories[<i>].<field>``.
-    Each item's ``data_subject`` is ``agents.subjects.subject_written``'s (a bound key's subject;
-    another one raises ``SubjectRefused``, 403).
+    memory: its steps, and the async path, are the module's docstring. With ``batch`` (the caller
+    sent an array) a domain error names its item: ``memories[<i>].<field>``. Each item's
+    ``data_subject`` is ``agents.subjects.subject_written``'s (a bound key's subject; another one
+    raises ``SubjectRefused``, 403).
     Raises ``InvalidInput`` for blank content, out-of-range values, an unknown source event or agent,
     a malformed fact hint, and ``EmbeddingMismatch`` for a supplied vector of another model or
     dimension; ``EmbedderUnavailable`` when the embedder is down (nothing is stored).
@@ -229,22 +228,20 @@ def memories_create(
         )
         if memory is not None:
             return [WriteResult(memory, "accepted")]
-    # A single write's text is embedded on another core while the exact-duplicate lookup waits for
-    # the database (the model and psycopg release the GIL): the lookup's round trip no longer adds
-    # to the write. Only an exact duplicate wastes that embedding (its result, or its failure, is
-    # never read); a batch is embedded after the lookup, without the duplicates.
+    # a single write's text is embedded on another core while the exact-duplicate lookup waits (the
+    # model and psycopg release the GIL); a batch is embedded after the lookup, without duplicates
     early: Future[np.ndarray] | None = None
     if write == "sync" and len(items) == 1 and 0 not in vectors:
         early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
-        nearest: list[list[NearCandidate]] | None = None  # the single write's lookup, when made
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
             _embed_missing(vectors, items=items, exact=exact, embedder=embedder, early=early)
         try:
             written = vectors if write == "sync" else supplied
+            planned: list[Match | None] | None = None  # the single write's near-duplicate plan, when made
             if one_statement and exact[0] is None and 0 in written:
-                fast = _create_unless_near(
+                fast = _single_write(
                     agent=agent,
                     data=items[0],
                     digest=digests[0],
@@ -255,7 +252,7 @@ def memories_create(
                 )
                 if isinstance(fast, WriteResult):
                     return [fast]
-                nearest = [fast]
+                planned = fast
             with transaction.atomic():
                 return _write(
                     agent=agent,
@@ -267,7 +264,7 @@ def memories_create(
                     vectors=written,
                     embedder=embedder,
                     policy=policy,
-                    nearest=nearest,
+                    planned=planned,
                 )
         except IntegrityError:
             if attempt:
@@ -337,118 +334,37 @@ def _exact_matches(agent: Agent, items: Sequence[MemoryData], digests: Sequence[
     return out
 
 
-# The memories of a write and their access clocks in one statement: the rows travel as one JSON
-# document (``jsonb_to_recordset``), the vectors as pgvector text, so the statement has the same few
-# placeholders for one memory as for 500 (decision 0040).
-_INSERT_ROWS = f"""
-    INSERT INTO {SemanticMemory._meta.db_table} (id, agent_id, scope, memory_type, session_id,
-        data_subject, tags, visible_to_agents, visible_to_roles, content, content_hash, metadata,
-        importance, confidence, embedding, embedding_model, embedding_dimensions, created_at,
-        fact_hint, source_event_id)
-    SELECT r.id, %s, r.scope, r.memory_type, r.session_id, r.data_subject, r.tags,
-        r.visible_to_agents, r.visible_to_roles, r.content, r.content_hash, r.metadata,
-        r.importance, r.confidence, r.embedding::vector, %s, r.embedding_dimensions,
-        %s::timestamptz + r.i * interval '1 microsecond', r.fact_hint, r.source_event_id
-    FROM jsonb_to_recordset(%s::jsonb) AS r(id uuid, i int, scope text, memory_type text,
-        session_id text, data_subject text, tags varchar(64)[], visible_to_agents bigint[],
-        visible_to_roles varchar(100)[], content text, content_hash text, metadata jsonb,
-        importance float8, confidence float8, embedding text, embedding_dimensions int,
-        fact_hint jsonb, source_event_id bigint)
-    {{where}}
-    ORDER BY r.i
-    {{conflict}}
-    RETURNING id
-"""
-_INSERT_ACCESS = (
-    f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
-    "SELECT id, %s, 0, %s FROM ins"
-)
-_INSERT_SQL = f"WITH ins AS ({_INSERT_ROWS.format(where='', conflict='')}) {_INSERT_ACCESS}"
-
-
-def _insert_params(
-    created: dict[int, SemanticMemory], *, texts: dict[int, str], now: datetime, stability: float
-) -> list[Any]:
-    """The parameters of ``_INSERT_ROWS`` then ``_INSERT_ACCESS`` for the new memories ``created``
-    (by item index: ``created_at`` is ``now`` plus that many µs; access clocks at ``now`` with
-    ``stability`` hours)."""
-    rows = [
-        {
-            "id": str(m.pk),
-            "i": i,
-            "scope": m.scope,
-            "memory_type": m.memory_type,
-            "session_id": m.session_id,
-            "data_subject": m.data_subject,
-            "tags": m.tags,
-            "visible_to_agents": m.visible_to_agents,
-            "visible_to_roles": m.visible_to_roles,
-            "content": m.content,
-            "content_hash": m.content_hash,
-            "metadata": m.metadata,
-            "importance": m.importance,
-            "confidence": m.confidence,
-            "embedding": texts.get(i) if m.embedding is not None else None,
-            "embedding_dimensions": m.embedding_dimensions,
-            "fact_hint": m.fact_hint,
-            "source_event_id": m.source_event_id,
-        }
-        for i, m in created.items()
-    ]
-    first = next(iter(created.values()))
-    return [first.agent_id, first.embedding_model, now, json.dumps(rows), now, stability]
-
-
-def _mark_saved(created: dict[int, SemanticMemory], *, agent: Agent, now: datetime, stability: float) -> None:
-    """The instances of ``created`` become the rows ``_INSERT_SQL`` stored, with their ``access``."""
-    alias = connection.alias
-    for memory in created.values():
-        memory._state.adding = False
-        memory._state.db = alias
-        memory.agent = agent
-        memory.access = MemoryAccess(memory=memory, last_accessed_at=now, stability_hours=stability)
-        memory.access._state.adding = False
-        memory.access._state.db = alias
-
-
-def _new_memory(
-    *,
-    agent: Agent,
-    data: MemoryData,
-    index: int,
-    digest: str,
-    audience: tuple[list[int], list[str]],
-    vector: np.ndarray | None,
-    embedder: Embedder,
-    now: datetime,
-) -> SemanticMemory:
-    """The unsaved row of item ``index`` of a write."""
-    return SemanticMemory(
-        agent=agent,
-        scope=data.scope,
-        memory_type=data.memory_type,
-        session_id=data.session_id,
-        data_subject=data.data_subject,
-        tags=list(dict.fromkeys(data.tags)),
-        visible_to_agents=audience[0],
-        visible_to_roles=audience[1],
-        content=data.content,
-        content_hash=digest,
-        metadata=data.metadata,
-        importance=data.importance,
-        confidence=data.confidence,
-        embedding=vector,
-        embedding_model=embedder.name,
-        embedding_dimensions=embedder.dimensions if vector is not None else 0,
-        fact_hint=data.fact_hint,
-        source_event_id=data.source_event_id,
-        # a microsecond apart: the batch keeps its order wherever memories are read oldest first
-        # (the async worker's queue applies the near-duplicate rule in that order)
-        created_at=now + timedelta(microseconds=index),
-    )
-
-
 def _create_unless_near(
+    *,
+    memory: SemanticMemory,
+    text: str,
+    now: datetime,
+    stability: float,
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+) -> list[NearCandidate]:
+    """The unsaved ``memory`` of a single write that is no exact duplicate, in one statement outside
+    any transaction (its implicit one makes it all or nothing): the near-duplicate lookup
+    (``near_sql``) and, when it finds nothing, the row and its access clock (``text``: the vector's
+    ``vector_text``; ``insert_params``' ``now`` and ``stability``). Returns the near memories the
+    lookup found (nothing written), or none (stored). One round trip for the common case (decision
+    0040)."""
+    sql = (
+        f"{NEAR_OPTIONS}; {near_sql(int(embedder.dimensions))}, "
+        f"ins AS ({INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({INSERT_ACCESS}) "
+        f"SELECT id, similarity, content, data_subject FROM near; {NEAR_RESET}"
+    )
+    params = near_params([(memory.agent_id, memory.scope, memory.data_subject)], [text], embedder, policy)
+    params += insert_params({0: memory}, texts={0: text}, now=now, stability=stability)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        cursor.cursor.nextset()  # past the options' row
+        return [
+            NearCandidate(pk, float(sim), content, subject) for pk, sim, content, subject in cursor.fetchall()
+        ]
+
+
+def _single_write(
     *,
     agent: Agent,
     data: MemoryData,
@@ -457,16 +373,18 @@ def _create_unless_near(
     vector: np.ndarray,
     embedder: Embedder,
     policy: RetrievalPolicy,
-) -> WriteResult | list[NearCandidate]:
-    """A single write that is no exact duplicate, in one statement outside any transaction (its
-    implicit one makes it all or nothing): the near-duplicate lookup (``near_sql``) and, when it
-    finds nothing, the row and its access clock. Returns the created memory, or the near memory
-    the lookup found (nothing written): the caller's transaction then applies the rule
-    (``dedup_plan``, given that lookup), which reinforces it, updates it or stores the write beside
-    it. One round trip for the common case (decision 0040)."""
+) -> WriteResult | list[Match | None]:
+    """A single write that is no exact duplicate, outside any transaction: ``_create_unless_near``,
+    and when it finds near memories, the rule's plan (``dedup_plan``, given that lookup). A write the
+    rule stores beside them (neither a duplicate nor an update) is inserted by one statement, whose
+    implicit transaction makes it all or nothing, as the lookup's is: nothing else changes, so no
+    transaction of its own (a ``BEGIN`` and a ``COMMIT``: two more round trips, decision 0110).
+    Returns the created memory, or the plan (one entry: the duplicate reinforced or the memory
+    updated) for the caller's transaction. Raises ``IntegrityError`` when a concurrent write stored
+    the same text first (the caller plans again)."""
     now = timezone.now()
     stability = consolidation_policy().initial_stability_hours
-    memory = _new_memory(
+    memory = new_memory(
         agent=agent,
         data=data,
         index=0,
@@ -477,24 +395,57 @@ def _create_unless_near(
         now=now,
     )
     text = vector_text(vector)
-    created = {0: memory}
-    sql = (
-        f"{NEAR_OPTIONS}; {near_sql(int(embedder.dimensions))}, "
-        f"ins AS ({_INSERT_ROWS.format(where='WHERE NOT EXISTS (SELECT FROM near)', conflict='')}), acc AS ({_INSERT_ACCESS}) "
-        f"SELECT id, similarity, content, data_subject FROM near; {NEAR_RESET}"
+    near = _create_unless_near(
+        memory=memory, text=text, now=now, stability=stability, embedder=embedder, policy=policy
     )
-    params = near_params([(agent.pk, data.scope, data.data_subject)], [text], embedder, policy)
-    params += _insert_params(created, texts={0: text}, now=now, stability=stability)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        cursor.cursor.nextset()  # past the options' row
-        near = [
-            NearCandidate(pk, float(sim), content, subject) for pk, sim, content, subject in cursor.fetchall()
-        ]
     if near:
-        return near
-    _mark_saved(created, agent=agent, now=now, stability=stability)
+        plan = _near_plan(
+            agent=agent,
+            items=[data],
+            exact=[None],
+            vectors={0: vector},
+            texts={0: text},
+            embedder=embedder,
+            policy=policy,
+            nearest=[near],
+        )
+        if plan[0] is not None:
+            return plan
+        with connection.cursor() as cursor:
+            cursor.execute(
+                INSERT_SQL, insert_params({0: memory}, texts={0: text}, now=now, stability=stability)
+            )
+    mark_saved({0: memory}, agent=agent, now=now, stability=stability)
     return WriteResult(memory, "created")
+
+
+def _near_plan(
+    *,
+    agent: Agent,
+    items: Sequence[MemoryData],
+    exact: Sequence[Match | None],
+    vectors: dict[int, np.ndarray],
+    texts: dict[int, str],
+    embedder: Embedder,
+    policy: RetrievalPolicy,
+    stated: dict[int, SemanticMemory] | None = None,
+    nearest: list[list[NearCandidate]] | None = None,
+) -> list[Match | None]:
+    """Step 2 of ``memories_create``: ``dedup_plan`` over the items that are no exact duplicate and
+    state no update (``stated``), ``nearest`` the single write's lookup when made."""
+    n = len(items)
+    stated = stated or {}
+    return dedup_plan(
+        owners=[(agent.pk, d.scope, d.data_subject) for d in items],
+        vectors=[vectors.get(i) for i in range(n)],
+        contents=[d.content for d in items],
+        embedder=embedder,
+        policy=policy,
+        # an update the caller states is stored as said (unless it repeats a memory word for word)
+        skip=[exact[i] is not None or i in stated for i in range(n)],
+        texts=[texts.get(i) for i in range(n)],
+        nearest=nearest,
+    )
 
 
 def _pending_accept(
@@ -507,7 +458,7 @@ def _pending_accept(
     and None is returned for the pipeline to reinforce that memory. Queues the worker's drain on
     commit."""
     now = timezone.now()
-    memory = _new_memory(
+    memory = new_memory(
         agent=agent,
         data=data,
         index=0,
@@ -520,15 +471,15 @@ def _pending_accept(
     stability = consolidation_policy().initial_stability_hours
     created = {0: memory}
     # the live-content unique constraint stops an exact duplicate's row, and so its access row
-    unless_duplicate = _INSERT_ROWS.format(where="", conflict="ON CONFLICT DO NOTHING")
+    unless_duplicate = INSERT_ROWS.format(where="", conflict="ON CONFLICT DO NOTHING")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH ins AS ({unless_duplicate}) {_INSERT_ACCESS} RETURNING memory_id",
-            _insert_params(created, texts={}, now=now, stability=stability),
+            f"WITH ins AS ({unless_duplicate}) {INSERT_ACCESS} RETURNING memory_id",
+            insert_params(created, texts={}, now=now, stability=stability),
         )
         if cursor.fetchone() is None:
             return None
-    _mark_saved(created, agent=agent, now=now, stability=stability)
+    mark_saved(created, agent=agent, now=now, stability=stability)
     transaction.on_commit(embed_schedule, robust=True)
     return memory
 
@@ -544,26 +495,25 @@ def _write(
     vectors: dict[int, np.ndarray],
     embedder: Embedder,
     policy: RetrievalPolicy,
-    nearest: list[list[NearCandidate]] | None = None,
+    planned: list[Match | None] | None = None,
 ) -> list[WriteResult]:
     """Steps 2 and 3 of ``memories_create`` inside its transaction, and the updates: the memories
-    the items state they supersede (locked first) and those ``dedup_plan`` finds (``nearest``:
-    the single write's lookup, made already)."""
+    the items state they supersede (locked first) and those ``dedup_plan`` finds (``planned``: the
+    single write's plan, made already by ``_single_write``)."""
     n = len(items)
     stated = stated_targets(
         agent=agent, wanted=[(d.supersedes, d.data_subject, d.scope) for d in items], prefixes=prefixes
     )
     texts = {i: vector_text(v) for i, v in vectors.items()}  # formatted once: lookup and insert
-    near = dedup_plan(
-        owners=[(agent.pk, d.scope, d.data_subject) for d in items],
-        vectors=[vectors.get(i) for i in range(n)],
-        contents=[d.content for d in items],
+    near = planned or _near_plan(
+        agent=agent,
+        items=items,
+        exact=exact,
+        vectors=vectors,
+        texts=texts,
         embedder=embedder,
         policy=policy,
-        # an update the caller states is stored as said (unless it repeats a memory word for word)
-        skip=[exact[i] is not None or i in stated for i in range(n)],
-        texts=[texts.get(i) for i in range(n)],
-        nearest=nearest,
+        stated=stated,
     )
     updates = {i: m for i, m in enumerate(near) if m is not None and m.outcome == "update"}
     plan = [exact[i] or (None if i in updates else near[i]) for i in range(n)]
@@ -572,7 +522,7 @@ def _write(
     created: dict[int, SemanticMemory] = {}
     for i, data in enumerate(items):
         if plan[i] is None:
-            created[i] = _new_memory(
+            created[i] = new_memory(
                 agent=agent,
                 data=data,
                 index=i,
@@ -584,8 +534,8 @@ def _write(
             )
     if created:
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT_SQL, _insert_params(created, texts=texts, now=now, stability=stability))
-        _mark_saved(created, agent=agent, now=now, stability=stability)
+            cursor.execute(INSERT_SQL, insert_params(created, texts=texts, now=now, stability=stability))
+        mark_saved(created, agent=agent, now=now, stability=stability)
         if any(m.embedding is None for m in created.values()):
             transaction.on_commit(embed_schedule, robust=True)
     return _results(

@@ -75,3 +75,30 @@ def test_a_near_duplicate_outside_a_transaction_reinforces_and_adds_no_row(scrat
             policy=policy,
         )
         assert other_scope.outcome == "created" and SemanticMemory.objects.count() == 2
+
+
+def test_a_write_stored_beside_a_near_memory_takes_no_transaction(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
+    """A near memory that says something else (cosine 0.69, above the update rule's floor): the
+    rule stores the write beside it, in one statement after the lookup, with no BEGIN / COMMIT."""
+    with tenant_context(scratch_tenant):
+        agent = agent_create(by=None, name="solo")
+        policy = scratch_tenant.retrieval_policy
+        first = memory_create(
+            agent=agent, data=MemoryData(content="Maria prefers window seats on long flights."), policy=policy
+        )
+        with CaptureQueriesContext(connection) as queries:
+            beside = memory_create(
+                agent=agent,
+                data=MemoryData(content="Maria prefers aisle seats on short trains."),
+                policy=policy,
+            )
+        sqls = [q["sql"][:80] for q in queries.captured_queries]
+        # the exact-duplicate lookup, the near lookup (finding the first), the insert
+        assert len(sqls) == 3, sqls
+        assert beside.outcome == "created" and beside.supersedes is None
+        assert beside.memory.pk != first.memory.pk
+        stored = SemanticMemory.objects.get(pk=beside.memory.pk)
+        assert stored.created_at == beside.memory.created_at and stored.superseded_at is None
+        assert MemoryAccess.objects.get(memory_id=stored.pk).access_count == 0
+        assert LexicalPosting.objects.filter(memory_id=stored.pk, lexeme="aisl").exists()
+        assert SemanticMemory.objects.get(pk=first.memory.pk).superseded_at is None
