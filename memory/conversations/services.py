@@ -32,6 +32,7 @@ from tenants.models import RetrievalPolicy
 
 from .extraction import EXTRACTION_PROMPT, AnswerRefused, Extracted, answer_read, prompt_user
 from .models import ExtractionJob, JobStatus
+from .selectors import session_turns_last
 
 TURN_ROLES = frozenset({EventRole.USER, EventRole.ASSISTANT})
 """The roles whose messages become memories without a language model (system prompts and tool
@@ -75,6 +76,62 @@ def turn_content(message: Message) -> str:
     (``"Caroline (1:56 pm on 8 May, 2023): <text>"``). The speaker says whose fact it is and the
     time anchors relative ones ("yesterday"): both are words later questions ask with."""
     return f"{message.name or message.role} ({spoken_time(message.occurred_at)}): {message.content}"
+
+
+CONTEXT_TURNS = 1
+"""How many turns of its session before a turn its context text holds (``turn_context_texts``)."""
+
+
+def turn_context_texts(turns: Sequence[Message], *, before: Sequence[Message] = ()) -> list[str]:
+    """The context text of each of ``turns`` (one session's, in order): the ``CONTEXT_TURNS`` turns
+    before it in its session (``before``: the session's last turns already stored, oldest first,
+    then the earlier ``turns``), one ``"<name>: <content>"`` line each, then the turn's memory
+    (``turn_content``); a session's first turn has only its memory."""
+    spoken = [*before, *turns]
+    offset = len(before)
+    texts = []
+    for i, turn in enumerate(turns):
+        earlier = spoken[max(0, offset + i - CONTEXT_TURNS) : offset + i]
+        lines = [f"{m.name or m.role}: {m.content}" for m in earlier]
+        texts.append("\n".join([*lines, turn_content(turn)]))
+    return texts
+
+
+def turn_vectors(
+    turns: Sequence[Message], *, embedder: Embedder, before: Sequence[Message] = ()
+) -> np.ndarray:
+    """The vectors of ``turns``' memories, shape ``(len(turns), embedder.dimensions)``, unit rows:
+    the normalised sum of the embedding of the turn's memory (``turn_content``) and of its context
+    text (``turn_context_texts``), an equal say. A reply ("Yes! Took it last week") names its topic
+    only with the turn it answers, so its vector carries that turn; the turn's own embedding keeps
+    its own say (the context alone drowned turns that state their topic). The memory's text, and so
+    its words, stay the turn's own. One model call over the distinct texts (a session's first turn
+    is embedded once). The one rule of a conversation turn's vector."""
+    if not turns:
+        return np.empty((0, embedder.dimensions), dtype=np.float32)
+    own = [turn_content(m) for m in turns]
+    context = turn_context_texts(turns, before=before)
+    distinct = list(dict.fromkeys([*own, *context]))
+    row = {text: i for i, text in enumerate(distinct)}
+    embedded = embedder.embed(distinct)
+    summed = embedded[[row[t] for t in own]] + embedded[[row[t] for t in context]]
+    norms = np.linalg.norm(summed, axis=1, keepdims=True)
+    return (summed / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+def _session_before(*, agent: Agent, session_id: str, data_subject: str) -> list[Message]:
+    """The last ``CONTEXT_TURNS`` turns ``agent`` logged in ``session_id`` about ``data_subject``,
+    oldest first (``session_turns_last``), as messages."""
+    return [
+        Message(role=role, content=content, occurred_at=timezone.now(), name=name)
+        for role, name, content in session_turns_last(
+            agent=agent,
+            session_id=session_id,
+            data_subject=data_subject,
+            turn_roles=TURN_ROLES,
+            limit=CONTEXT_TURNS,
+        )
+    ]
 
 
 def _mode(extraction: Extraction) -> Literal["turns", "llm"]:
@@ -132,10 +189,12 @@ def _turn_memories(
     scope: str,
     tags: Sequence[str],
     embedder: Embedder,
+    before: Sequence[Message] = (),
 ) -> list[MemoryData]:
-    """The memory of each turn (``turn_content``), its vector computed here (one model call)."""
+    """The memory of each turn (``turn_content``), its vector computed here (``turn_vectors``;
+    ``before``: the session's turns already stored; one model call)."""
     contents = [turn_content(m) for m in turns]
-    vectors = embedder.embed(contents) if contents else np.empty((0, embedder.dimensions))
+    vectors = turn_vectors(turns, embedder=embedder, before=before)
     return [
         MemoryData(
             content=content,
@@ -175,8 +234,10 @@ def messages_add(
     ``turns`` (the default without a chat endpoint): each user and assistant message becomes an
     ``observation`` memory (``turn_content``; ``scope``, ``tags``, the session and subject) through
     the write pipeline (``memories_create``: duplicates reinforce, near ones that say something else
-    are kept apart); its event's payload names the memory (``memory_id``, ``memory_outcome``). The
-    texts are embedded before the transaction, so the chain head is locked only for the writes.
+    are kept apart); its event's payload names the memory (``memory_id``, ``memory_outcome``). Each
+    turn's vector also carries the turn before it in the session (``turn_vectors``; the last one
+    stored is read first). The texts are embedded before the transaction, so the chain
+    head is locked only for the writes.
     ``llm`` (``auto`` with a chat endpoint configured): the events and a queued ``ExtractionJob``
     are stored, and the worker extracts the memories (``extraction_run``).
 
@@ -203,6 +264,7 @@ def messages_add(
         scope=scope,
         tags=tags,
         embedder=embedder,
+        before=_session_before(agent=agent, session_id=session_id, data_subject=data_subject),
     )
     with transaction.atomic():
         results = (

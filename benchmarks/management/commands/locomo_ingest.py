@@ -4,7 +4,8 @@ Every LoCoMo session is one call of the conversation operation's service
 (``memory.conversations.services.messages_add``, what ``POST /api/v1/sessions/{id}/messages``
 runs, without a language model): session ``"<sample_id>:<session_key>"``, each turn a ``user``
 message named by its speaker at the session's date and time, shared memories tagged
-``<sample_id>``. Each turn becomes one semantic memory (``"Caroline (1:56 pm on 8 May, 2023): ..."``)
+``<sample_id>``. Each turn becomes one semantic memory (``"Caroline (1:56 pm on 8 May, 2023): ..."``,
+its vector carrying the turn before it: ``memory.conversations.services.turn_vectors``)
 and one episodic ``message`` event whose payload records ``sample_id``, ``dia_id`` and the id of the
 memory the write returned. When a write is merged into an existing memory (exact or near duplicate,
 the product's dedupe) that id is the merged memory's, so ``locomo_eval`` can credit it with every
