@@ -59,6 +59,7 @@ QUICK: dict[str, list[str]] = {
     "search_latency": "--sizes 200 --queries 10 --warmup 2 --jobs 1 --workers 1 --server uvicorn".split(),
     "skill_match": "--skills 50 --queries 10".split(),
     "tenant_backup": "--memories 500 --events 50".split(),
+    "tenant_move": "--memories 500 --events 50".split(),
     "tenant_roles": "--statements 200 --blocks 2 --requests 20 --tenants 2".split(),
     "updates": "--limit 3".split(),
     "writes_ab": "facts --base {root} --rounds 2 --warmup 0".split(),

@@ -45,8 +45,8 @@ FROM generate_series(1, %(n)s) g
 """
 
 
-def fill(memories: int, events: int) -> object:
-    """The tenant with its data (see the module docstring); returns it."""
+def fill(memories: int, events: int, slug: str = "bench_backup") -> object:
+    """The tenant ``slug`` (made again) with its data (see the module docstring); returns it."""
     from django.db import connection
     from django.utils import timezone
     from django_tenants.utils import tenant_context
@@ -58,7 +58,7 @@ def fill(memories: int, events: int) -> object:
     from memory.episodic.services import EventData, events_append
     from memory.working.services import blackboard_write
 
-    tenant = fresh_tenant("bench_backup")
+    tenant = fresh_tenant(slug)
     with tenant_context(tenant):
         agent = agent_create(by=None, name="support")
         with maintenance(), connection.cursor() as cursor:

@@ -13,6 +13,9 @@ from urllib.parse import quote
 from devstack import VAR_DIR
 
 POSTGRES_VERSION = 16
+#: what a tenant's move by logical replication needs of the servers (decision 0103): the source's
+#: WAL carries row changes; a slot and a sender per move and per table being synced at once
+REPLICATION_SETTINGS = (("wal_level", "logical"), ("max_replication_slots", "20"), ("max_wal_senders", "20"))
 
 
 def shared_buffers_mb(total_bytes: int) -> int:
@@ -92,7 +95,11 @@ class EmbeddedPostgres:
         (docs/guides/operators/postgresql.md): membership of the maintenance role (SET, not INHERIT), which may create roles
         (the tenants'), schemas in the database and tables in ``public``; pgvector installed in the
         database and in ``template1``. Plus ``CREATEDB``, for the test runner's database per run
-        (created from ``template1``, so with pgvector, and owned by ``user``)."""
+        (created from ``template1``, so with pgvector, and owned by ``user``). And what a tenant's
+        move needs (decision 0103): ``REPLICATION`` for the maintenance role (it makes the move's
+        replication login and slot on the source); ``pg_create_subscription`` and ``CREATE`` on the
+        database for ``user`` (it owns the move's subscription on the target: PostgreSQL 16 runs a
+        subscription's workers as its owner, which must be a login)."""
         maint = os.environ.get("ENGRAM_DB_MAINTENANCE_ROLE") or "engram_maint"
         for name in (user, maint):
             if not name.replace("_", "").isalnum():
@@ -106,12 +113,15 @@ class EmbeddedPostgres:
             WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{maint}') \\gexec
             SET client_min_messages = warning;
             GRANT "{maint}" TO "{user}" WITH INHERIT FALSE, SET TRUE;
+            ALTER ROLE "{maint}" REPLICATION;
+            GRANT pg_create_subscription TO "{user}";
             \\c template1
             CREATE EXTENSION IF NOT EXISTS vector;
             \\c "{self.database}"
             CREATE EXTENSION IF NOT EXISTS vector;
             GRANT CREATE ON DATABASE "{self.database}" TO "{maint}";
             GRANT CREATE ON SCHEMA public TO "{maint}";
+            GRANT CREATE ON DATABASE "{self.database}" TO "{user}";
             """
         )
 
@@ -140,19 +150,29 @@ class EmbeddedPostgres:
         return True
 
     def _tune(self) -> None:
-        """Give the server memory to match the data: ``shared_buffers`` of ``shared_buffers_mb``
-        (PostgreSQL's default of 128 MB is smaller than the HNSW index of 100k memories, and pages
-        read from the OS cache instead cost ~5 µs each). Written once, to ``engram.conf`` in the
-        data folder, read from the next start: a data folder made before keeps what it has."""
+        """Settings the server needs, in ``engram.conf`` in the data folder (included from
+        ``postgresql.conf``), read from the next start:
+
+        - ``shared_buffers`` of ``shared_buffers_mb`` (PostgreSQL's default of 128 MB is smaller
+          than the HNSW index of 100k memories, and pages read from the OS cache instead cost ~5 µs
+          each); written once: a data folder made before keeps what it has;
+        - ``wal_level = logical`` (a tenant's move copies its schema by logical replication while
+          the tenant keeps working, decision 0103), with room for the move's replication slots and
+          senders; added to a data folder made before (a running server takes it at its restart)."""
         import psutil
 
         conf, extra = self.data_dir / "postgresql.conf", self.data_dir / "engram.conf"
-        if extra.exists() or not conf.exists():
+        if not conf.exists():
             return
-        buffers_mb = shared_buffers_mb(psutil.virtual_memory().total)
-        extra.write_text(f"# written by devstack/postgres.py\nshared_buffers = {buffers_mb}MB\n")
-        with conf.open("a") as handle:
-            handle.write("\ninclude_if_exists = 'engram.conf'\n")
+        if not extra.exists():
+            buffers_mb = shared_buffers_mb(psutil.virtual_memory().total)
+            extra.write_text(f"# written by devstack/postgres.py\nshared_buffers = {buffers_mb}MB\n")
+            with conf.open("a") as handle:
+                handle.write("\ninclude_if_exists = 'engram.conf'\n")
+        text = extra.read_text()
+        missing = [f"{name} = {value}\n" for name, value in REPLICATION_SETTINGS if f"\n{name} =" not in text]
+        if missing:
+            extra.write_text(text + "".join(missing))
         stat = conf.stat()
         os.chown(extra, stat.st_uid, stat.st_gid)
 

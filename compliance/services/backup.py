@@ -140,9 +140,10 @@ def _run(command: list[str], env: dict[str, str]) -> None:
         )
 
 
-def schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
+def schema_dump(schema: str, path: Path, *, server: str = "default", schema_only: bool = False) -> None:
     """``pg_dump`` of ``schema`` on ``server`` into ``path`` (custom format, no owners or
-    privileges: they name the source's roles). Raises ``RuntimeError`` with its message."""
+    privileges: they name the source's roles; with ``schema_only``, its objects without their
+    rows). Raises ``RuntimeError`` with its message."""
     dbname, env = _libpq_args(server)
     _run(
         [
@@ -152,6 +153,7 @@ def schema_dump(schema: str, path: Path, *, server: str = "default") -> None:
             f"--schema={quote_ident(schema)}",
             "--no-owner",
             "--no-privileges",
+            *(["--schema-only"] if schema_only else []),
             f"--file={path}",
         ],
         env,

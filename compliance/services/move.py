@@ -1,17 +1,25 @@
-"""Move a tenant's schema to another PostgreSQL server and switch it there (decisions 0071, 0090).
+"""Move a tenant's schema to another PostgreSQL server and switch it there (decisions 0071, 0090,
+0103).
 
-The copy is a ``pg_dump`` of the schema restored on the target (``compliance.services.backup``).
-What makes it safe is the tenant's unit lock (``core.locks.unit_lock_sql``): every unit of work of
-the tenant (a request, a task, a command) holds it shared on the tenant's server from its first
-statement to its end (``core.db.base``), and the move holds it exclusively from before the dump
-to after the old schema is dropped. So no write reaches the old server after the dump begins:
+The copy is made by logical replication while the tenant keeps working
+(``compliance.services.replication``); the tenant is paused only to let the target catch up, set
+its sequences, verify its trail and switch: a pause that does not grow with the tenant's rows.
+What makes the switch safe is the tenant's unit lock (``core.locks.unit_lock_sql``): every unit of
+work of the tenant (a request, a task, a command) holds it shared on the tenant's server from its
+first statement to its end (``core.db.base``), and the move holds it exclusively from the pause
+to after the old schema is dropped. So no write reaches the old server after the target caught up:
 units in flight finish first (the move waits for them, up to ``wait_seconds``, then gives up,
 never the work), and units that start later are refused (503 with ``Retry-After``; tasks are
 tried again) until the tenant's row names the new server.
+
+``locked_copy`` asks for the copy without replication (a source without ``wal_level = logical``):
+a ``pg_dump`` of the schema restored on the target inside the pause, which then lasts as long as
+the copy (minutes for 100k memories).
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from collections.abc import Iterator
@@ -34,16 +42,35 @@ from tenants.services import tenant_move_mark
 
 from .backup import OPERATIONS_SESSION, SCHEMA_DUMP, schema_drop, schema_dump, schema_load, shared_login
 from .records import job_record
+from .replication import (
+    Link,
+    caught_up_wait,
+    indexes_build,
+    indexes_defer,
+    link_for,
+    publish,
+    replication_check,
+    sequences_copy,
+    subscribe,
+    synced_wait,
+    unlink,
+)
 
 #: seconds a move waits for the tenant's units in flight before it gives up (the default)
 WAIT_SECONDS = 60.0
+#: seconds a move waits for the target to copy the tenant's rows (the default)
+SYNC_SECONDS = 6 * 3600.0
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class MoveResult:
     """What ``tenant_move`` did: the servers (aliases); the seconds the tenant was paused (from
-    its row marked moving to its switch), of which it waited for units in flight and copied; the
-    events verified on the target."""
+    its row marked moving to its switch), of which it waited for units in flight; the seconds
+    of the copy (before the pause by replication, inside it with ``locked_copy``); the events
+    verified on the target; the seconds of the whole move (until the old schema was dropped);
+    whether the copy was ``"replication"`` or ``"locked-copy"``."""
 
     source: str
     target: str
@@ -51,6 +78,8 @@ class MoveResult:
     wait_seconds: float
     copy_seconds: float
     events_checked: int
+    total_seconds: float = 0.0
+    method: str = "replication"
 
 
 def _cluster(server: str) -> tuple[object, object]:
@@ -79,28 +108,6 @@ def unit_lock_exclusive(*, server: str, schema: str, wait_seconds: float) -> Ite
         yield
 
 
-def _copy(tenant: Tenant, *, source: str, to: str) -> tuple[float, int]:
-    """Copy ``tenant``'s schema from ``source`` to ``to``, make its role there and verify its trail
-    on ``to`` (the copy is dropped and ``Conflict`` raised when it does not verify). Returns the
-    seconds the copy took and the events verified."""
-    schema, started = tenant.schema_name, time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="engram-move-") as work:
-        dump = Path(work) / SCHEMA_DUMP
-        schema_dump(schema, dump, server=source)
-        schema_load(dump, server=to)
-    with on_server(to):
-        tenant_role_ensure(schema)
-    copy_seconds = time.perf_counter() - started
-    tenant.database = to  # this process's units of the tenant now reach the copy
-    with tenant_context(tenant):
-        report = trail_verify()
-    if not report.ok:
-        with on_server(to):
-            schema_drop(schema)
-        raise Conflict(f"the copy of {schema!r} on {to!r} does not verify; the tenant stays on {source!r}")
-    return copy_seconds, report.chain.checked
-
-
 def _check(tenant: Tenant, to: str) -> None:
     if not logins_enabled():
         raise InvalidInput(
@@ -115,50 +122,130 @@ def _check(tenant: Tenant, to: str) -> None:
             raise Conflict(f"schema {tenant.schema_name!r} exists on {to!r} already")
 
 
+def _target_schema(tenant: Tenant, *, source: str, to: str, schema_only: bool) -> float:
+    """Load ``tenant``'s schema from ``source`` onto ``to`` (its objects, and its rows unless
+    ``schema_only``) and make its role there; returns the seconds it took."""
+    schema, started = tenant.schema_name, time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="engram-move-") as work:
+        dump = Path(work) / SCHEMA_DUMP
+        schema_dump(schema, dump, server=source, schema_only=schema_only)
+        schema_load(dump, server=to)
+    with on_server(to):
+        tenant_role_ensure(schema)
+    return time.perf_counter() - started
+
+
+def _copy_live(tenant: Tenant, link: Link, *, sync_seconds: float) -> float:
+    """Make the schema on the target and copy its rows there by replication while the tenant
+    works (the indexes that need not exist meanwhile are built after the rows are in); returns
+    the seconds until the target had caught up once (from then on changes stream)."""
+    started = time.perf_counter()
+    _target_schema(tenant, source=link.source, to=link.target, schema_only=True)
+    deferred = indexes_defer(link)
+    tables = publish(link)
+    subscribe(link)
+    synced_wait(link, tables=len(tables), timeout=sync_seconds)
+    indexes_build(link, deferred)
+    caught_up_wait(link, timeout=sync_seconds)  # what the tenant wrote meanwhile: not in the pause
+    return time.perf_counter() - started
+
+
+def _verified(tenant: Tenant, *, source: str, to: str) -> int:
+    """Verify the trail of the copy on ``to``; the events checked. Raises ``Conflict`` when it
+    does not verify."""
+    tenant.database = to  # this process's units of the tenant now reach the copy
+    with tenant_context(tenant):
+        report = trail_verify()
+    if not report.ok:
+        raise Conflict(
+            f"the copy of {tenant.schema_name!r} on {to!r} does not verify; the tenant stays on {source!r}"
+        )
+    return report.chain.checked
+
+
+def _abandon(tenant: Tenant, link: Link | None, *, source: str, to: str) -> None:
+    """Leave the tenant where it was: unpaused on ``source``, the move's replication and copy
+    removed (a failure to remove them is logged: the cause of the abandon is what is raised)."""
+    _unpause(tenant, source)
+    try:
+        if link is not None:
+            unlink(link)
+        with on_server(to):
+            if schema_exists(tenant.schema_name):  # the role too, unless the servers share it
+                schema_drop(tenant.schema_name, role=_cluster(source) != _cluster(to))
+    except Exception:
+        logger.exception("the abandoned move of %s left objects on %s or %s", tenant.schema_name, source, to)
+
+
 def tenant_move(
-    *, tenant: Tenant, to: str, wait_seconds: float = WAIT_SECONDS, tail_seconds: float | None = None
+    *,
+    tenant: Tenant,
+    to: str,
+    wait_seconds: float = WAIT_SECONDS,
+    tail_seconds: float | None = None,
+    locked_copy: bool = False,
+    sync_seconds: float = SYNC_SECONDS,
 ) -> MoveResult:
     """Move ``tenant``'s schema to the server ``to`` (an alias of ``ENGRAM["DB_SERVERS"]``, or
     ``"default"``) and switch its row there. Every process must run with tenant logins (the unit
     lock is taken on a tenant's login connections); this one must too.
 
-    1. Pause: ``Tenant.moving`` makes the tenant's requests answer 503 (``core.errors.TenantMoving``)
-       and its tasks wait, in processes that read the row.
-    2. Take the tenant's unit lock exclusively on its server (``unit_lock_exclusive``): wait for
-       its units in flight (up to ``wait_seconds``, then ``Conflict``: the tenant is unpaused
-       where it was, the work goes on); from then on a unit's first statement there is refused,
-       whatever the process read.
-    3. Copy the schema and make the role on ``to``; verify the copy's trail there (on failure the
-       copy is dropped, the tenant unpaused where it was, ``Conflict`` raised).
+    1. Copy while the tenant works (``_copy_live``: its schema, a publication and a subscription;
+       up to ``sync_seconds``). Skipped with ``locked_copy``.
+    2. Pause: ``Tenant.moving`` makes the tenant's requests answer 503 (``core.errors.TenantMoving``)
+       and its tasks wait; take the unit lock exclusively on its server: wait for its units in
+       flight (up to ``wait_seconds``, then ``Conflict``), from then on a unit's first statement
+       there is refused, whatever the process read.
+    3. Catch up: wait (up to ``wait_seconds``) until the target applied all the source committed,
+       copy the sequences, remove the replication (with ``locked_copy``: the dump and restore);
+       verify the copy's trail on ``to``.
     4. Switch: ``database`` = ``to``, ``moving`` off, in one update (the pause ends).
     5. Keep the lock ``tail_seconds`` (default: the processes' tenant cache, plus one) so that a
        process still routing the tenant to the old server is refused, not served from it; then
        drop the schema (and the role, on another cluster) there; record the move in the trail.
 
-    Other tenants are not touched. Redis and Neo4j are shared by the servers (keys and nodes name
-    the tenant): nothing to copy. Raises ``InvalidInput`` for the tenant's own server, an unknown
-    alias or tenant logins off, ``Conflict`` when the schema exists on ``to`` already."""
-    source, schema = tenant.database, tenant.schema_name
+    A failure before the switch leaves the tenant where it was, unpaused, with the copy and the
+    replication removed. Other tenants are not touched. Redis and Neo4j are shared by the servers
+    (keys and nodes name the tenant): nothing to copy. Raises ``InvalidInput`` for the tenant's own
+    server, an unknown alias, tenant logins off, or servers not set up for replication (naming the
+    setting); ``Conflict`` when the schema exists on ``to`` already, a table has no replica
+    identity, work in flight outlasts the wait or the copy does not verify; ``RuntimeError`` when
+    the copy fails or the target does not catch up."""
+    source, schema, started = tenant.database, tenant.schema_name, time.perf_counter()
     _check(tenant, to)
-    tenant_move_mark(tenant=tenant, moving=True)
-    paused = time.perf_counter()
+    link = None if locked_copy else link_for(schema=schema, source=source, target=to)
+    if link is not None:
+        replication_check(link)
+        unlink(link)  # what a move that died left
     with ExitStack() as held:
         try:
+            copy_seconds = _copy_live(tenant, link, sync_seconds=sync_seconds) if link else 0.0
+            tenant_move_mark(tenant=tenant, moving=True)
+            paused = time.perf_counter()
             held.enter_context(unit_lock_exclusive(server=source, schema=schema, wait_seconds=wait_seconds))
-        except BaseException:
-            _unpause(tenant, source)
-            raise
-        waited = time.perf_counter() - paused
-        try:
-            copy_seconds, checked = _copy(tenant, source=source, to=to)
+            waited = time.perf_counter() - paused
+            if link is not None:
+                caught_up_wait(link, timeout=wait_seconds)
+                sequences_copy(link)
+                unlink(link)
+            else:
+                copy_seconds = _target_schema(tenant, source=source, to=to, schema_only=False)
+            checked = _verified(tenant, source=source, to=to)
             tenant_move_mark(tenant=tenant, moving=False, database=to)
         except BaseException:
-            _unpause(tenant, source)
+            _abandon(tenant, link, source=source, to=to)
             raise
         pause = time.perf_counter() - paused
         time.sleep(TENANT_CACHE_SECONDS + 1.0 if tail_seconds is None else tail_seconds)
         with on_server(source):
             schema_drop(schema, role=_cluster(source) != _cluster(to))
+    method = "locked-copy" if locked_copy else "replication"
+    _record(tenant, source=source, to=to, pause=pause, waited=waited, method=method)
+    total = time.perf_counter() - started
+    return MoveResult(source, to, pause, waited, copy_seconds, checked, total, method)
+
+
+def _record(tenant: Tenant, *, source: str, to: str, pause: float, waited: float, method: str) -> None:
     with tenant_context(tenant):
         job_record(
             job="tenant_move",
@@ -167,12 +254,12 @@ def tenant_move(
             payload={
                 "from": source,
                 "to": to,
+                "method": method,
                 "pause_seconds": round(pause, 3),
                 "waited_seconds": round(waited, 3),
             },
             session_id=OPERATIONS_SESSION,
         )
-    return MoveResult(source, to, pause, waited, copy_seconds, checked)
 
 
 def _unpause(tenant: Tenant, source: str) -> None:

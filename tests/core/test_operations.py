@@ -153,6 +153,23 @@ def test_the_container_recipe_is_multi_stage_non_root_and_copies_real_paths() ->
     assert WEB in cmd and "--timeout-graceful-shutdown" in cmd
 
 
+def test_the_build_context_admits_exactly_what_the_recipe_copies() -> None:
+    """``.containerignore`` ignores everything, then admits each path the build stage copies: a
+    path the recipe copies but the context leaves out fails the build, and anything admitted beyond
+    them (local data, ``.venv``, secrets) would be sent to the builder for nothing."""
+    lines = [line.strip() for line in (BASE_DIR / ".containerignore").read_text().splitlines()]
+    rules = [line for line in lines if line and not line.startswith("#")]
+    assert rules[0] == "*"
+    admitted = {line[1:].rstrip("/") for line in rules if line.startswith("!")}
+    copied = {
+        source.rstrip("/")
+        for line in containerfile_stages()[0]
+        if line.startswith("COPY ") and "--from" not in line
+        for source in shlex.split(line)[1:-1]
+    }
+    assert admitted == copied
+
+
 # --- graceful shutdown --------------------------------------------------------------------------------
 
 

@@ -41,3 +41,24 @@ def test_pg_hba_trusts_only_the_superuser_and_the_shared_login(tmp_path) -> None
     assert server._hba("engram_app") is False
     with pytest.raises(ValueError):
         server._hba("app; drop")
+
+
+def test_every_data_folder_gets_what_a_tenant_move_needs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A new data folder gets its memory and ``wal_level = logical`` (decision 0103); one made
+    before keeps its memory setting and gets the replication settings added, once."""
+    from devstack.postgres import REPLICATION_SETTINGS, EmbeddedPostgres
+
+    def settings(folder) -> dict[str, str]:  # type: ignore[no-untyped-def]
+        lines = (folder / "engram.conf").read_text().splitlines()
+        return dict(line.split(" = ") for line in lines if " = " in line)
+
+    new, old = tmp_path / "new", tmp_path / "old"
+    for folder in (new, old):
+        folder.mkdir()
+        (folder / "postgresql.conf").write_text("# initdb's\n")
+    (old / "engram.conf").write_text("# written by devstack/postgres.py\nshared_buffers = 300MB\n")
+    for folder in (new, old, old):
+        EmbeddedPostgres(folder)._tune()
+    assert settings(old) == {"shared_buffers": "300MB", **dict(REPLICATION_SETTINGS)}
+    assert settings(new)["wal_level"] == "logical" and "shared_buffers" in settings(new)
+    assert (new / "postgresql.conf").read_text().count("include_if_exists") == 1

@@ -10,7 +10,8 @@ from tenants.selectors import tenant_get
 class Command(BaseCommand):
     help = (
         "Move a tenant's schema to another PostgreSQL server of ENGRAM_DB_SERVERS and switch it "
-        "there; its requests answer 503 for the pause, other tenants are not touched (decisions 0071, 0090)."
+        "there: its rows are copied by logical replication while it works, then its requests answer "
+        "503 for the pause (catch up and switch); other tenants are not touched (decisions 0071, 0090, 0103)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -23,16 +24,26 @@ class Command(BaseCommand):
             help=f"seconds to wait for the tenant's work in flight before giving up (default {WAIT_SECONDS:g})",
         )
 
-    def handle(self, *args: object, tenant: str, to: str, wait: float, **options: object) -> None:
+        parser.add_argument(
+            "--locked-copy",
+            action="store_true",
+            help="copy with pg_dump inside the pause instead of by replication (a source without "
+            "wal_level = logical): the pause then lasts as long as the copy",
+        )
+
+    def handle(
+        self, *args: object, tenant: str, to: str, wait: float, locked_copy: bool, **options: object
+    ) -> None:
         obj = tenant_get(schema_name=tenant)
         if obj is None:
             raise CommandError(f"no tenant {tenant!r}")
         try:
-            result = tenant_move(tenant=obj, to=to, wait_seconds=wait)
+            result = tenant_move(tenant=obj, to=to, wait_seconds=wait, locked_copy=locked_copy)
         except (DomainError, RuntimeError) as exc:
             raise CommandError(str(getattr(exc, "message", exc))) from None
         self.stdout.write(
-            f"moved {tenant} from {result.source} to {result.target}: paused {result.pause_seconds:.2f} s "
-            f"(waited {result.wait_seconds:.2f} s for work in flight, copy {result.copy_seconds:.2f} s), "
+            f"moved {tenant} from {result.source} to {result.target} by {result.method}: "
+            f"paused {result.pause_seconds:.2f} s (waited {result.wait_seconds:.2f} s for work in flight), "
+            f"copy {result.copy_seconds:.2f} s, total {result.total_seconds:.2f} s, "
             f"{result.events_checked} events verified"
         )
