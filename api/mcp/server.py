@@ -662,7 +662,10 @@ TOOL_OPERATIONS: dict[str, tuple[RestOperation, ...]] = {
     "save_checkpoint": (
         RestOperation(
             "checkpoints_save",
-            left_out=frozenset({"schema_version", "checkpoint_ns", "parent_key", "metadata", "serialized"}),
+            # LangGraph's fields (its savers use REST): the serialized checkpoint and its channels
+            left_out=frozenset(
+                {"schema_version", "checkpoint_ns", "parent_key", "metadata", "serialized", "channels"}
+            ),
             also_required=frozenset({"state"}),  # REST: unless `serialized` holds the state
         ),
     ),
