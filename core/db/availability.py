@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import re
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -55,6 +56,17 @@ READY = 0.001
 UNREACHABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
 #: ... and those meaning a request can be served again later: too_many_connections
 UNAVAILABLE_STATES = UNREACHABLE_STATES | {"53300"}
+
+#: what a server that is up answers at start-up when it refuses this login or database (a role that
+#: does not exist or may not log in, a wrong password, no pg_hba.conf entry, a missing database):
+#: that connection's fault, so it must not refuse every other connection to the server. libpq
+#: reports start-up errors without their SQLSTATE, so they are told by the server's message
+#: (English, as the embedded server and the documented setup run, lc_messages 'C')
+REFUSED_LOGIN = re.compile(
+    r"FATAL:\s+(password authentication failed|role \".*\" (does not exist|is not permitted to log in)"
+    r"|database \".*\" does not exist|no pg_hba\.conf entry|pg_hba\.conf rejects connection"
+    r"|permission denied for database)"
+)
 
 T = TypeVar("T")
 Server = tuple[str, str]
@@ -104,11 +116,14 @@ def failed_since(server: Server, moment: float) -> bool:
 
 def is_unreachable_error(exc: BaseException) -> bool:
     """Whether ``exc``, from an attempt to connect, means the server cannot be reached right now
-    (refused, timed out, closed the connection, shutting down or starting up)."""
+    (refused, timed out, closed the connection, shutting down or starting up); not when the server
+    answered by refusing this login or database (``REFUSED_LOGIN``)."""
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate
-    return state is None or state.startswith("08") or state in UNREACHABLE_STATES
+    if state is None:
+        return not REFUSED_LOGIN.search(str(exc))
+    return state.startswith("08") or state in UNREACHABLE_STATES
 
 
 def is_unavailable_error(exc: BaseException) -> bool:

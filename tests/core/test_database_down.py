@@ -297,3 +297,27 @@ def test_unreachable_servers_and_empty_pools_are_unavailable_other_errors_are_no
     with pytest.raises(DatabaseError) as missing, transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT * FROM no_such_table")
     assert not is_unavailable_error(missing.value)
+
+
+def test_a_login_the_server_refuses_does_not_refuse_everyone_elses_connections(db) -> None:  # type: ignore[no-untyped-def]
+    """A server that answers but refuses one login (a role that does not exist or may not log in:
+    a tenant's login made under another secret, a dropped role) is up: the failure is that
+    connection's, so other connections to the server go on (found by the load test: a /metrics
+    scrape logging in as such a tenant made every tenant's requests 503 for 2 s)."""
+    from core.db import availability
+    from core.tenancy import maintenance_role
+
+    params = {k: v for k, v in connection.get_connection_params().items() if k in ("host", "port", "dbname")}
+    server = availability.server_of(params)
+    for user in (f"no_such_role_{uuid.uuid4().hex[:8]}", maintenance_role()):
+        with pytest.raises(psycopg.OperationalError) as refused:
+            availability.connect_direct(
+                lambda user=user: psycopg.connect(**params, user=user, password="wrong", connect_timeout=2),
+                params,
+            )
+        assert not availability.is_unreachable_error(refused.value), str(refused.value)
+        assert availability.available(server), str(refused.value)
+        # the request that needed it still answers 503 (it cannot be served), as before
+        assert availability.is_unavailable_error(refused.value)
+    with psycopg.connect(**params, user=connection.get_connection_params()["user"], connect_timeout=2) as ok:
+        assert ok.execute("SELECT 1").fetchone() == (1,)
