@@ -93,17 +93,21 @@ def test_a_flush_that_dies_before_committing_loses_nothing(alice: Caller) -> Non
 
 
 @requires_model
-def test_a_burst_of_recalls_counts_every_access(alice: Caller) -> None:
-    memory_id = remember(alice, "The cafeteria serves curry on Thursdays.").json()["id"]
-    with tenant_context(alice.tenant):
-        _clear_buffer()
+def test_a_burst_of_recalls_counts_every_access(scratch_tenant: Tenant) -> None:
+    """In a committed tenant of its own: the session's worker (started by the first test here)
+    runs the flushes other tests queued, and may run the one this burst queues before the test's
+    own; a flush that runs in a test's uncommitted tenant skips rows it cannot see. Whoever flushes,
+    the four recalls count four accesses."""
+    caller = make_caller(scratch_tenant, "burst")
+    memory_id = remember(caller, "The cafeteria serves curry on Thursdays.").json()["id"]
+    with tenant_context(scratch_tenant):
         _age(memory_id, days=3)
     for _ in range(4):
         assert (
-            search(alice, "what does the cafeteria serve on Thursdays", k=1)[0]["memory"]["id"] == memory_id
+            search(caller, "what does the cafeteria serve on Thursdays", k=1)[0]["memory"]["id"] == memory_id
         )
-    with tenant_context(alice.tenant):
-        assert accesses_flush() == 4
+    with tenant_context(scratch_tenant):
+        assert 0 <= accesses_flush() <= 4  # a worker's flush holds the lock this one waits for
         access = MemoryAccess.objects.get(pk=memory_id)
     assert access.access_count == 4
     assert timezone.now() - access.last_accessed_at < timedelta(minutes=1)
