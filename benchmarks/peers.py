@@ -179,6 +179,7 @@ class Engram:
         rewarm, self._rewarm = getattr(self, "_rewarm", None), None
         assert rewarm is None or rewarm(), "the Redis copy was not re-warmed"
         deferred = "defer_rewarm" in inspect.signature(checkpoint_latest).parameters
+        defer: dict[str, Any] = {"defer_rewarm": True} if deferred else {}
         with self.context(self.ckpt):
             if cold:
                 get_redis().delete(cache_key(session, self.ckpt_agent.pk))
@@ -189,7 +190,7 @@ class Engram:
                     agent=self.ckpt_agent,
                     session_id=session,
                     policy=self.ckpt.working_memory_policy,
-                    **({"defer_rewarm": True} if deferred else {}),
+                    **defer,
                 )
             assert restored.source == ("postgres" if cold else "redis") and restored.body
             self._rewarm = getattr(restored, "rewarm", None)
