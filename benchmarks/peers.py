@@ -23,8 +23,9 @@ load hits all of them alike. Measures:
   dedup; mem0: ``add(infer=False)``; LangGraph: ``put`` with its index), each embedding its text;
 - checkpoint save (Engram: ``checkpoint_save`` into PostgreSQL, then Redis after the commit;
   LangGraph: ``PostgresSaver.put``) and latest restore (Engram from Redis, and from PostgreSQL with
-  the Redis copy deleted first, untimed; LangGraph: ``get_tuple``) p50 / p99 ms, the ~2 KiB state
-  and 5-step plan of ``checkpoint_restore.py``.
+  the Redis copy deleted first, untimed, and re-warmed after the answer, untimed, as the API does
+  once its response is sent; LangGraph: ``get_tuple``) p50 / p99 ms, the ~2 KiB state and 5-step
+  plan of ``checkpoint_restore.py``.
 
 Then one line per measure with Engram's ratio to each peer (below 1: Engram is faster) and the load
 average. Needs PostgreSQL (pgvector) and Redis from the environment::
@@ -165,10 +166,20 @@ class Engram:
             assert result.cached, "the Redis copy was not written"
 
     def restore(self, session: str, cold: bool) -> Callable[[], None]:
-        """A restore of ``session``'s latest; with ``cold`` its Redis copy is deleted now (untimed)."""
+        """A restore of ``session``'s latest; with ``cold`` its Redis copy is deleted now (untimed).
+
+        As the API answers a PostgreSQL restore before it re-warms the Redis copy (once the
+        response is sent), the call asks for the re-warm deferred (``defer_rewarm``, where the
+        checkout has it) and runs it here, at the next restore's setup, untimed."""
+        import inspect
+
         from core.redis import get_redis
         from memory.checkpoints.services import cache_key, checkpoint_latest
 
+        rewarm, self._rewarm = getattr(self, "_rewarm", None), None
+        assert rewarm is None or rewarm(), "the Redis copy was not re-warmed"
+        deferred = "defer_rewarm" in inspect.signature(checkpoint_latest).parameters
+        defer: dict[str, Any] = {"defer_rewarm": True} if deferred else {}
         with self.context(self.ckpt):
             if cold:
                 get_redis().delete(cache_key(session, self.ckpt_agent.pk))
@@ -176,9 +187,13 @@ class Engram:
         def call() -> None:
             with self.context(self.ckpt):
                 restored = checkpoint_latest(
-                    agent=self.ckpt_agent, session_id=session, policy=self.ckpt.working_memory_policy
+                    agent=self.ckpt_agent,
+                    session_id=session,
+                    policy=self.ckpt.working_memory_policy,
+                    **defer,
                 )
             assert restored.source == ("postgres" if cold else "redis") and restored.body
+            self._rewarm = getattr(restored, "rewarm", None)
 
         return call
 

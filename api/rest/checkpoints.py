@@ -37,6 +37,7 @@ from api.fields import (
 )
 from api.idempotency import idempotent
 from api.pagination import CursorPage, page_of
+from api.responses import ThenResponse
 from api.rest.checkpoint_params import (
     CheckpointDeleteParams,
     CheckpointLatestParams,
@@ -613,6 +614,7 @@ class CheckpointLatestView(ApiView):
             session_id=session_id,
             policy=request.tenant.working_memory_policy,
             checkpoint_ns=params.get("checkpoint_ns", ""),
+            defer_rewarm=True,
         )
         if restored.body is None:
             response: HttpResponse = Response(
@@ -620,8 +622,9 @@ class CheckpointLatestView(ApiView):
                 status=status.HTTP_404_NOT_FOUND,
             )
         else:
-            # the cached document is already the response body: no parsing, no re-rendering
-            response = HttpResponse(restored.body, content_type="application/json")
+            # the cached document is already the response body: no parsing, no re-rendering; a
+            # PostgreSQL answer's re-warm of the Redis copy runs once the response is sent
+            response = ThenResponse(restored.body, content_type="application/json", then=restored.rewarm)
         response[SOURCE_HEADER] = restored.source
         return _mark_degraded(response, restored.degraded)
 

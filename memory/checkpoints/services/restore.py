@@ -1,12 +1,15 @@
-"""Restoring an agent's latest checkpoint: Redis first (one ``HGET``); on a miss, PostgreSQL, then
-the copy is re-warmed. When Redis cannot be reached, the answer comes from PostgreSQL and says so
+"""Restoring an agent's latest checkpoint: Redis first (one ``HGET``); on a miss, PostgreSQL (one
+statement), then the copy is re-warmed, or, for a caller that answers first, after its answer is
+sent (``defer_rewarm``). When Redis cannot be reached, the answer comes from PostgreSQL and says so
 (``degraded``)."""
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import redis
@@ -29,12 +32,16 @@ Source = Literal["redis", "postgres"]
 class Restored:
     """The latest checkpoint of a session as the JSON document bytes (``None``: the session has none).
 
-    ``source`` says which store answered; ``degraded`` that Redis could not be reached (or re-warmed).
+    ``source`` says which store answered; ``degraded`` that Redis could not be reached (or, for a
+    re-warm run before answering, re-warmed). ``rewarm``: the deferred re-warm of the Redis copy
+    (``checkpoint_latest`` with ``defer_rewarm``, a PostgreSQL answer with Redis reachable), to run
+    once the answer is sent; it answers ``False`` when Redis could not be used. ``None`` otherwise.
     """
 
     body: bytes | None
     source: Source
     degraded: bool = False
+    rewarm: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
     def data(self) -> dict[str, Any] | None:
         """The document parsed (see ``Checkpoint.document``)."""
@@ -42,15 +49,26 @@ class Restored:
 
 
 def checkpoint_latest(
-    *, agent: Agent, session_id: str, policy: WorkingMemoryPolicy, checkpoint_ns: str = ""
+    *,
+    agent: Agent,
+    session_id: str,
+    policy: WorkingMemoryPolicy,
+    checkpoint_ns: str = "",
+    defer_rewarm: bool = False,
 ) -> Restored:
     """``agent``'s latest checkpoint in ``session_id`` and namespace ``checkpoint_ns`` ("" the root)
     (current tenant), from Redis or else PostgreSQL.
 
     Only ``agent``'s own stream is read: another agent's checkpoints in the session are never
-    returned (``body`` is ``None`` when ``agent`` saved none there). A Redis miss reads PostgreSQL and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``);
-    when Redis cannot be reached the answer comes from PostgreSQL with ``degraded=True``. Counts one
-    ``checkpoint`` lookup for ``agent``: a hit when Redis answered, else a miss.
+    returned (``body`` is ``None`` when ``agent`` saved none there). A Redis miss reads PostgreSQL
+    and re-warms Redis (TTL ``policy.checkpoint_cache_ttl_seconds``) before returning, or, with
+    ``defer_rewarm``, leaves the re-warm to the caller as ``Restored.rewarm``, to run once it has
+    answered (the API runs it after the response is sent): the answer then waits for one Redis
+    round trip and one PostgreSQL statement only, and ``degraded`` reports the read alone. The copy
+    is written unless a newer step is cached (``cache.cache_put``), so a re-warm that runs late never
+    replaces a newer save's copy. When Redis cannot be reached the answer comes from PostgreSQL with
+    ``degraded=True`` and there is no re-warm. Counts one ``checkpoint`` lookup for ``agent``: a hit
+    when Redis answered, else a miss.
     An agent acting for one end user reads PostgreSQL only (the Redis copy is the stream's latest,
     whoever it is about): the latest checkpoint of its subject or of none (``agents.subjects``).
     Raises ``InvalidInput`` for a malformed session id or namespace.
@@ -78,11 +96,12 @@ def checkpoint_latest(
     stored = selectors.checkpoint_latest_document(
         agent=agent, session_id=session_id, checkpoint_ns=checkpoint_ns
     )
-    if stored is None:
-        return Restored(body=None, source="postgres", degraded=degraded)
+    if stored is None or degraded:  # Redis just failed: do not wait for it a second time
+        return Restored(body=None if stored is None else stored[1], source="postgres", degraded=degraded)
     step, body = stored
-    if not degraded:  # Redis just failed: do not wait for it a second time
-        degraded = not cache_put(
-            key=key, step_index=step, body=body, ttl_seconds=policy.checkpoint_cache_ttl_seconds
-        )
-    return Restored(body=body, source="postgres", degraded=degraded)
+    rewarm = partial(
+        cache_put, key=key, step_index=step, body=body, ttl_seconds=policy.checkpoint_cache_ttl_seconds
+    )
+    if defer_rewarm:
+        return Restored(body=body, source="postgres", rewarm=rewarm)
+    return Restored(body=body, source="postgres", degraded=not rewarm())

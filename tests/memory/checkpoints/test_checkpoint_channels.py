@@ -273,3 +273,19 @@ def test_the_restore_reads_postgres_when_no_copy_is_cached(alice: Caller) -> Non
         assert restored.source == "postgres"
         data = restored.data()
         assert data is not None and data["channels"]["a"] == {"version": "2", "value": value('"a2"')}
+
+
+def test_the_read_functions_keep_their_plans_for_the_session(alice: Caller) -> None:
+    """The functions every checkpoint read calls per row are PL/pgSQL, whose query PostgreSQL plans
+    once per session: a non-inlined SQL function's was planned on every call (decision 0116)."""
+    with tenant_context(alice.tenant), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.proname, l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+            "WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = ANY(%s)",
+            [["memory_checkpoint_channels", "memory_checkpoint_pending_writes"]],
+        )
+        languages = dict(cursor.fetchall())
+    assert languages == {
+        "memory_checkpoint_channels": "plpgsql",
+        "memory_checkpoint_pending_writes": "plpgsql",
+    }

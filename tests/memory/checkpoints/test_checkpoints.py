@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection, transaction
-from django.test import Client
+from django.test import Client, RequestFactory
 from django_tenants.utils import tenant_context
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -115,6 +116,43 @@ def test_restore_falls_back_to_postgres_and_rewarms_redis(alice: Caller, session
     warm = latest(alice, session)
     assert warm.headers["Engram-Source"] == "redis"
     assert warm.json() == cold.json()
+
+
+def test_a_restore_from_postgres_is_answered_before_redis_is_rewarmed(alice: Caller, session: str) -> None:
+    """The response is whole before the Redis copy is written: the re-warm runs when the server
+    closes the response it has sent (here the WSGI handler's response, read and then closed)."""
+    save(alice, session, body(1))
+    get_redis().delete(redis_key(alice, session))
+    statuses: list[str] = []
+    environ = RequestFactory().get(url(session, "/latest"), HTTP_AUTHORIZATION=f"Bearer {alice.key}").environ
+    response = WSGIHandler()(environ, lambda status, headers, exc_info=None: statuses.append(status))
+    try:
+        assert statuses == ["200 OK"] and json.loads(b"".join(response))["step_index"] == 1
+        assert response["Engram-Source"] == "postgres" and "Engram-Degraded" not in response
+        assert not get_redis().exists(redis_key(alice, session))  # the answer did not wait for Redis
+    finally:
+        response.close()
+    assert int(get_redis().hget(redis_key(alice, session), "step")) == 1
+    assert latest(alice, session).headers["Engram-Source"] == "redis"
+
+
+def test_a_late_rewarm_never_replaces_a_newer_copy(alice: Caller, session: str) -> None:
+    """A re-warm that runs after a newer save cached its copy leaves the newer copy."""
+    save(alice, session, body(1))
+    get_redis().delete(redis_key(alice, session))
+    with tenant_context(alice.tenant):
+        cold = services.checkpoint_latest(
+            agent=alice.agent,
+            session_id=session,
+            policy=alice.tenant.working_memory_policy,
+            defer_rewarm=True,
+        )
+    assert cold.source == "postgres" and cold.rewarm is not None and not cold.degraded
+    assert not get_redis().exists(redis_key(alice, session))  # not written before it is run
+    assert save(alice, session, body(2)).status_code == 201
+    assert cold.rewarm() is True  # Redis answered; its script kept the newer step
+    assert int(get_redis().hget(redis_key(alice, session), "step")) == 2
+    assert latest(alice, session).json()["step_index"] == 2
 
 
 def test_no_checkpoint_is_404_naming_the_session(alice: Caller, session: str) -> None:
