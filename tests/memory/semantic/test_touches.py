@@ -37,6 +37,13 @@ def _clear_buffer() -> None:
     get_redis().delete(tenant_key("semantic", "touches"), tenant_key("semantic", "touches", "scheduled"))
 
 
+def _hold_flushes() -> None:
+    """Mark a flush as already scheduled for the current tenant for ten minutes, so the recalls of
+    the test queue none: the test's own flushes are then the only ones that read its buffer (the
+    session's worker would otherwise run a queued flush at any time during the test)."""
+    get_redis().set(tenant_key("semantic", "touches", "scheduled"), "1", px=600_000)
+
+
 @requires_model
 def test_a_real_worker_restarts_recalled_clocks_within_the_bound(
     celery_worker: object, scratch_tenant: Tenant
@@ -72,13 +79,16 @@ def test_a_real_worker_restarts_recalled_clocks_within_the_bound(
 
 
 @requires_model
-def test_a_flush_that_dies_before_committing_loses_nothing(alice: Caller) -> None:
-    memory_id = remember(alice, "The server room key is kept by Olga.").json()["id"]
-    with tenant_context(alice.tenant):
+def test_a_flush_that_dies_before_committing_loses_nothing(scratch_tenant: Tenant) -> None:
+    """In a committed tenant of its own, with no flush queued: only the test reads its buffer."""
+    caller = make_caller(scratch_tenant, "keys")
+    memory_id = remember(caller, "The server room key is kept by Olga.").json()["id"]
+    with tenant_context(scratch_tenant):
         _clear_buffer()
+        _hold_flushes()
         _age(memory_id, days=2)
-    search(alice, "who keeps the server room key", k=1)
-    with tenant_context(alice.tenant):
+    search(caller, "who keeps the server room key", k=1)
+    with tenant_context(scratch_tenant):
         # a flush reads the entry and dies before its commit (and so before acknowledging it)
         with pytest.raises(RuntimeError), transaction.atomic():
             read = touches.touches_read(count=100)
@@ -115,12 +125,14 @@ def test_a_burst_of_recalls_counts_every_access(scratch_tenant: Tenant) -> None:
 
 
 @requires_model
-def test_a_tenants_flush_never_applies_another_tenants_recalls(alice: Caller, mallory: Caller) -> None:
+def test_a_tenants_flush_never_applies_another_tenants_recalls(two_tenants: tuple[Caller, Caller]) -> None:
+    """In two committed tenants of their own, with no flush queued: only the test reads their buffers."""
+    alice, mallory = two_tenants
     memory_id = remember(alice, "The alpha team stand-up is at nine.").json()["id"]
-    with tenant_context(alice.tenant):
-        _clear_buffer()
-    with tenant_context(mallory.tenant):
-        _clear_buffer()
+    for caller in (alice, mallory):
+        with tenant_context(caller.tenant):
+            _clear_buffer()
+            _hold_flushes()
     search(alice, "when is the stand-up", k=1)
     with tenant_context(mallory.tenant):
         assert accesses_flush() == 0
