@@ -494,11 +494,14 @@ CONTEXT_WEIGHT = 0.5
 _ACCESS_SQL = "(SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = c.id)"
 
 
-# A candidate's speaker field (``_SPEAKER_SQL``, carried as ``c.speaker``) scored as BM25 scores a field
-# holding each of its lexemes once: the IDF of each query lexeme (``ql``) it holds.
-_SPEAKER_RANK_SQL = (
-    "coalesce((SELECT sum(q.weight) FROM ql q "
-    "WHERE q.lexeme = ANY(tsvector_to_array(to_tsvector('english'::regconfig, c.speaker)))), 0)"
+# The speaker fields of the candidates (``_SPEAKER_SQL``, carried as ``speaker``), each scored as BM25
+# scores a field holding each of its lexemes once: the IDF of each query lexeme (``ql``) it holds. Per
+# distinct speaker (a handful among the candidates), so a name is parsed once, not once per turn.
+_SPEAKERS_SQL = (
+    "SELECT s.speaker, sum(q.weight) AS rank "
+    "FROM (SELECT DISTINCT speaker FROM cand WHERE speaker IS NOT NULL) s "
+    "JOIN ql q ON q.lexeme = ANY(tsvector_to_array(to_tsvector('english'::regconfig, s.speaker))) "
+    "GROUP BY s.speaker"
 )
 
 
@@ -627,7 +630,7 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
     """The statement of ``hybrid_search``: the candidates (``_candidates_sql``), their score parts,
     the fused relevance and score, and the rows of the best (memory, agent, access clock: the
     select lists of ``_loaders``, in that order, after the six score columns). Parameters, in
-    order: the candidates', the query lexemes and their IDFs (``ql``, for the speaker field), the
+    order: the candidates', the query lexemes and their IDFs (``ql``, for the speaker fields), the
     query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
     the query's IDF mass, ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
     (mem_select, _, _), (agent_select, _, _), (access_select, _, _) = _loaders()
@@ -635,17 +638,18 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
         _candidates_sql(where, d, pool)
         + f""",
         ql AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, weight)),
+        spk AS ({_SPEAKERS_SQL}),
         parts AS MATERIALIZED (  -- inlined, max() OVER () would run the context subquery a second time
             SELECT c.id,
                    greatest(0, least(1, 1 - coalesce(c.distance, (c.embedding::vector({d})) <=> %s::vector({d}))))
                        AS similarity,
                    coalesce(-(c.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
                    {_context_rank_sql()} AS context_rank,
-                   {_SPEAKER_RANK_SQL} AS speaker_rank,
+                   coalesce(sk.rank, 0) AS speaker_rank,
                    c.importance,
                    exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce({_ACCESS_SQL}, c.created_at)))
                        / 3600.0)) AS recency
-            FROM cand c
+            FROM cand c LEFT JOIN spk sk ON sk.speaker = c.speaker
         ), fused AS (
             SELECT p.*, (p.text_rank + p.speaker_rank + %s * p.context_rank)
                    / coalesce(nullif(greatest(max(p.text_rank + p.speaker_rank + %s * p.context_rank) OVER (),
