@@ -21,6 +21,7 @@ from pgvector.django import CosineDistance, VectorField
 from agents.models import Agent
 from agents.subjects import subject_asked, subject_filter_q, subject_visible_q
 from core.db.prepared import execute_prepared
+from core.db.rows import row_loader
 from core.errors import NotFound
 from core.fulltext import query_lexemes
 from core.tenancy import current_schema, current_tenant
@@ -369,7 +370,10 @@ LEXICAL_MAX_TERMS = 8
 # row already is (no second lookup of the row by primary key).
 # ``embedding`` travels as it is stored (a TOAST pointer): it is read only for the candidates whose
 # distance the vector arm did not compute (the vector arm's distance is carried, not recomputed).
-_CARRIED = "m.embedding, m.lexical, m.importance, m.created_at"
+# A conversation turn's speaker (its memory's metadata ``name``, which ``messages_add`` writes with the
+# turn's ``role``; NULL for every other memory): the turn's speaker field of ``hybrid_search``.
+_SPEAKER_SQL = "CASE WHEN m.metadata ? 'role' THEN m.metadata ->> 'name' END"
+_CARRIED = f"m.embedding, m.lexical, m.importance, m.created_at, {_SPEAKER_SQL} AS speaker"
 
 
 # The query's IDF vector ``v``: the body of ``memory_lexical_query(lexemes, weights)`` (migration 0014)
@@ -490,6 +494,17 @@ CONTEXT_WEIGHT = 0.5
 _ACCESS_SQL = "(SELECT a.last_accessed_at FROM memory_memoryaccess a WHERE a.memory_id = c.id)"
 
 
+# The speaker fields of the candidates (``_SPEAKER_SQL``, carried as ``speaker``), each scored as BM25
+# scores a field holding each of its lexemes once: the IDF of each query lexeme (``ql``) it holds. Per
+# distinct speaker (a handful among the candidates), so a name is parsed once, not once per turn.
+_SPEAKERS_SQL = (
+    "SELECT s.speaker, sum(q.weight) AS rank "
+    "FROM (SELECT DISTINCT speaker FROM cand WHERE speaker IS NOT NULL) s "
+    "JOIN ql q ON q.lexeme = ANY(tsvector_to_array(to_tsvector('english'::regconfig, s.speaker))) "
+    "GROUP BY s.speaker"
+)
+
+
 def _context_rank_sql() -> str:
     """The per-candidate BM25 score of a memory's context (``MemoryContext.lexical``, 0 without
     one) against the query's IDF vector ``qv``, for the ``parts`` CTE of ``hybrid_search`` (the
@@ -526,43 +541,14 @@ class ScoredMemory:
     embedding: object = None
 
 
-def _row_loader(model: type[Any], skip: tuple[str, ...], alias: str) -> tuple[str, Any, int]:
-    """The select list (``alias.column, ...``) of ``model``'s concrete fields but ``skip``, a
-    function turning that slice of a raw row into an instance, with Django's converters (JSON,
-    arrays), and the slice's length."""
-    fields = [f for f in model._meta.concrete_fields if f.attname not in skip]
-    # (position, converters, column) of the fields that have converters, built once
-    converted = []
-    for i, f in enumerate(fields):
-        col = f.get_col(alias)
-        fns = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-        if fns:
-            converted.append((i, fns, col))
-    names = [f.attname for f in fields]
-    select = ", ".join(f'{alias}."{f.column}"' for f in fields)
-
-    def load(values: Sequence[Any]) -> Any:
-        if len(values) != len(names):
-            raise ValueError(f"{len(values)} values for {len(names)} fields of {model.__name__}")
-        out = list(values)
-        for i, fns, col in converted:
-            value = out[i]
-            for fn in fns:
-                value = fn(value, col, connection)
-            out[i] = value
-        return model.from_db(connection.alias, names, out)
-
-    return select, load, len(fields)
-
-
 @functools.cache
 def _loaders() -> tuple[tuple[str, Any, int], tuple[str, Any, int], tuple[str, Any, int]]:
     from .models import MemoryAccess
 
     return (
-        _row_loader(SemanticMemory, ("search", "embedding", "lexical"), "m"),
-        _row_loader(Agent, (), "ag"),
-        _row_loader(MemoryAccess, (), "a"),
+        row_loader(SemanticMemory, ("search", "embedding", "lexical"), "m"),
+        row_loader(Agent, (), "ag"),
+        row_loader(MemoryAccess, (), "a"),
     )
 
 
@@ -594,8 +580,10 @@ def hybrid_search(
     statement).
 
     Per candidate, all terms in [0, 1]: ``similarity = clamp(cos)``, ``text_relevance`` = its
-    lexical score ``BM25(own words) + CONTEXT_WEIGHT * BM25(its context)`` (the context: the words of
-    its session neighbours, ``MemoryContext``; 0 without one) divided by the
+    lexical score ``BM25(own words) + speaker + CONTEXT_WEIGHT * BM25(its context)`` (``speaker``: for
+    a conversation turn, the IDFs of the query lexemes its speaker's name holds, as BM25 scores a
+    field holding each once; the context: the words of its session neighbours, ``MemoryContext``;
+    each 0 without one) divided by the
     larger of the best among the candidates and the query's IDF mass (the sum of ``idf``, what a
     memory holding every query lexeme once would score; 1 when both are 0): a short question whose
     rare words a memory holds keeps the whole lexical share, a long dialogue whose words the best
@@ -607,10 +595,12 @@ def hybrid_search(
     (Park et al. 2023, "Generative Agents", section 4.1).
     """
     qvec = _vector_literal(vector)
-    cand_params, _ = _candidates_params(params, qvec, idf)
+    cand_params, lexemes = _candidates_params(params, qvec, idf)
     w_sum = weights.similarity + weights.recency + weights.importance
     all_params = [
         *cand_params,
+        lexemes,
+        [float(idf[t]) for t in lexemes],
         qvec,
         weights.decay_per_hour,
         now,
@@ -640,25 +630,30 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
     """The statement of ``hybrid_search``: the candidates (``_candidates_sql``), their score parts,
     the fused relevance and score, and the rows of the best (memory, agent, access clock: the
     select lists of ``_loaders``, in that order, after the six score columns). Parameters, in
-    order: the candidates', the query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
+    order: the candidates', the query lexemes and their IDFs (``ql``, for the speaker fields), the
+    query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
     the query's IDF mass, ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
     (mem_select, _, _), (agent_select, _, _), (access_select, _, _) = _loaders()
     return (
         _candidates_sql(where, d, pool)
         + f""",
+        ql AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, weight)),
+        spk AS ({_SPEAKERS_SQL}),
         parts AS MATERIALIZED (  -- inlined, max() OVER () would run the context subquery a second time
             SELECT c.id,
                    greatest(0, least(1, 1 - coalesce(c.distance, (c.embedding::vector({d})) <=> %s::vector({d}))))
                        AS similarity,
                    coalesce(-(c.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
                    {_context_rank_sql()} AS context_rank,
+                   coalesce(sk.rank, 0) AS speaker_rank,
                    c.importance,
                    exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce({_ACCESS_SQL}, c.created_at)))
                        / 3600.0)) AS recency
-            FROM cand c
+            FROM cand c LEFT JOIN spk sk ON sk.speaker = c.speaker
         ), fused AS (
-            SELECT p.*, (p.text_rank + %s * p.context_rank)
-                   / coalesce(nullif(greatest(max(p.text_rank + %s * p.context_rank) OVER (), %s), 0), 1)
+            SELECT p.*, (p.text_rank + p.speaker_rank + %s * p.context_rank)
+                   / coalesce(nullif(greatest(max(p.text_rank + p.speaker_rank + %s * p.context_rank) OVER (),
+                                              %s), 0), 1)
                    AS text_relevance
             FROM parts p
         ), scored AS (
