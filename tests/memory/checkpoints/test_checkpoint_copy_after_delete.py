@@ -22,6 +22,7 @@ from core.redis import get_redis
 from devstack import free_port
 from memory.checkpoints import services
 from memory.checkpoints.models import Checkpoint
+from memory.working import services as working
 from tenants.models import Tenant
 from tests.factories import Caller
 
@@ -82,7 +83,10 @@ def test_a_rewarm_after_the_delete_does_not_cache_the_deleted_checkpoint(
     get_redis().delete(copy_key(alice, session))  # cold: the restore reads PostgreSQL
     with tenant_context(alice.tenant):
         cold = services.checkpoint_latest(
-            agent=alice.agent, session_id=session, policy=alice.tenant.working_memory_policy, defer_rewarm=True
+            agent=alice.agent,
+            session_id=session,
+            policy=alice.tenant.working_memory_policy,
+            defer_rewarm=True,
         )
     assert cold.source == "postgres" and cold.rewarm is not None and cold.data()["step_index"] == 1  # type: ignore[index]
     DELETERS[deleter](alice, session)
@@ -127,7 +131,9 @@ def test_a_save_after_the_delete_is_cached_again(alice: Caller, session: str) ->
 
 
 def test_a_delete_while_redis_is_unreachable_still_refuses_a_late_rewarm(
-    alice: Caller, session: str, settings  # type: ignore[no-untyped-def]
+    alice: Caller,
+    session: str,
+    settings,  # type: ignore[no-untyped-def]
 ) -> None:
     """The delete cannot reach Redis: this process's next call that does drops the copy and leaves
     the same refusal as a delete that reached it."""
@@ -135,7 +141,10 @@ def test_a_delete_while_redis_is_unreachable_still_refuses_a_late_rewarm(
     get_redis().delete(copy_key(alice, session))
     with tenant_context(alice.tenant):
         cold = services.checkpoint_latest(
-            agent=alice.agent, session_id=session, policy=alice.tenant.working_memory_policy, defer_rewarm=True
+            agent=alice.agent,
+            session_id=session,
+            policy=alice.tenant.working_memory_policy,
+            defer_rewarm=True,
         )
     assert cold.rewarm is not None
     reachable = settings.REDIS_URL
@@ -144,3 +153,19 @@ def test_a_delete_while_redis_is_unreachable_still_refuses_a_late_rewarm(
     settings.REDIS_URL = reachable
     cold.rewarm()  # reaches Redis: flushes what the delete left pending, then writes
     assert_nothing_served(alice, session)
+
+
+def test_the_tombstone_is_bookkeeping_beside_the_copy(alice: Caller, session: str) -> None:
+    """It shares the copy's hash tag (one slot), outlives it, holds only the deleted id, and an
+    erasure's search of the tenant's keys for a person's id never takes it for data."""
+    assert alice.post(url(session), body(1)).status_code == 201
+    key = copy_key(alice, session)
+    with tenant_context(alice.tenant):
+        pk = Checkpoint.objects.get(session_id=session).pk
+    thread_delete(alice, session)
+    gone = services.cache.gone_key(key)
+    assert gone.split("}")[0] == key.split("}")[0] and gone != key
+    assert int(get_redis().get(gone)) == pk  # type: ignore[arg-type]
+    assert get_redis().ttl(gone) >= alice.tenant.checkpoint_cache_ttl_seconds - 5
+    with tenant_context(alice.tenant):
+        assert gone in working.tenant_keys() and gone not in working.keys_holding([str(pk)])
