@@ -67,6 +67,21 @@ def layer_remove(caller: Caller, session_id: str) -> None:
 DELETERS: dict[str, Callable[[Caller, str], None]] = {"thread": thread_delete, "layer": layer_remove}
 
 
+def saved_then_read_cold(caller: Caller, session_id: str) -> Callable[[], bool]:
+    """Save step 1, drop its copy, restore it from PostgreSQL: the restore's deferred re-warm."""
+    assert caller.post(url(session_id), body(1)).status_code == 201
+    get_redis().delete(copy_key(caller, session_id))  # cold: the restore reads PostgreSQL
+    with tenant_context(caller.tenant):
+        cold = services.checkpoint_latest(
+            agent=caller.agent,
+            session_id=session_id,
+            policy=caller.tenant.working_memory_policy,
+            defer_rewarm=True,
+        )
+    assert cold.source == "postgres" and cold.rewarm is not None and cold.data()["step_index"] == 1  # type: ignore[index]
+    return cold.rewarm
+
+
 def assert_nothing_served(caller: Caller, session_id: str) -> None:
     assert not get_redis().exists(copy_key(caller, session_id)), "the deleted checkpoint was cached"
     restored = caller.get(url(session_id, "/latest"))
@@ -79,18 +94,9 @@ def test_a_rewarm_after_the_delete_does_not_cache_the_deleted_checkpoint(
     alice: Caller, session: str, deleter: str
 ) -> None:
     """restore reads PostgreSQL -> the delete commits and drops the copy -> the re-warm runs."""
-    assert alice.post(url(session), body(1)).status_code == 201
-    get_redis().delete(copy_key(alice, session))  # cold: the restore reads PostgreSQL
-    with tenant_context(alice.tenant):
-        cold = services.checkpoint_latest(
-            agent=alice.agent,
-            session_id=session,
-            policy=alice.tenant.working_memory_policy,
-            defer_rewarm=True,
-        )
-    assert cold.source == "postgres" and cold.rewarm is not None and cold.data()["step_index"] == 1  # type: ignore[index]
+    rewarm = saved_then_read_cold(alice, session)
     DELETERS[deleter](alice, session)
-    cold.rewarm()
+    rewarm()
     assert_nothing_served(alice, session)
 
 
@@ -137,21 +143,12 @@ def test_a_delete_while_redis_is_unreachable_still_refuses_a_late_rewarm(
 ) -> None:
     """The delete cannot reach Redis: this process's next call that does drops the copy and leaves
     the same refusal as a delete that reached it."""
-    assert alice.post(url(session), body(1)).status_code == 201
-    get_redis().delete(copy_key(alice, session))
-    with tenant_context(alice.tenant):
-        cold = services.checkpoint_latest(
-            agent=alice.agent,
-            session_id=session,
-            policy=alice.tenant.working_memory_policy,
-            defer_rewarm=True,
-        )
-    assert cold.rewarm is not None
+    rewarm = saved_then_read_cold(alice, session)
     reachable = settings.REDIS_URL
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     thread_delete(alice, session)
     settings.REDIS_URL = reachable
-    cold.rewarm()  # reaches Redis: flushes what the delete left pending, then writes
+    rewarm()  # reaches Redis: flushes what the delete left pending, then writes
     assert_nothing_served(alice, session)
 
 
