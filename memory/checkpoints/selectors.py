@@ -8,7 +8,7 @@ listing without a thread, to its streams in every session (``checkpoint_tuples_a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import BooleanField, F, Func, JSONField, Q, QuerySet, Subquery
@@ -106,11 +106,19 @@ _LATEST_SQL = (
 )
 
 
+class LatestDocument(NamedTuple):
+    """A checkpoint as ``checkpoint_latest_document`` reads it: its id, step and JSON document."""
+
+    pk: int
+    step: int
+    body: bytes
+
+
 def checkpoint_latest_document(
     *, agent: Agent, session_id: str, checkpoint_ns: str = ""
-) -> tuple[int, bytes] | None:
-    """``(step, document JSON bytes)`` of ``agent``'s checkpoint with the highest step index in the
-    session and namespace (``models.document_json``), or ``None``.
+) -> LatestDocument | None:
+    """``agent``'s checkpoint with the highest step index in the session and namespace: its id,
+    step and document JSON bytes (``models.document_json``), or ``None``.
 
     One probe of ``checkpoint_ns_step_idx`` as a prepared statement (``core.db.base.fetch_prepared``:
     planned once per connection; planning it on every call cost more than running it), and no
@@ -125,22 +133,26 @@ def checkpoint_latest_document(
     if row is None:
         return None
     pk, step, key, version, created_at, parent_key, metadata, state, plan, kind, data, channels = row
-    return step, document_json(
-        pk=pk,
-        session_id=session_id,
-        step_index=step,
-        idempotency_key=key,
-        schema_version=version,
-        agent_name=agent.name,
-        created_at=created_at,
-        checkpoint_ns=checkpoint_ns,
-        parent_key=parent_key,
-        metadata_json=metadata,
-        state_json=state,
-        plan_json=plan,
-        serialized_type=kind,
-        serialized=data,
-        channels_json=channels,
+    return LatestDocument(
+        pk,
+        step,
+        document_json(
+            pk=pk,
+            session_id=session_id,
+            step_index=step,
+            idempotency_key=key,
+            schema_version=version,
+            agent_name=agent.name,
+            created_at=created_at,
+            checkpoint_ns=checkpoint_ns,
+            parent_key=parent_key,
+            metadata_json=metadata,
+            state_json=state,
+            plan_json=plan,
+            serialized_type=kind,
+            serialized=data,
+            channels_json=channels,
+        ),
     )
 
 

@@ -536,8 +536,9 @@ def tenant_keys(client: Any = None) -> list[str]:
 # What each kind of key holds of the agents' data, by the layout above: a window's turns (their
 # content), a blackboard's documents (their value), a scratchpad (its keys and values) and a cached
 # checkpoint (its state and plan). The rest is bookkeeping (versions, owner and closed flags, a
-# session id, agent ids): structure, never data about a person.
-_BOOKKEEPING = frozenset({"bbv", "bb-owner", "bb-closed", "bb-session", "sp-idx", "bb-updates"})
+# session id, agent ids, a deleted checkpoint's id: memory.checkpoints.services.cache.GONE_KIND):
+# structure, never data about a person.
+_BOOKKEEPING = frozenset({"bbv", "bb-owner", "bb-closed", "bb-session", "sp-idx", "bb-updates", "ckpt-gone"})
 
 
 def _json_leaves(value: Any) -> list[str]:

@@ -258,6 +258,17 @@ def test_checkpoint_copies_scripts_replays_and_erasure_on_the_cluster(
         deleted, keys = checkpoints.checkpoints_erase(checkpoint_ids=ids)
         assert sorted(deleted) == sorted(ids) and key in keys
         assert not on_cluster.exists(*keys)
+        # the tombstone is in the copy's slot, and the write script reads it there: a late write
+        # of an erased checkpoint is refused
+        gone = checkpoint_cache.gone_key(key)
+        assert (
+            on_cluster.keyslot(gone) == on_cluster.keyslot(key)
+            and on_cluster.get(gone) == str(max(ids)).encode()
+        )
+        assert checkpoint_cache.cache_put(
+            key=key, checkpoint_id=max(ids), step_index=2, body=b"{}", ttl_seconds=60
+        )  # Redis answered
+        assert not on_cluster.exists(key)
 
 
 def test_the_pending_flush_after_an_outage_works_on_the_cluster(

@@ -24,6 +24,10 @@ checkpoint's JSON document goes to Redis under ``{tenant}:ckpt:<session_id>:<age
 Restore: Redis first (one ``HGET``); on a miss, PostgreSQL, then the copy is re-warmed. When Redis
 cannot be reached, saves and restores still work from PostgreSQL and say so (``degraded``); what
 a save committed meanwhile leaves in Redis is dropped as ``cache`` says.
+
+Delete: every path that deletes checkpoints (a thread delete, retention and erasure) drops the
+copies through ``cache.copies_drop``, which leaves a tombstone the copy's writers read, so a
+re-warm or a save's write that started before the delete cannot cache a deleted checkpoint.
 """
 
 from .cache import DEGRADED_HEADER_VALUE, cache_key

@@ -3,10 +3,9 @@ refused) and an erasure's rows, with their pending writes, channel values (blobs
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
+from functools import partial
 
-import redis
 from django.db import transaction
 
 from agents.models import Agent
@@ -14,15 +13,13 @@ from agents.subjects import SubjectHeld, subject_visible_q
 from core.errors import NotFound, PermissionDenied, ServiceUnavailable
 from core.holds import holds_check
 from core.locks import advisory_xact_lock
-from core.redis import check_id, get_redis
+from core.redis import check_id
 from memory.episodic.models import Event
 from memory.episodic.services import decision_record
 
 from .. import selectors
-from ..models import MAX_STEP_INDEX, Checkpoint, CheckpointBlob, CheckpointWrite
-from .cache import cache_key, remember_stale
-
-logger = logging.getLogger(__name__)
+from ..models import Checkpoint, CheckpointBlob, CheckpointWrite
+from .cache import cache_key, copies_drop
 
 
 @dataclass(frozen=True)
@@ -46,8 +43,9 @@ def checkpoints_delete(
     that agent's, which needs ``may_curate`` (a key with the ``curate`` scope) unless it names
     ``agent`` itself. The delete is recorded as a ``decision`` event of ``agent`` in the session
     (payload: ``action`` ``checkpoints_deleted``, the stream's ``agent``, the counts and namespaces);
-    after the commit the Redis copies of the stream's namespaces are dropped (when Redis cannot be
-    reached, this process drops them at its next checkpoint call that reaches it).
+    after the commit the Redis copies of the stream's namespaces are dropped, leaving tombstones
+    that refuse a late write of a deleted checkpoint (``cache.copies_drop``; when Redis cannot be
+    reached, this process does it at its next checkpoint call that reaches Redis).
 
     Raises ``InvalidInput`` (bad session id), ``PermissionDenied`` (another agent's stream without
     ``may_curate``), ``NotFound`` (field ``agent``: no such agent in the tenant), ``Conflict``
@@ -101,19 +99,9 @@ def checkpoints_delete(
                 "namespaces": namespaces,
             },
         )
-        keys = [cache_key(session_id, owner.pk, ns) for ns in namespaces]
-
-        def drop_copies() -> None:
-            if not keys:  # only writes were there: no checkpoint, so no copy
-                return
-            try:
-                get_redis().delete(*keys)
-            except redis.RedisError as exc:
-                logger.warning("dropping checkpoint copies %s failed: %s", keys, exc)
-                for key in keys:  # any cached step is older than this: the next call drops it
-                    remember_stale(key, MAX_STEP_INDEX + 1)
-
-        transaction.on_commit(drop_copies)
+        # every checkpoint of the stream is deleted under its lock: a later save has a larger id
+        gone = {cache_key(session_id, owner.pk, ns): max(ids) for ns in namespaces}
+        transaction.on_commit(partial(copies_drop, gone))
     return ThreadDeleted(
         agent=owner.name, checkpoints=len(ids), writes=writes, blobs=blobs, namespaces=namespaces, event=event
     )
@@ -122,12 +110,15 @@ def checkpoints_delete(
 def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str]]:
     """Delete the checkpoints ``checkpoint_ids`` of the current tenant with their pending writes and
     the channel values that go with them (``selectors.checkpoint_blobs_released``; one a legal hold
-    covers stays), then the Redis copies of the streams they were in (the cached latest may be one of them; the next restore reads what is
-    left in PostgreSQL). Returns ``(ids deleted, Redis keys deleted)``.
+    covers stays), then the Redis copies of the streams they were in (the cached latest may be one
+    of them; the next restore reads what is left in PostgreSQL), leaving tombstones that refuse a
+    late write of a deleted checkpoint (``cache.copies_drop``: a re-warm or a save's write that
+    started before the delete). Retention and erasure both delete checkpoints through this
+    (``compliance.lifecycle.layers``). Returns ``(ids deleted, Redis keys deleted)``.
 
     Raises ``ServiceUnavailable`` when Redis cannot be reached after the delete: an erasure must not
-    report a copy gone that may still be cached (run it again; it is idempotent). The caller
-    records why."""
+    report a copy gone that may still be cached (run it again; it is idempotent; this process also
+    drops the copies at its next checkpoint call that reaches Redis). The caller records why."""
     if not checkpoint_ids:
         return [], []
     with transaction.atomic():
@@ -155,10 +146,10 @@ def checkpoints_erase(*, checkpoint_ids: list[int]) -> tuple[list[int], list[str
         if released:
             blobs = CheckpointBlob.objects.filter(pk__in=released)
             holds_check(layer="checkpoints", rows=blobs, refuse=False).delete()
-    keys = sorted({cache_key(session_id, agent_id, ns) for _, session_id, agent_id, ns, *_ in rows})
-    if keys:
-        try:
-            get_redis().delete(*keys)
-        except redis.RedisError as exc:
-            raise ServiceUnavailable(f"Redis cannot be reached to drop checkpoint copies: {exc}") from exc
-    return sorted(r[0] for r in rows), keys
+    gone: dict[str, int] = {}
+    for pk, session_id, agent_id, ns, *_ in rows:
+        key = cache_key(session_id, agent_id, ns)
+        gone[key] = max(pk, gone.get(key, pk))
+    if not copies_drop(gone):
+        raise ServiceUnavailable("Redis cannot be reached to drop checkpoint copies.")
+    return sorted(r[0] for r in rows), sorted(gone)

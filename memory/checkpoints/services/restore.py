@@ -65,8 +65,9 @@ def checkpoint_latest(
     ``defer_rewarm``, leaves the re-warm to the caller as ``Restored.rewarm``, to run once it has
     answered (the API runs it after the response is sent): the answer then waits for one Redis
     round trip and one PostgreSQL statement only, and ``degraded`` reports the read alone. The copy
-    is written unless a newer step is cached (``cache.cache_put``), so a re-warm that runs late never
-    replaces a newer save's copy. When Redis cannot be reached the answer comes from PostgreSQL with
+    is written unless a newer step is cached or the checkpoint was deleted meanwhile
+    (``cache.cache_put``), so a re-warm that runs late never replaces a newer save's copy nor
+    caches a checkpoint a thread delete, a retention sweep or an erasure removed after the read. When Redis cannot be reached the answer comes from PostgreSQL with
     ``degraded=True`` and there is no re-warm. Counts one ``checkpoint`` lookup for ``agent``: a hit
     when Redis answered, else a miss.
     An agent acting for one end user reads PostgreSQL only (the Redis copy is the stream's latest,
@@ -79,7 +80,7 @@ def checkpoint_latest(
         found = selectors.checkpoint_latest_document(
             agent=agent, session_id=session_id, checkpoint_ns=checkpoint_ns
         )
-        return Restored(body=None if found is None else found[1], source="postgres")
+        return Restored(body=None if found is None else found.body, source="postgres")
     key = cache_key(session_id, agent.pk, checkpoint_ns)
     degraded = False
     try:
@@ -97,10 +98,15 @@ def checkpoint_latest(
         agent=agent, session_id=session_id, checkpoint_ns=checkpoint_ns
     )
     if stored is None or degraded:  # Redis just failed: do not wait for it a second time
-        return Restored(body=None if stored is None else stored[1], source="postgres", degraded=degraded)
-    step, body = stored
+        return Restored(body=None if stored is None else stored.body, source="postgres", degraded=degraded)
+    pk, step, body = stored
     rewarm = partial(
-        cache_put, key=key, step_index=step, body=body, ttl_seconds=policy.checkpoint_cache_ttl_seconds
+        cache_put,
+        key=key,
+        checkpoint_id=pk,
+        step_index=step,
+        body=body,
+        ttl_seconds=policy.checkpoint_cache_ttl_seconds,
     )
     if defer_rewarm:
         return Restored(body=body, source="postgres", rewarm=rewarm)

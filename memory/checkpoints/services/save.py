@@ -328,10 +328,10 @@ def _save_under_lock(save: _Save) -> Checkpoint | tuple[int, int, str, str]:
         return saved
 
 
-def _cache_after_commit(result: SaveResult, key: str, step: int, document: bytes, ttl: int) -> None:
-    """Copy the saved checkpoint to Redis; set ``result.cached``; remember the stream when Redis
-    could not be reached."""
-    result.cached = cache_put(key=key, step_index=step, body=document, ttl_seconds=ttl)
+def _cache_after_commit(result: SaveResult, key: str, pk: int, step: int, document: bytes, ttl: int) -> None:
+    """Copy the saved checkpoint ``pk`` to Redis (unless deleted since its commit: ``cache_put``);
+    set ``result.cached``; remember the stream when Redis could not be reached."""
+    result.cached = cache_put(key=key, checkpoint_id=pk, step_index=step, body=document, ttl_seconds=ttl)
     if not result.cached:
         remember_stale(key, step)
 
@@ -414,6 +414,6 @@ def checkpoint_save(
     key, document = cache_key(session_id, agent.pk, checkpoint_ns), save.document(pk, step, channels_json)
     # outside a transaction the call above has committed: this runs now
     transaction.on_commit(
-        partial(_cache_after_commit, result, key, step, document, policy.checkpoint_cache_ttl_seconds)
+        partial(_cache_after_commit, result, key, pk, step, document, policy.checkpoint_cache_ttl_seconds)
     )
     return result

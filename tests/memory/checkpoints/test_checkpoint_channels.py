@@ -153,7 +153,7 @@ def test_a_restore_and_a_tuple_are_one_query_each(alice: Caller) -> None:
         alice.agent.refresh_from_db()
         with CaptureQueriesContext(connection) as restore:
             found = selectors.checkpoint_latest_document(agent=alice.agent, session_id=thread)
-        assert found is not None and json.loads(found[1])["channels"]["b"]["value"] == value('"b1"')
+        assert found is not None and json.loads(found.body)["channels"]["b"]["value"] == value('"b1"')
         with CaptureQueriesContext(connection) as page:
             rows = list(selectors.checkpoint_tuples(agent=alice.agent, session_id=thread, key="k1")[:1])
             assert rows[0].channel_documents["a"]["version"] == "2" and rows[0].write_documents == []
