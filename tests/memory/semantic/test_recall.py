@@ -263,3 +263,40 @@ def test_a_dialogue_is_searched_with_its_last_turn_weighing_as_much_as_the_whole
     got = np.asarray(recall_vector(dialogue))
     assert np.allclose(got, expected, atol=1e-6)
     assert abs(float(np.linalg.norm(got)) - 1.0) < 1e-6
+
+
+def test_a_query_is_embedded_while_its_words_are_looked_up(
+    alice: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query's embedding runs on another thread while the caller's thread looks up the lexemes
+    of a word new to the process (a round trip): the lookup waits beside the model, not after it
+    (decision 0118). The embedder here waits up to 5 s for that lookup to have been sent."""
+    import threading
+    import uuid
+
+    from memory.semantic.services.recall import memory_search
+
+    remember(alice, "The ferry to Cacilhas leaves every 20 minutes.")
+    embedder = get_embedder()
+    real = embedder.embed
+    looked_up = threading.Event()
+    seen: list[tuple[int, bool]] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        seen.append((threading.get_ident(), looked_up.wait(timeout=5)))
+        return real(texts)
+
+    def lookup(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        if "tsvector_to_array" in sql:
+            looked_up.set()
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(embedder, "embed", embed)
+    embed_query.cache_clear()
+    word = f"zq{uuid.uuid4().hex[:8]}"  # no process has met it: its lexeme costs a query
+    with tenant_context(alice.tenant), connection.execute_wrapper(lookup):
+        hits = memory_search(
+            agent=alice.agent, query=f"when does the {word} ferry leave", policy=alice.tenant.retrieval_policy
+        )
+    assert [h.memory.content for h in hits] == ["The ferry to Cacilhas leaves every 20 minutes."]
+    assert seen and all(thread != threading.get_ident() and overlapped for thread, overlapped in seen), seen
