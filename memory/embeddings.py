@@ -13,7 +13,6 @@ import functools
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -188,12 +187,6 @@ def _load_embedder() -> Embedder:
                 timeout=conf.get("EMBEDDING_TIMEOUT", 10.0),
             )
     raise ImproperlyConfigured(f"ENGRAM_EMBEDDER must be fastembed, model2vec or openai, not {kind!r}")
-
-
-# Embeddings computed on another thread while the caller's does its database work (the models and
-# the HTTP client release the GIL): a single write's text during its exact-duplicate lookup, a
-# recall's query during its lexeme lookup. One thread per core of the machines this runs on.
-EMBEDDING_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embedding")
 
 
 @functools.lru_cache(maxsize=2048)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from agents.models import Agent
 from core.errors import InvalidInput
 from core.tasks import queue_later
-from memory.embeddings import EMBEDDING_THREADS, get_embedder, recall_vector
+from memory.embeddings import get_embedder, recall_vector
 from tenants.models import RetrievalPolicy
 
 from .. import selectors, touches
@@ -127,22 +127,16 @@ def memory_search(
     w = {name: value / total if value / total >= 1e-9 else 0.0 for name, value in w.items()}
     now = now or timezone.now()
 
-    # the query is embedded on another thread while this one finds its words' lexemes (a round trip
-    # for words new to the process) and the visibility clause: the lookup waits beside the model
-    embedded = EMBEDDING_THREADS.submit(recall_vector, query)
-    try:
-        filters = filters or MemoryFilters()
-        where, params = selectors.visible_filter_sql(agent, filters, model=embedder.name, dimensions=dims)
-        idf = selectors.lexeme_idf(selectors.query_lexemes(query))
-    finally:
-        qvec = list(embedded.result())  # what the embedder raised, first
+    qvec = list(recall_vector(query))
+    filters = filters or MemoryFilters()
+    where, params = selectors.visible_filter_sql(agent, filters, model=embedder.name, dimensions=dims)
     pool_size = max(4 * k, 40)
     ranked = selectors.hybrid_search(
         where=where,
         params=params,
         vector=qvec,
         dimensions=dims,
-        idf=idf,
+        idf=selectors.lexeme_idf(selectors.query_lexemes(query)),
         pool=pool_size,
         weights=selectors.ScoreWeights(
             w["similarity"], w["recency"], w["importance"], math.log(2) / policy.recency_half_life_hours

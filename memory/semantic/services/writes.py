@@ -31,7 +31,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -49,7 +49,7 @@ from core.errors import DomainError, InvalidInput, NotFound
 from core.redis import get_redis, tenant_key
 from core.tasks import queue_later
 from core.tenancy import current_schema
-from memory.embeddings import EMBEDDING_THREADS, Embedder, check_vector, get_embedder, vector_text
+from memory.embeddings import Embedder, check_vector, get_embedder, vector_text
 from memory.episodic.models import Event
 from tenants.models import RetrievalPolicy
 
@@ -62,6 +62,8 @@ from .reinforce import memories_reinforce
 from .supersede import Supersession, memories_supersede, stated_targets
 
 logger = logging.getLogger(__name__)
+# single writes' embeddings, run while their exact-duplicate lookup waits (one per core)
+_EMBEDDING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-embedding")
 
 
 @dataclass(frozen=True)
@@ -231,7 +233,7 @@ def memories_create(
     # model and psycopg release the GIL); a batch is embedded after the lookup, without duplicates
     early: Future[np.ndarray] | None = None
     if write == "sync" and len(items) == 1 and 0 not in vectors:
-        early = EMBEDDING_THREADS.submit(embedder.embed, [items[0].content])
+        early = _EMBEDDING.submit(embedder.embed, [items[0].content])
     for attempt in (0, 1):
         exact = _exact_matches(agent, items, digests)
         if write == "sync":
