@@ -5,6 +5,8 @@ fresh tenant of the same database, the rounds' order alternating; the medians ar
 
 - ``memory-batch``: a batch of 500 memories with client-supplied vectors (``memories_create``);
 - ``memory-single``: 30 single writes, each embedded (``memory_create``);
+- ``memory-single-vector``: 30 single writes with client-supplied vectors: the write path without
+  the model (its statements and Python);
 - ``facts``: a batch of 500 facts of ``knowledge_graph.py``'s plan (``facts_assert_batch``);
 - ``events-service``: 10 batches of 100 events (``events_append``);
 - ``events-http``: 20 requests of 100 events from two keep-alive clients to each worker's own
@@ -28,7 +30,7 @@ from typing import Any
 from _ab import arguments, compare, entry, serve
 from _common import ROOT, percentiles, scratch_tenant, web_server
 
-KINDS = ("memory-batch", "memory-single", "facts", "events-service", "events-http")
+KINDS = ("memory-batch", "memory-single", "memory-single-vector", "facts", "events-service", "events-http")
 
 
 def _prepare(kind: str, tenant: Any, size: int) -> dict[str, Any]:
@@ -45,7 +47,7 @@ def _prepare(kind: str, tenant: Any, size: int) -> dict[str, Any]:
 
         texts = [f"{t} (ab {i})" for i, t in enumerate(corpus.memories(8000, 99))]
         path = ROOT / "var" / "bench" / "ab-vectors.npy"
-        if kind == "memory-batch":
+        if kind in ("memory-batch", "memory-single-vector"):
             if path.exists():
                 vecs = np.load(path)
             else:
@@ -95,6 +97,17 @@ def _write_round(kind: str, r: int, agent: Any, tenant: Any, state: dict[str, An
             memory_create(
                 agent=agent, data=MemoryData(content=state["texts"][i]), policy=tenant.retrieval_policy
             )
+        n = 30
+    elif kind == "memory-single-vector":
+        from memory.semantic.services.writes import MemoryData, memory_create
+
+        writes = [
+            MemoryData(content=state["texts"][i], embedding=state["vecs"][i].tolist())
+            for i in range(r * 30, r * 30 + 30)
+        ]
+        t0 = time.perf_counter()
+        for data in writes:
+            memory_create(agent=agent, data=data, policy=tenant.retrieval_policy)
         n = 30
     elif kind == "facts":
         from memory.knowledge.services import facts_assert_batch

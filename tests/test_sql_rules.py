@@ -273,3 +273,34 @@ def test_the_comparison_sees_a_changed_body_or_trigger_but_not_white_space(tenan
         "trigger semantic_lexical_set on memory_semanticmemory"
     ), trigger
     assert spaces == []
+
+
+# A tenant schema's SQL-language functions (not pgvector's) with their argument types.
+SQL_FUNCTIONS_SQL = """
+SELECT p.proname, p.oid::regprocedure::text, ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) AS t)
+FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+WHERE p.pronamespace = %(schema)s::regnamespace AND l.lanname = 'sql'
+  AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                  AND d.deptype = 'e')
+"""
+
+
+@pytest.mark.django_db
+def test_every_sql_function_is_inlined_where_it_is_called(tenant_a: Tenant) -> None:
+    """A ``LANGUAGE sql`` rule is inlined into the statement that calls it (a ``RETURN`` expression),
+    or it is written in plpgsql: a SQL function that cannot be inlined (a body with a ``FROM``) is
+    parsed and planned again by every statement that calls it, a trigger's on every insert, while
+    plpgsql keeps its plans for the connection (decision 0118). Each is called on values the planner
+    cannot fold; an inlined function leaves no call in the plan."""
+    problems = []
+    with tenant_context(tenant_a), connection.cursor() as cursor:
+        cursor.execute(SQL_FUNCTIONS_SQL, {"schema": tenant_a.schema_name})
+        functions = cursor.fetchall()
+        assert {name for name, _, _ in functions} >= {"memory_bm25_saturation", "memory_lexeme_index"}
+        for name, signature, types in functions:
+            args = ", ".join(f"CASE WHEN g > 0 THEN NULL::{t} END" for t in types)
+            cursor.execute(f"EXPLAIN (VERBOSE, COSTS OFF) SELECT {name}({args}) FROM generate_series(1, 2) g")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            if f"{name}(" in plan:
+                problems.append(f"{signature} is not inlined (write it as plpgsql):\n{plan}")
+    assert not problems, "\n".join(problems)

@@ -118,9 +118,9 @@ def execute_prepared(
     prepared statement, after ``before`` (another statement, such as ``set_config``, or none) in the
     same round trip and implicit transaction; the cursor is left on ``sql``'s rows.
 
-    The first call of a statement on a connection sends its ``PREPARE`` first (a round trip of its
-    own, once); every call then sends ``EXECUTE`` with the values as literals (Django's cursors bind
-    client-side), so PostgreSQL neither parses the statement again nor, once its plan cache settles
+    The first call of a statement on a connection sends its ``PREPARE`` ahead of the ``EXECUTE``, in
+    the same round trip; every call sends ``EXECUTE`` with the values as literals (Django's cursors
+    bind client-side), so PostgreSQL neither parses the statement again nor, once its plan cache settles
     on the generic plan (after five custom plans, when the generic one is estimated no dearer),
     plans it. The name is ``engram_`` and a digest of the text and the parameter types
     (``_param_type``; the statement must cast any other value whose type its context does not
@@ -133,21 +133,20 @@ def execute_prepared(
     call = f"EXECUTE {name}({', '.join(['%s'] * len(values))})" if values else f"EXECUTE {name}"
     for attempt in (0, 1):
         names = _session_statements(cursor)
+        head = [before] if before else []
         if name not in names:
-            drop = ""
             if len(names) >= PREPARED_PER_CONNECTION:
                 oldest, _ = names.popitem(last=False)
-                drop = f"DEALLOCATE {oldest}; "
+                head.insert(0, f"DEALLOCATE {oldest}")
             declared = f" ({', '.join(types)})" if types else ""
-            cursor.execute(f"{drop}PREPARE {name}{declared} AS {text}")
-            names[name] = None
-        names.move_to_end(name)
+            # the same round trip as the first call; its text escaped for the client-side binding
+            head.insert(len(head) - bool(before), f"PREPARE {name}{declared} AS {text.replace('%', '%%')}")
         try:
-            if before:
-                cursor.execute(f"{before}; {call}", [*before_params, *values])
-                cursor.cursor.nextset()  # past ``before``'s result
-            else:
-                cursor.execute(call, values)
+            cursor.execute("; ".join([*head, call]), [*before_params, *values])
+            for _ in head:
+                cursor.cursor.nextset()  # past their results, to ``sql``'s rows
+            names[name] = None
+            names.move_to_end(name)
             return
         except DatabaseError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "26000":  # invalid_sql_statement_name

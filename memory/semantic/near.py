@@ -36,6 +36,10 @@ NEAR_OPTIONS = (
     "SELECT set_config('enable_sort', 'off', true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 )
 NEAR_RESET = "SET LOCAL enable_sort TO DEFAULT; SET LOCAL hnsw.iterative_scan TO DEFAULT"
+# appended to ``NEAR_OPTIONS`` before the single write's prepared statement: its plan does not depend on
+# the values (the owners and the vector travel as arrays the planner cannot see into), so it is planned
+# once per connection
+GENERIC_PLAN = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 def near_sql(dims: int, limit: int = 1) -> str:

@@ -158,14 +158,14 @@ def live_content_ids(
     side of the exact-duplicate rule (one query)."""
     # the live-content unique index's predicate word for word (fixed SQL: the ORM's compile cost more)
     with connection.cursor() as cursor:
-        cursor.execute(_LIVE_CONTENT_SQL, [agent.pk, list(scopes), list(subjects), list(digests)])
+        execute_prepared(cursor, _LIVE_CONTENT_SQL, [agent.pk, list(scopes), list(subjects), list(digests)])
         return {(scope, subject, digest): pk for pk, scope, subject, digest in cursor.fetchall()}
 
 
 _LIVE_CONTENT_SQL = (
     f"SELECT id, scope, data_subject, content_hash FROM {SemanticMemory._meta.db_table} "
-    "WHERE agent_id = %s AND forgotten_at IS NULL AND superseded_at IS NULL AND scope = ANY(%s) "
-    "AND data_subject = ANY(%s) AND content_hash = ANY(%s)"
+    "WHERE agent_id = %s AND forgotten_at IS NULL AND superseded_at IS NULL AND scope = ANY(%s::text[]) "
+    "AND data_subject = ANY(%s::text[]) AND content_hash = ANY(%s::text[])"
 )
 
 

@@ -4,6 +4,10 @@
 
 CREATE OR REPLACE FUNCTION memory_context_refresh(ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+    -- no memory to refresh (an insert of memories without a session): nothing to plan, read or lock
+    IF coalesce(cardinality(ids), 0) = 0 THEN
+        RETURN;
+    END IF;
     WITH target AS (
         SELECT m.id, m.agent_id, m.scope, m.session_id, m.visible_to_agents, m.visible_to_roles,
                m.created_at

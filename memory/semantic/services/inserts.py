@@ -21,15 +21,16 @@ if TYPE_CHECKING:
 
 # The memories of a write and their access clocks in one statement: the rows travel as one JSON
 # document (``jsonb_to_recordset``), the vectors as pgvector text, so the statement has the same few
-# placeholders for one memory as for 500 (decision 0040).
+# placeholders for one memory as for 500 (decision 0040), and every placeholder's type is in the text, as
+# a prepared statement needs (``core.db.prepared``).
 INSERT_ROWS = f"""
     INSERT INTO {SemanticMemory._meta.db_table} (id, agent_id, scope, memory_type, session_id,
         data_subject, tags, visible_to_agents, visible_to_roles, content, content_hash, metadata,
         importance, confidence, embedding, embedding_model, embedding_dimensions, created_at,
         fact_hint, source_event_id)
-    SELECT r.id, %s, r.scope, r.memory_type, r.session_id, r.data_subject, r.tags,
+    SELECT r.id, %s::bigint, r.scope, r.memory_type, r.session_id, r.data_subject, r.tags,
         r.visible_to_agents, r.visible_to_roles, r.content, r.content_hash, r.metadata,
-        r.importance, r.confidence, r.embedding::vector, %s, r.embedding_dimensions,
+        r.importance, r.confidence, r.embedding::vector, %s::text, r.embedding_dimensions,
         %s::timestamptz + r.i * interval '1 microsecond', r.fact_hint, r.source_event_id
     FROM jsonb_to_recordset(%s::jsonb) AS r(id uuid, i int, scope text, memory_type text,
         session_id text, data_subject text, tags varchar(64)[], visible_to_agents bigint[],
@@ -43,7 +44,7 @@ INSERT_ROWS = f"""
 """
 INSERT_ACCESS = (
     f"INSERT INTO {MemoryAccess._meta.db_table} (memory_id, last_accessed_at, access_count, stability_hours) "
-    "SELECT id, %s, 0, %s FROM ins"
+    "SELECT id, %s::timestamptz, 0, %s::float8 FROM ins"
 )
 INSERT_SQL = f"WITH ins AS ({INSERT_ROWS.format(where='', conflict='')}) {INSERT_ACCESS}"
 

@@ -128,3 +128,36 @@ def test_a_neighbours_words_lift_the_memory_itself_in_search(alice: Caller, mall
     assert lifted["score"] > alone["score"]
     # another tenant's identical session gives its agents nothing of this one
     assert search(mallory, "What instrument did Quentin learn in Vienna?", k=3) == []
+
+
+def test_a_memory_without_a_session_leaves_the_context_table_alone(alice: Caller) -> None:
+    """An insert of memories without a session has no context to build nor neighbour to refresh:
+    the refresh returns before its statement, which would lock the context table (and be planned
+    for nothing) on every such write (decision 0118)."""
+    from django.db import transaction
+
+    from memory.semantic.services.writes import MemoryData, memory_create
+
+    with tenant_context(alice.tenant), transaction.atomic():
+        memory_create(
+            agent=alice.agent,
+            data=MemoryData(content="The ferry to Cacilhas leaves every 20 minutes."),
+            policy=alice.tenant.retrieval_policy,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT mode FROM pg_locks WHERE pid = pg_backend_pid() "
+                "AND relation = 'memory_memorycontext'::regclass"
+            )
+            assert cursor.fetchall() == []
+        memory_create(
+            agent=alice.agent,
+            data=MemoryData(content="Standup moved to 9:30 on Mondays.", session_id="s-1"),
+            policy=alice.tenant.retrieval_policy,
+        )
+        with connection.cursor() as cursor:  # a memory with a session does refresh (the test can fail)
+            cursor.execute(
+                "SELECT mode FROM pg_locks WHERE pid = pg_backend_pid() "
+                "AND relation = 'memory_memorycontext'::regclass"
+            )
+            assert cursor.fetchall() != []

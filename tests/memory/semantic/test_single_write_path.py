@@ -102,3 +102,46 @@ def test_a_write_stored_beside_a_near_memory_takes_no_transaction(scratch_tenant
         assert MemoryAccess.objects.get(memory_id=stored.pk).access_count == 0
         assert LexicalPosting.objects.filter(memory_id=stored.pk, lexeme="aisl").exists()
         assert SemanticMemory.objects.get(pk=first.memory.pk).superseded_at is None
+
+
+def _plans() -> dict[str, tuple[int, int]]:
+    """``{name: (generic plans, custom plans)}`` of the session's prepared statements."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE name LIKE 'engram!_%%' ESCAPE '!'"
+        )
+        return {name: (generic, custom) for name, generic, custom in cursor.fetchall()}
+
+
+def test_a_single_write_is_parsed_and_planned_once_per_connection(scratch_tenant) -> None:  # type: ignore[no-untyped-def]
+    """Every statement of a single write (created, or stored beside a near memory) is the
+    ``EXECUTE`` of a statement the connection prepared, run under its generic plan once PostgreSQL's
+    plan cache has settled: no parse, no plan per write (decision 0118)."""
+    with tenant_context(scratch_tenant):
+        agent = agent_create(by=None, name="solo")
+        policy = scratch_tenant.retrieval_policy
+        texts = [
+            f"{who} prefers {seat} seats on long flights."
+            for who in ("Maria", "Jonas", "Ines", "Tariq")
+            for seat in ("window", "aisle")
+        ]
+        for text in texts[:6]:  # past the plan cache's five custom plans
+            memory_create(agent=agent, data=MemoryData(content=text), policy=policy)
+        before = _plans()
+        with CaptureQueriesContext(connection) as queries:
+            results = [
+                memory_create(agent=agent, data=MemoryData(content=t), policy=policy) for t in texts[6:]
+            ]
+        assert [r.outcome for r in results] == ["created", "created"]
+        sent = [q["sql"] for q in queries.captured_queries]
+        assert len(sent) >= 4 and all("EXECUTE engram_" in sql and "PREPARE" not in sql for sql in sent), [
+            s[:120] for s in sent
+        ]
+        after = _plans()
+        ran = {
+            name: (g - before.get(name, (0, 0))[0], c - before.get(name, (0, 0))[1])
+            for name, (g, c) in after.items()
+            if (g, c) != before.get(name, (0, 0))
+        }
+        assert ran and all(custom == 0 for _, custom in ran.values()), ran
