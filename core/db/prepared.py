@@ -133,24 +133,29 @@ def execute_prepared(
     call = f"EXECUTE {name}({', '.join(['%s'] * len(values))})" if values else f"EXECUTE {name}"
     for attempt in (0, 1):
         names = _session_statements(cursor)
-        head = [before] if before else []
+        head = []
         if name not in names:
             if len(names) >= PREPARED_PER_CONNECTION:
                 oldest, _ = names.popitem(last=False)
-                head.insert(0, f"DEALLOCATE {oldest}")
+                head.append(f"DEALLOCATE {oldest}")
             declared = f" ({', '.join(types)})" if types else ""
             # the same round trip as the first call; its text escaped for the client-side binding
-            head.insert(len(head) - bool(before), f"PREPARE {name}{declared} AS {text.replace('%', '%%')}")
+            head.append(f"PREPARE {name}{declared} AS {text.replace('%', '%%')}")
+        if before:
+            head.append(before)
         try:
             cursor.execute("; ".join([*head, call]), [*before_params, *values])
-            for _ in head:
-                cursor.cursor.nextset()  # past their results, to ``sql``'s rows
-            names[name] = None
-            names.move_to_end(name)
-            return
         except DatabaseError as exc:
+            # A PREPARE or DEALLOCATE that ran before the failing statement is not undone with it:
+            # what the session holds is read again from the server at the next call.
+            _prepared.pop(cursor.cursor.connection, None)
             if getattr(exc.__cause__, "sqlstate", None) != "26000":  # invalid_sql_statement_name
                 raise
-            _prepared.pop(cursor.cursor.connection, None)  # read the names again next time
             if attempt or cursor.db.in_atomic_block:
                 raise
+            continue
+        for _ in head:
+            cursor.cursor.nextset()  # past their results, to ``sql``'s rows
+        names[name] = None
+        names.move_to_end(name)
+        return
