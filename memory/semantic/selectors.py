@@ -380,18 +380,20 @@ _CARRIED = f"m.embedding, m.lexical, m.importance, m.created_at, {_SPEAKER_SQL} 
 # written out, so it is planned once with the prepared statement (under a generic plan, the
 # SQL-function executor parses and plans a function's body on every call). ``tests/memory/semantic``
 # hold the two equal.
+# The query's lexemes and their IDFs as rows (``ql``): the source of ``_QUERY_VECTOR_SQL`` and of the
+# speaker fields' scores (``_SPEAKERS_SQL``).
+_QUERY_LEXEMES_SQL = "SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, weight)"
 _QUERY_VECTOR_SQL = (
     "SELECT (coalesce('{' || string_agg(t.i || ':' || t.w, ',' ORDER BY t.i) || '}', '{}') "
     "|| '/1000000000')::sparsevec AS v "
-    "FROM (SELECT memory_lexeme_index(q.lexeme) AS i, sum(q.weight) AS w "
-    "FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, weight) GROUP BY 1) t"
+    "FROM (SELECT memory_lexeme_index(q.lexeme) AS i, sum(q.weight) AS w FROM ql q GROUP BY 1) t"
 )
 
 
 def _candidates_sql(where: str, d: int, pool: int) -> str:
-    """The candidate CTEs (``vec``, ``txt``, their union ``cand``, the query's IDF vector ``qv``) of
-    the hybrid statement; parameters, in order: the query vector, ``where``'s, the generator lexemes,
-    ``where``'s again, the query lexemes and their IDFs. ``pool`` (an int) is in the text: a
+    """The candidate CTEs (``vec``, ``txt``, their union ``cand``, the query's lexemes and IDFs ``ql``
+    and its IDF vector ``qv``) of the hybrid statement; parameters, in order: the query vector,
+    ``where``'s, the generator lexemes, ``where``'s again, the query lexemes and their IDFs. ``pool`` (an int) is in the text: a
     prepared statement's generic plan then still knows each arm stops after ``pool`` rows, so it
     keeps the HNSW and posting index scans (a limit it cannot see lets it rank every row exactly)."""
     pool = int(pool)
@@ -414,15 +416,17 @@ def _candidates_sql(where: str, d: int, pool: int) -> str:
             SELECT DISTINCT ON (u.id) u.* FROM (SELECT * FROM vec UNION ALL SELECT * FROM txt) u
             ORDER BY u.id, u.distance NULLS LAST
         ),
+        ql AS ({_QUERY_LEXEMES_SQL}),
         qv AS ({_QUERY_VECTOR_SQL})
     """
 
 
-def _candidates_params(params: list[Any], qvec: str, idf: dict[str, float]) -> tuple[list[Any], list[str]]:
+def _candidates_params(params: list[Any], qvec: str, idf: dict[str, float]) -> list[Any]:
+    """``_candidates_sql``'s parameters: ``params`` are ``where``'s, ``idf`` the query's lexemes."""
     lexemes = list(idf)
     weights = [float(idf[t]) for t in lexemes]
     generators = sorted(lexemes, key=lambda t: (-idf[t], t))[:LEXICAL_MAX_TERMS]
-    return [qvec, *params, generators, *params, lexemes, weights], lexemes
+    return [qvec, *params, generators, *params, lexemes, weights]
 
 
 def _vector_literal(vector: Sequence[float]) -> str:
@@ -456,7 +460,7 @@ def hybrid_candidates(
     """
     d = int(dimensions)
     qvec = _vector_literal(vector)
-    cand_params, _ = _candidates_params(params, qvec, idf)
+    cand_params = _candidates_params(params, qvec, idf)
     sql = (
         _candidates_sql(where, d, pool)
         + f"""
@@ -595,12 +599,10 @@ def hybrid_search(
     (Park et al. 2023, "Generative Agents", section 4.1).
     """
     qvec = _vector_literal(vector)
-    cand_params, lexemes = _candidates_params(params, qvec, idf)
+    cand_params = _candidates_params(params, qvec, idf)
     w_sum = weights.similarity + weights.recency + weights.importance
     all_params = [
         *cand_params,
-        lexemes,
-        [float(idf[t]) for t in lexemes],
         qvec,
         weights.decay_per_hour,
         now,
@@ -630,14 +632,13 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
     """The statement of ``hybrid_search``: the candidates (``_candidates_sql``), their score parts,
     the fused relevance and score, and the rows of the best (memory, agent, access clock: the
     select lists of ``_loaders``, in that order, after the six score columns). Parameters, in
-    order: the candidates', the query lexemes and their IDFs (``ql``, for the speaker fields), the
-    query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
+    order: the candidates' (their query lexemes and IDFs, ``ql``, also serve the speaker fields),
+    the query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
     the query's IDF mass, ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
     (mem_select, _, _), (agent_select, _, _), (access_select, _, _) = _loaders()
     return (
         _candidates_sql(where, d, pool)
         + f""",
-        ql AS (SELECT * FROM unnest(%s::text[], %s::float8[]) AS q(lexeme, weight)),
         spk AS ({_SPEAKERS_SQL}),
         parts AS MATERIALIZED (  -- inlined, max() OVER () would run the context subquery a second time
             SELECT c.id,

@@ -20,7 +20,7 @@ def test_inline_query_vector_equals_the_sql_function(alice: Caller) -> None:
     with tenant_context(alice.tenant), connection.cursor() as cursor:
         for lexemes, weights in cases:
             cursor.execute(
-                f"SELECT ({selectors._QUERY_VECTOR_SQL})::text, "
+                f"WITH ql AS ({selectors._QUERY_LEXEMES_SQL}) SELECT ({selectors._QUERY_VECTOR_SQL})::text, "
                 "memory_lexical_query(%s::text[], %s::float8[])::text",
                 [lexemes, weights, lexemes, weights],
             )
