@@ -8,6 +8,11 @@ first)::
 
     python -m benchmarks search_ab --base /work/main --size 100000 --rounds 10 --queries 30
 
+With ``--locomo FILE`` the tenant is instead the one ``locomo_ingest`` filled (``--tenant``, default
+``locomo_dev``: conversation turns, a quarter of them asking something) and the questions are that
+file's, each asked as its ``locomo`` agent within its conversation (the ``<sample_id>`` tag), as
+``locomo_eval`` asks them.
+
 Prints p50 / p95 / mean per side, the new/base ratios and the load average seen during the run.
 ``--touch off`` measures the read path alone. Each worker prints the file its
 ``memory.semantic.selectors`` came from.
@@ -30,20 +35,31 @@ def driver() -> None:
     parser.add_argument("--queries", type=int, default=30, help="questions per round (both sides)")
     parser.add_argument("--warmup", type=int, default=1, help="rounds not counted")
     parser.add_argument("--touch", choices=["on", "off"], default="on")
+    parser.add_argument("--locomo", default="", help="a LoCoMo file: its questions in its ingested tenant")
+    parser.add_argument(
+        "--tenant", default="locomo_dev", help="with --locomo, the tenant locomo_ingest filled"
+    )
     args = parser.parse_args()
     import corpus
 
-    qs = corpus.questions((args.warmup + args.rounds) * args.queries)
+    need = (args.warmup + args.rounds) * args.queries
+    if args.locomo:
+        qs = locomo_questions(args.locomo, need)
+        tenant = args.tenant
+    else:
+        qs = ["\t" + q for q in corpus.questions(need)]
+        tenant = f"bench_search_{args.size}"
     result = compare(
         script=__file__,
         base=args.base,
         rounds=args.rounds,
         warmup=args.warmup,
         request=lambda r: qs[r * args.queries : (r + 1) * args.queries],
-        args=[f"bench_search_{args.size}", str(int(args.touch == "on"))],
+        args=[tenant, str(int(args.touch == "on"))],
     )
+    where = f"the LoCoMo tenant {tenant}" if args.locomo else f"{args.size:,} memories"
     print(
-        f"search k=10 at {args.size:,} memories, service layer, query embedded per call, touch {args.touch}; "
+        f"search k=10 at {where}, service layer, query embedded per call, touch {args.touch}; "
         f"{args.rounds} rounds x {args.queries} questions per side, load {result.load_range}"
     )
     stats = {n: percentiles([ms for part in v for ms in part]) for n, v in result.answers.items()}
@@ -57,27 +73,44 @@ def driver() -> None:
     )
 
 
+def locomo_questions(path: str, n: int) -> list[str]:
+    """``n`` questions of the LoCoMo file ``path`` (cycled), each ``"<sample_id>\\t<question>"``."""
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        samples = json.load(fh)
+    every = [f"{s['sample_id']}\t{qa['question']}" for s in samples for qa in s["qa"]]
+    return [every[i % len(every)] for i in range(n)]
+
+
 def worker(root: str, tenant_slug: str, touch: str) -> None:
-    """One side: each request is a list of questions, each answer their ``memory_search`` latencies
-    (ms), in the tenant ``tenant_slug`` with a reader agent, ``touch`` (``"1"``) on or off."""
+    """One side: each request is a list of ``"<sample_id>\\t<question>"`` (an empty sample id: no
+    filter), each answer their ``memory_search`` latencies (ms), in the tenant ``tenant_slug`` with
+    a reader agent (the ``locomo`` agent where the tenant has one, restricted to the sample's tag),
+    ``touch`` (``"1"``) on or off."""
 
     def setup(stack: Any) -> Any:
         from django_tenants.utils import tenant_context
 
+        from agents.models import Agent
         from memory.embeddings import embed_query
+        from memory.semantic.selectors import MemoryFilters
         from memory.semantic.services.recall import memory_search
 
         tenant, agents, _ = bench_key(tenant_slug, ["bench-reader"])
-        agent = agents["bench-reader"]
+        with tenant_context(tenant):
+            agent = Agent.objects.filter(name="locomo").first() or agents["bench-reader"]
         policy = tenant.retrieval_policy
 
         def run(questions: list[str]) -> list[float]:
             out = []
             with tenant_context(tenant):
-                for q in questions:
+                for line in questions:
+                    sample, _, q = line.partition("\t")
+                    filters = MemoryFilters(tags_any=[sample]) if sample else None
                     embed_query.cache_clear()
                     t0 = time.perf_counter()
-                    memory_search(agent=agent, query=q, policy=policy, touch=touch == "1")
+                    memory_search(agent=agent, query=q, policy=policy, filters=filters, touch=touch == "1")
                     out.append((time.perf_counter() - t0) * 1000)
             return out
 

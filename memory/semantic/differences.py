@@ -39,6 +39,11 @@ What is compared (``features`` computes it once per text):
 - **literal**: what must match character for character (case aside): e-mail addresses, URLs, file
   paths, identifiers with ``_`` or a dot between words (``retry_limit``, ``config.yaml``), and text
   in double quotes or backticks.
+- **question**: whether each text asks something (a sentence ending in ``?``) and whether it states
+  something (a sentence that does not; text in brackets is neither): "Does Alice live in Paris?" asks what "Alice lives in
+  Paris." states, and "Did Alice pay? She did." answers what "Did Alice pay?" only asks. Sentences
+  end after ``.``, ``!`` or ``?`` and white space (as ``memory_lexical_weights`` splits them); a
+  ``?`` inside a URL is no question.
 - **opposite**: a word one text has where the other has its opposite: a negating prefix
   (``available`` / ``unavailable``, ``likes`` / ``dislikes``, ``valid`` / ``invalid``) or a pair of
   a short table (``before`` / ``after``, ``enabled`` / ``disabled``, ``passed`` / ``failed``,
@@ -72,6 +77,7 @@ class Difference(StrEnum):
     NAME = "name"
     LITERAL = "literal"
     OPPOSITE = "opposite"
+    QUESTION = "question"
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ class Features:
     dates read from ambiguous words (``may``, ``Sun``), by the word's casefolded form, each a
     difference only when the other text lacks that word; ``names``: casefolded names;
     ``literals``; ``words``: every word, casefolded (possessive ``'s`` removed; a hyphenated word
-    also joined and in parts)."""
+    also joined and in parts); ``mood``: (whether it asks, whether it states)."""
 
     negations: tuple[int, int]
     numbers: Counter[tuple[str, str]]
@@ -92,6 +98,7 @@ class Features:
     names: frozenset[str]
     literals: frozenset[str]
     words: frozenset[str]
+    mood: tuple[bool, bool] = (False, False)
 
 
 def differences(a: str, b: str) -> frozenset[Difference]:
@@ -111,6 +118,8 @@ def differences(a: str, b: str) -> frozenset[Difference]:
         found.add(Difference.LITERAL)
     if _opposed(fa.words - fb.words, fb.words - fa.words):
         found.add(Difference.OPPOSITE)
+    if fa.mood != fb.mood:
+        found.add(Difference.QUESTION)
     return frozenset(found)
 
 
@@ -481,7 +490,24 @@ def features(text: str) -> Features:
         names=frozenset(reading.names),
         literals=frozenset(literals),
         words=frozenset(reading.words),
+        mood=_mood(text),
     )
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_BRACKETED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
+
+
+def _mood(text: str) -> tuple[bool, bool]:
+    """(whether ``text`` asks, whether it states): it has a sentence ending in ``?``, one that holds a
+    word and does not. Text in brackets is an aside, neither ("Did Alice pay? (again)" only asks)."""
+    asks = states = False
+    for sentence in _SENTENCE.split(_BRACKETED.sub(" ", text).strip()):
+        if sentence.rstrip().endswith("?"):
+            asks = True
+        elif re.search(r"\w", sentence):
+            states = True
+    return asks, states
 
 
 def _literals(text: str) -> tuple[str, set[str]]:

@@ -28,7 +28,7 @@ from core.tenancy import current_schema, current_tenant
 from memory.embeddings import vector_text
 from tenants.models import ConsolidationPolicy, Tenant
 
-from .models import MemoryScope, MemoryType, SemanticMemory
+from .models import ASKED_WEIGHT, MemoryScope, MemoryType, SemanticMemory
 
 RANGE_OPERATORS = ("gt", "gte", "lt", "lte")
 RANGED = ("created_at", "importance")  # the filters that map a range operator to a bound
@@ -373,7 +373,7 @@ LEXICAL_MAX_TERMS = 8
 # A conversation turn's speaker (its memory's metadata ``name``, which ``messages_add`` writes with the
 # turn's ``role``; NULL for every other memory): the turn's speaker field of ``hybrid_search``.
 _SPEAKER_SQL = "CASE WHEN m.metadata ? 'role' THEN m.metadata ->> 'name' END"
-_CARRIED = f"m.embedding, m.lexical, m.importance, m.created_at, {_SPEAKER_SQL} AS speaker"
+_CARRIED = f"m.embedding, m.lexical, m.importance, m.created_at, {_SPEAKER_SQL} AS speaker, m.asked_share"
 
 
 # The query's IDF vector ``v``: the body of ``memory_lexical_query(lexemes, weights)`` (migration 0014)
@@ -592,7 +592,9 @@ def hybrid_search(
     memory holding every query lexeme once would score; 1 when both are 0): a short question whose
     rare words a memory holds keeps the whole lexical share, a long dialogue whose words the best
     memory meets only in part gives it that part, so the dense side decides,
-    ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity``,
+    ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity * stated`` with
+    ``stated = 1 - (1 - ASKED_WEIGHT) * asked_share`` (what a memory asks counts half, as its asked
+    words do in its lexical vector: decision 0121; ``similarity`` itself stays the cosine),
     ``recency = exp(-decay * hours since last access)`` (``now`` minus the access clock, else the
     creation time; never negative) and
     ``score = (w_sim * relevance + w_rec * recency + w_imp * importance) / (w_sim + w_rec + w_imp)``
@@ -604,6 +606,7 @@ def hybrid_search(
     all_params = [
         *cand_params,
         qvec,
+        1.0 - ASKED_WEIGHT,
         weights.decay_per_hour,
         now,
         CONTEXT_WEIGHT,
@@ -633,7 +636,7 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
     the fused relevance and score, and the rows of the best (memory, agent, access clock: the
     select lists of ``_loaders``, in that order, after the six score columns). Parameters, in
     order: the candidates' (their query lexemes and IDFs, ``ql``, also serve the speaker fields),
-    the query vector, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
+    the query vector, ``1 - ASKED_WEIGHT``, the decay per hour, now, ``CONTEXT_WEIGHT`` twice,
     the query's IDF mass, ``TEXT_WEIGHT`` twice, the three weights, their sum and the limit."""
     (mem_select, _, _), (agent_select, _, _), (access_select, _, _) = _loaders()
     return (
@@ -647,6 +650,7 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
                    coalesce(-(c.lexical <#> (SELECT v FROM qv)), 0) AS text_rank,
                    {_context_rank_sql()} AS context_rank,
                    coalesce(sk.rank, 0) AS speaker_rank,
+                   1 - %s * c.asked_share AS stated,
                    c.importance,
                    exp(-%s * greatest(0, extract(epoch FROM (%s - coalesce({_ACCESS_SQL}, c.created_at)))
                        / 3600.0)) AS recency
@@ -658,7 +662,7 @@ def _search_sql(where: str, d: int, pool: int, *, with_embeddings: bool) -> str:
                    AS text_relevance
             FROM parts p
         ), scored AS (
-            SELECT f.*, %s * f.text_relevance + (1 - %s) * f.similarity AS relevance FROM fused f
+            SELECT f.*, %s * f.text_relevance + (1 - %s) * f.similarity * f.stated AS relevance FROM fused f
         ), best AS (
             SELECT s.*, (%s * s.relevance + %s * s.recency + %s * s.importance) / %s AS score
             FROM scored s ORDER BY score DESC, s.id::text LIMIT %s

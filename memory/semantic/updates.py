@@ -25,7 +25,8 @@ vectors and the tenant's ``near_duplicate_threshold`` ``t``:
 | ``t - WORDING_BAND <= c < t`` | no value stretch (a rewording may change words) | one value slot: one value stretch of at most ``VALUE_SLOT_WORDS`` words (rewording around it allowed) |
 | ``UPDATE_FLOOR <= c < t - WORDING_BAND`` | only neutral stretches | one value slot and nothing else |
 
-Anything else is another statement. The lower bands exist because a sentence embedding moves far
+A text that asks what the other states (``differences``' question) is another statement at any
+cosine. Anything else is another statement. The lower bands exist because a sentence embedding moves far
 for a changed name or a negation ("Dana's manager is Carol Ng" / "... Erik Sand": 0.72 with
 all-MiniLM-L6-v2, "The apartment allows pets" / "... does not allow pets": 0.76) and for plain
 rewordings (0.89 - 0.97); the alignment, not the cosine, then decides. Measured on
@@ -42,7 +43,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .differences import differences
+from .differences import Difference, differences
 from .near import UPDATE_FLOOR
 
 # below ``near_duplicate_threshold``, an update restates the sentence with one value slot changed: a
@@ -191,6 +192,8 @@ def relation(new: str, old: str, *, similarity: float, threshold: float) -> Rela
     Cached: a write asks it of the same candidate for a duplicate and for an update."""
     if similarity < min(UPDATE_FLOOR, threshold):
         return Relation.OTHER
+    if Difference.QUESTION in differences(new, old):
+        return Relation.OTHER  # asking is neither the statement nor an update of it: both stay
     if similarity < threshold - WORDING_BAND:
         # the strict band wants the sentences alike but for values: half of the shorter one's words
         # in common, checked before any alignment (most near pairs of a batch fail it)

@@ -1,5 +1,5 @@
--- Keeps memory_lexicalposting equal to search (one row per lexeme, its BM25 saturation) on insert,
--- content change (erasure) and delete, whatever wrote the row.
+-- Keeps memory_lexicalposting equal to lexical (one row per lexeme, its weight of
+-- memory_lexical_weights) on insert, content change (erasure) and delete, whatever wrote the row.
 
 CREATE OR REPLACE FUNCTION memory_lexical_postings() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -8,9 +8,7 @@ BEGIN
     END IF;
     IF TG_OP <> 'DELETE' THEN
         INSERT INTO memory_lexicalposting (memory_id, lexeme, impact)
-        SELECT NEW.id, u.lexeme,
-               memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(NEW.search))
-        FROM unnest(NEW.search) AS u;
+        SELECT NEW.id, w.lexeme, w.weight FROM memory_lexical_weights(NEW.content) AS w;
     END IF;
     RETURN NULL;
 END $$;

@@ -38,7 +38,8 @@ TEXT_WEIGHT = selectors.TEXT_WEIGHT
 class _Scored:
     """A candidate's score and its parts, each in [0, 1] (``selectors.hybrid_search`` says how).
 
-    ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity`` (hybrid fusion);
+    ``relevance = TEXT_WEIGHT * text_relevance + (1 - TEXT_WEIGHT) * similarity * stated`` (hybrid
+    fusion; ``stated`` the share of the memory's text that states rather than asks, decision 0121);
     ``score`` is the weighted mean of relevance, recency and importance (Park et al. 2023).
     """
 

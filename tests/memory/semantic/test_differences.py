@@ -1,6 +1,6 @@
 """The comparison that decides whether a near duplicate says the same thing (``memory.semantic.
 differences``): a table of pairs an embedding places close together, those that differ in what
-matters (negation, a number, a date, a name, a literal, an opposite) and those that only reword.
+matters (negation, a number, a date, a name, a literal, an opposite, a question) and those that only reword.
 
 The same table runs through the API and the batch path in ``test_near_duplicate_differences``."""
 
@@ -11,13 +11,14 @@ import pytest
 from memory.semantic.differences import Difference, differences
 from memory.semantic.services.duplicates import normalise_text
 
-NEG, NUM, DATE, NAME, LIT, OPP = (
+NEG, NUM, DATE, NAME, LIT, OPP, ASK = (
     Difference.NEGATION,
     Difference.NUMBER,
     Difference.DATE,
     Difference.NAME,
     Difference.LITERAL,
     Difference.OPPOSITE,
+    Difference.QUESTION,
 )
 
 # (stored, written, what differs): the second must be stored beside the first, never merged into it
@@ -98,6 +99,10 @@ CONTRADICTIONS: list[tuple[str, str, Difference]] = [
     ("The service writes its logs to /var/log/app.", "The service writes its logs to /var/log/api.", LIT),
     ('The guest wifi is called "falcon".', 'The guest wifi is called "eagle".', LIT),
     ("Set `retry_limit` in the config file.", "Set `retry_delay` in the config file.", LIT),
+    # a question is no statement (decision 0121)
+    ("Caroline wants to pursue counseling.", "Does Caroline want to pursue counseling?", ASK),
+    ("Did Alice pay the invoice?", "Did Alice pay the invoice? She did.", ASK),
+    ("The office is closed on Fridays.", "The office is closed on Fridays?", ASK),
 ]
 
 # (stored, written): rewordings; the second reinforces the first
@@ -137,6 +142,8 @@ PARAPHRASES: list[tuple[str, str]] = [
     ("Guests may use the wifi in May.", "Guests may use the Wi-Fi in May."),
     ("The report is sent every week.", "The report is sent each week."),
     ("Not only Alice but also Bob joined.", "Alice and Bob joined."),
+    ("Does the user prefer dark mode?", "Does the user prefer the dark mode?"),
+    ("The docs live at https://acme.example/?page=2.", "The docs are at https://acme.example/?page=2."),
 ]
 
 
