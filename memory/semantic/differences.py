@@ -118,7 +118,7 @@ def differences(a: str, b: str) -> frozenset[Difference]:
         found.add(Difference.LITERAL)
     if _opposed(fa.words - fb.words, fb.words - fa.words):
         found.add(Difference.OPPOSITE)
-    if fa.mood != fb.mood:
+    if fa.mood != fb.mood and any(fa.mood) and any(fb.mood):  # a stretch of no words neither asks nor states
         found.add(Difference.QUESTION)
     return frozenset(found)
 

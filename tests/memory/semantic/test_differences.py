@@ -10,6 +10,7 @@ import pytest
 
 from memory.semantic.differences import Difference, differences
 from memory.semantic.services.duplicates import normalise_text
+from memory.semantic.updates import Relation, relation
 
 NEG, NUM, DATE, NAME, LIT, OPP, ASK = (
     Difference.NEGATION,
@@ -166,6 +167,17 @@ def test_a_text_and_its_exact_duplicates_differ_in_nothing(text: str) -> None:
     assert differences(text, text) == frozenset()
     assert differences(text, normalise_text(text)) == frozenset()
     assert differences(text, "  " + text.upper() + " ") == frozenset()
+
+
+def test_a_stretch_of_words_against_none_is_no_question() -> None:
+    # the update rule compares the stretches where two aligned texts differ: "anymore" against
+    # nothing neither asks nor states, so only the negation of the pair differs (one value slot)
+    assert differences("not vegetarian anymore", "") == {NEG}
+    assert differences("anymore", "") == frozenset()
+    assert (
+        relation("Oliver is not vegetarian anymore.", "Oliver is vegetarian.", similarity=0.8, threshold=0.97)
+        == Relation.UPDATE
+    )
 
 
 def test_blank_and_unusual_text_is_compared_without_error() -> None:
