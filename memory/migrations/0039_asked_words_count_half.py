@@ -56,7 +56,7 @@ class Migration(migrations.Migration):
             name="asked_share",
             field=models.FloatField(db_default=0.0, editable=False),
         ),
-        ApplySqlRule("memory_lexical_weights", "46eaf90e88eb08f0", reverse_sql=DROP_WEIGHTS),
+        ApplySqlRule("memory_lexical_weights", "1562a38a192a1910", reverse_sql=DROP_WEIGHTS),
         ApplySqlRule("memory_lexical_set", "8df3c29740efa33b", previous="3c276e7107e57a70"),
         ApplySqlRule("memory_lexical_postings", "93662665a051222a", previous="7054a0a98e679169"),
         migrations.RunSQL(RESCORE, reverse_sql=UNSCORE),

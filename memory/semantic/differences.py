@@ -39,11 +39,12 @@ What is compared (``features`` computes it once per text):
 - **literal**: what must match character for character (case aside): e-mail addresses, URLs, file
   paths, identifiers with ``_`` or a dot between words (``retry_limit``, ``config.yaml``), and text
   in double quotes or backticks.
-- **question**: whether each text asks something (a sentence ending in ``?``) and whether it states
-  something (a sentence that does not; text in brackets is neither): "Does Alice live in Paris?" asks what "Alice lives in
-  Paris." states, and "Did Alice pay? She did." answers what "Did Alice pay?" only asks. Sentences
-  end after ``.``, ``!`` or ``?`` and white space (as ``memory_lexical_weights`` splits them); a
-  ``?`` inside a URL is no question.
+- **question**: whether each text asks something (a sentence ending in ``?``, maybe followed by
+  ``!``, ``?`` or a closing quote or bracket: "Really?!") and whether it states something (a
+  sentence that does not; text in brackets is neither): "Does Alice live in Paris?" asks what
+  "Alice lives in Paris." states, and "Did Alice pay? She did." answers what "Did Alice pay?" only
+  asks. Sentences end as ``memory_lexical_weights`` ends them (white space after ``.``, ``!`` or
+  ``?``, or after one of them and a closing quote or bracket); a ``?`` inside a URL is no question.
 - **opposite**: a word one text has where the other has its opposite: a negating prefix
   (``available`` / ``unavailable``, ``likes`` / ``dislikes``, ``valid`` / ``invalid``) or a pair of
   a short table (``before`` / ``after``, ``enabled`` / ``disabled``, ``passed`` / ``failed``,
@@ -494,7 +495,11 @@ def features(text: str) -> Features:
     )
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# sentences and questions as memory/sql/memory_lexical_weights.sql reads them: a sentence ends at
+# (ASCII) white space after '.', '!' or '?', or after one of them and a closing quote or bracket; it
+# asks when it ends in '?', maybe followed by '!', '?', closing quotes or brackets ("Really?!")
+_SENTENCE = re.compile(r"(?<=[.!?])[ \t\r\n]+|(?<=[.!?][\"'\u201d\u2019)\]])[ \t\r\n]+")
+_ASKS = re.compile(r"\?[!?\"'\u201d\u2019)\]]*[ \t\r\n]*$")
 _BRACKETED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 
 
@@ -502,8 +507,8 @@ def _mood(text: str) -> tuple[bool, bool]:
     """(whether ``text`` asks, whether it states): it has a sentence ending in ``?``, one that holds a
     word and does not. Text in brackets is an aside, neither ("Did Alice pay? (again)" only asks)."""
     asks = states = False
-    for sentence in _SENTENCE.split(_BRACKETED.sub(" ", text).strip()):
-        if sentence.rstrip().endswith("?"):
+    for sentence in _SENTENCE.split(_BRACKETED.sub(" ", text).strip(" \t\r\n")):
+        if _ASKS.search(sentence):
             asks = True
         elif re.search(r"\w", sentence):
             states = True

@@ -1,6 +1,8 @@
 -- A memory's lexemes and their BM25 weights: the one source of its lexical vector
 -- (memory_lexical_set) and of its postings (memory_lexical_postings). A content is two fields:
--- what it states and what it asks (its sentences ending in '?', split after '.', '!' or '?'). Per
+-- what it states and what it asks (its sentences ending in '?', maybe followed by '!', '?', a
+-- closing quote or bracket; a sentence ends at white space after '.', '!' or '?', or after one of
+-- them and a closing quote or bracket; white space is ASCII's, as in differences._mood). Per
 -- lexeme, the BM25 saturation of its count among the stated sentences (memory_bm25_saturation,
 -- their distinct lexemes as the length) plus 0.5 (ASKED_WEIGHT) times its saturation among the
 -- asked ones: a question names what its answer is about and states nothing, so an asked word
@@ -25,8 +27,8 @@ BEGIN
     SELECT to_tsvector('english'::regconfig, coalesce(string_agg(s, ' ') FILTER (WHERE NOT q), '')),
            to_tsvector('english'::regconfig, coalesce(string_agg(s, ' ') FILTER (WHERE q), ''))
     INTO stated, asked
-    FROM (SELECT s, rtrim(s, E' \t\r\n') LIKE '%?' AS q
-          FROM regexp_split_to_table(content, '(?<=[.!?])\s+') AS s) parts;
+    FROM (SELECT s, s ~ '\?[!?"''”’)\]]*[ \t\r\n]*$' AS q
+          FROM regexp_split_to_table(content, '(?<=[.!?])[ \t\r\n]+|(?<=[.!?]["''”’)\]])[ \t\r\n]+') AS s) parts;
     RETURN QUERY
         SELECT w.lexeme, sum(w.weight)
         FROM (SELECT u.lexeme, memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(stated))
@@ -51,7 +53,7 @@ BEGIN
     END IF;
     RETURN (
         SELECT coalesce(sum(n) FILTER (WHERE q) / nullif(sum(n), 0), 0)::real
-        FROM (SELECT rtrim(s, E' \t\r\n') LIKE '%?' AS q,
+        FROM (SELECT s ~ '\?[!?"''”’)\]]*[ \t\r\n]*$' AS q,
                      (SELECT count(*) FROM regexp_matches(s, '\w+', 'g')) AS n
-              FROM regexp_split_to_table(content, '(?<=[.!?])\s+') AS s) parts);
+              FROM regexp_split_to_table(content, '(?<=[.!?])[ \t\r\n]+|(?<=[.!?]["''”’)\]])[ \t\r\n]+') AS s) parts);
 END $$;

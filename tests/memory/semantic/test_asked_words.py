@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django_tenants.utils import tenant_context
 
+from memory.semantic.differences import _mood
 from memory.semantic.models import ASKED_WEIGHT, AVG_DOC_LEXEMES, BM25_B, BM25_K1, SemanticMemory
 from memory.semantic.selectors import TEXT_WEIGHT
 from tests.factories import Caller, remember, requires_model, search
@@ -72,12 +73,41 @@ def test_an_asked_word_weighs_half_a_stated_one(alice: Caller) -> None:
         ("Why? Because the trail was closed.", 1 / 6),
         ("What? Where? When?", 1.0),
         ("Is 3.5 km far? It is not.", 5 / 8),  # 3.5 ends no sentence, and is two runs of word characters
+        ("Did you really quit?! I did.", 4 / 6),  # a question may end in ?!
+        ('She asked "Did you quit?" Then she left.', 5 / 8),  # a closing quote ends the sentence too
+        (
+            "Did you go?\u00a0I did.",
+            0.0,
+        ),  # one sentence: only ASCII white space ends one (as in Python's rule)
     ],
 )
 def test_the_asked_share_is_the_share_of_words_in_questions(alice: Caller, text: str, share: float) -> None:
     assert remember(alice, text).status_code == 201
     with tenant_context(alice.tenant):
         assert SemanticMemory.objects.get(content=text).asked_share == pytest.approx(share)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Did you really quit?! I did.",
+        'She asked "Did you quit?" Then she left.',
+        "(Did you quit?) Fine.",
+        "Did you go?\u00a0I did.",
+        "Did you go?\u00a0",
+        "Is 3.5 km far? It is not.",
+        "What? Where? When?",
+        "See https://acme.example/?page=2 for it.",
+        "No question here.",
+    ],
+)
+def test_the_update_rule_reads_questions_as_search_does(alice: Caller, text: str) -> None:
+    # differences' question kind (Python) and the asked field (memory/sql/memory_lexical_weights.sql)
+    # split and read sentences alike; brackets aside, which the update rule reads as neither
+    asks, _ = _mood(text.replace("(Did you quit?) ", "Did you quit? "))
+    with tenant_context(alice.tenant), connection.cursor() as cursor:
+        cursor.execute("SELECT memory_asked_share(%s) > 0", [text])
+        assert cursor.fetchone()[0] == asks
 
 
 def test_a_memory_that_asks_nothing_keeps_one_field(alice: Caller) -> None:

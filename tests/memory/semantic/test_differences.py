@@ -104,6 +104,7 @@ CONTRADICTIONS: list[tuple[str, str, Difference]] = [
     ("Caroline wants to pursue counseling.", "Does Caroline want to pursue counseling?", ASK),
     ("Did Alice pay the invoice?", "Did Alice pay the invoice? She did.", ASK),
     ("The office is closed on Fridays.", "The office is closed on Fridays?", ASK),
+    ("Caroline really quit her job.", "Did Caroline really quit her job?!", ASK),
 ]
 
 # (stored, written): rewordings; the second reinforces the first
