@@ -12,10 +12,8 @@ from core.sqlrules import ApplySqlRule
 # UPDATE of these columns alone fires no trigger of the table).
 RESCORE = """
 UPDATE memory_semanticmemory m SET
-    lexical = (
-        SELECT (coalesce('{' || string_agg(t.i || ':' || t.w, ',' ORDER BY t.i) || '}', '{}') || '/1000000000')::sparsevec
-        FROM (SELECT memory_lexeme_index(w.lexeme) AS i, sum(w.weight) AS w
-              FROM memory_lexical_weights(m.content) AS w GROUP BY 1) t),
+    lexical = (SELECT memory_lexical_query(array_agg(w.lexeme), array_agg(w.weight))
+               FROM memory_lexical_weights(m.content) AS w),
     asked_share = memory_asked_share(m.content)
 WHERE position('?' IN m.content) > 0;
 DELETE FROM memory_lexicalposting p USING memory_semanticmemory m
@@ -57,7 +55,7 @@ class Migration(migrations.Migration):
             field=models.FloatField(db_default=0.0, editable=False),
         ),
         ApplySqlRule("memory_lexical_weights", "1562a38a192a1910", reverse_sql=DROP_WEIGHTS),
-        ApplySqlRule("memory_lexical_set", "8df3c29740efa33b", previous="3c276e7107e57a70"),
+        ApplySqlRule("memory_lexical_set", "6bc6ce827282221a", previous="3c276e7107e57a70"),
         ApplySqlRule("memory_lexical_postings", "93662665a051222a", previous="7054a0a98e679169"),
         migrations.RunSQL(RESCORE, reverse_sql=UNSCORE),
     ]
