@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION memory_lexical_set() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     NEW.lexical := (SELECT memory_lexical_query(array_agg(w.lexeme), array_agg(w.weight))
-                    FROM memory_lexical_weights(NEW.content) AS w);
+                    FROM memory_lexical_weights(NEW.content, to_tsvector('english'::regconfig, COALESCE(NEW.content, ''))) AS w);
     NEW.asked_share := memory_asked_share(NEW.content);
     RETURN NEW;
 END $$;
