@@ -12,17 +12,15 @@ from core.sqlrules import ApplySqlRule
 # UPDATE of these columns alone fires no trigger of the table).
 RESCORE = """
 UPDATE memory_semanticmemory m SET
-    lexical = (
-        SELECT (coalesce('{' || string_agg(t.i || ':' || t.w, ',' ORDER BY t.i) || '}', '{}') || '/1000000000')::sparsevec
-        FROM (SELECT memory_lexeme_index(w.lexeme) AS i, sum(w.weight) AS w
-              FROM memory_lexical_weights(m.content) AS w GROUP BY 1) t),
+    lexical = (SELECT memory_lexical_query(array_agg(w.lexeme), array_agg(w.weight))
+               FROM memory_lexical_weights(m.content, m.search) AS w),
     asked_share = memory_asked_share(m.content)
 WHERE position('?' IN m.content) > 0;
 DELETE FROM memory_lexicalposting p USING memory_semanticmemory m
 WHERE p.memory_id = m.id AND position('?' IN m.content) > 0;
 INSERT INTO memory_lexicalposting (memory_id, lexeme, impact)
 SELECT m.id, w.lexeme, w.weight
-FROM memory_semanticmemory m CROSS JOIN LATERAL memory_lexical_weights(m.content) AS w
+FROM memory_semanticmemory m CROSS JOIN LATERAL memory_lexical_weights(m.content, m.search) AS w
 WHERE position('?' IN m.content) > 0;
 """
 
@@ -41,7 +39,7 @@ WHERE position('?' IN m.content) > 0;
 
 DROP_WEIGHTS = """
 DROP FUNCTION IF EXISTS memory_asked_share(text);
-DROP FUNCTION IF EXISTS memory_lexical_weights(text);
+DROP FUNCTION IF EXISTS memory_lexical_weights(text, tsvector);
 """
 
 
@@ -56,8 +54,8 @@ class Migration(migrations.Migration):
             name="asked_share",
             field=models.FloatField(db_default=0.0, editable=False),
         ),
-        ApplySqlRule("memory_lexical_weights", "1562a38a192a1910", reverse_sql=DROP_WEIGHTS),
-        ApplySqlRule("memory_lexical_set", "8df3c29740efa33b", previous="3c276e7107e57a70"),
-        ApplySqlRule("memory_lexical_postings", "93662665a051222a", previous="7054a0a98e679169"),
+        ApplySqlRule("memory_lexical_weights", "1198514abc4323de", reverse_sql=DROP_WEIGHTS),
+        ApplySqlRule("memory_lexical_set", "1131113fc457ef3e", previous="3c276e7107e57a70"),
+        ApplySqlRule("memory_lexical_postings", "e053f02e4f127a88", previous="7054a0a98e679169"),
         migrations.RunSQL(RESCORE, reverse_sql=UNSCORE),
     ]

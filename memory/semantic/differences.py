@@ -99,7 +99,7 @@ class Features:
     names: frozenset[str]
     literals: frozenset[str]
     words: frozenset[str]
-    mood: tuple[bool, bool] = (False, False)
+    mood: tuple[bool, bool]
 
 
 def differences(a: str, b: str) -> frozenset[Difference]:

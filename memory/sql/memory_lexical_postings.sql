@@ -8,7 +8,7 @@ BEGIN
     END IF;
     IF TG_OP <> 'DELETE' THEN
         INSERT INTO memory_lexicalposting (memory_id, lexeme, impact)
-        SELECT NEW.id, w.lexeme, w.weight FROM memory_lexical_weights(NEW.content) AS w;
+        SELECT NEW.id, w.lexeme, w.weight FROM memory_lexical_weights(NEW.content, NEW.search) AS w;
     END IF;
     RETURN NULL;
 END $$;

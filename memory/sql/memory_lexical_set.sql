@@ -1,13 +1,11 @@
--- Sets lexical (the BM25 weights of memory_lexical_weights by hashed lexeme) and asked_share from
--- content on insert and content change, whatever wrote the row.
+-- Sets lexical (the BM25 weights of memory_lexical_weights, placed by memory_lexical_query) and
+-- asked_share from content on insert and content change, whatever wrote the row.
 -- Python twin: core/fulltext.py query_lexemes (the same 'english' configuration, the query's side).
 
 CREATE OR REPLACE FUNCTION memory_lexical_set() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    NEW.lexical := (
-        SELECT (coalesce('{' || string_agg(t.i || ':' || t.w, ',' ORDER BY t.i) || '}', '{}') || '/1000000000')::sparsevec
-        FROM (SELECT memory_lexeme_index(w.lexeme) AS i, sum(w.weight) AS w
-              FROM memory_lexical_weights(NEW.content) AS w GROUP BY 1) t);
+    NEW.lexical := (SELECT memory_lexical_query(array_agg(w.lexeme), array_agg(w.weight))
+                    FROM memory_lexical_weights(NEW.content, to_tsvector('english'::regconfig, COALESCE(NEW.content, ''))) AS w);
     NEW.asked_share := memory_asked_share(NEW.content);
     RETURN NEW;
 END $$;

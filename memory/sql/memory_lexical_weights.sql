@@ -6,19 +6,19 @@
 -- lexeme, the BM25 saturation of its count among the stated sentences (memory_bm25_saturation,
 -- their distinct lexemes as the length) plus 0.5 (ASKED_WEIGHT) times its saturation among the
 -- asked ones: a question names what its answer is about and states nothing, so an asked word
--- counts half a stated one (decision 0121). A content without '?' is one field, as before.
+-- counts half a stated one (decision 0121). A content without '?' is one field, as before: its
+-- tsvector ``whole`` (to_tsvector('english', content), which the generated search column holds once
+-- the row is written), so the common case parses the text no more than before.
 -- Python twin: memory/semantic/models.py ASKED_WEIGHT.
 
-CREATE OR REPLACE FUNCTION memory_lexical_weights(content text)
+CREATE OR REPLACE FUNCTION memory_lexical_weights(content text, whole tsvector)
     RETURNS TABLE (lexeme text, weight double precision)
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
-    whole tsvector;
     stated tsvector;
     asked tsvector;
 BEGIN
     IF position('?' IN coalesce(content, '')) = 0 THEN
-        whole := to_tsvector('english'::regconfig, coalesce(content, ''));
         RETURN QUERY
             SELECT u.lexeme, memory_bm25_saturation(coalesce(array_length(u.positions, 1), 1), length(whole))
             FROM unnest(whole) AS u;
